@@ -1,0 +1,53 @@
+"""babelzoo: multilingual, multimodal and knowledge-enhanced encoders, composed from parts and
+pre-trained on one mixed-precision trainer.
+
+    >>> import babelzoo
+    >>> babelzoo.list_models("xlm*")
+    ['xlm_base', 'xlm_tiny', 'xlmr_base', 'xlmr_tiny']
+    >>> model = babelzoo.create_model("xlmr_tiny")
+
+Attributes load on first use, so ``import babelzoo`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_API = {
+    "create_model": "babelzoo.zoo.factory",
+    "list_models": "babelzoo.zoo.factory",
+    "register_model": "babelzoo.zoo.factory",
+    "model_config": "babelzoo.zoo.factory",
+    "PretrainedWeights": "babelzoo.zoo.factory",
+    "from_pretrained": "babelzoo.zoo.pretrained",
+    "CheckpointError": "babelzoo.zoo.pretrained",
+    "BabelModel": "babelzoo.zoo.model",
+    "EncoderOutput": "babelzoo.zoo.model",
+    "ModelConfig": "babelzoo.zoo.config",
+    "TextConfig": "babelzoo.zoo.config",
+    "VisionConfig": "babelzoo.zoo.config",
+    "AudioConfig": "babelzoo.zoo.config",
+    "KnowledgeConfig": "babelzoo.zoo.config",
+    "FusionConfig": "babelzoo.zoo.config",
+    "ConfigError": "babelzoo.zoo.config",
+    "Tokenizer": "babelzoo.datasets.tokenizer",
+    "load_tokenizer": "babelzoo.datasets.tokenizer",
+    "Registry": "babelzoo.registry",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'babelzoo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

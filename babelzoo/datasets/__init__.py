@@ -1,0 +1,1 @@
+"""Corpora, tokenizers, language sampling, loaders and downloads."""

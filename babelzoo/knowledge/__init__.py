@@ -1,0 +1,1 @@
+"""Knowledge bases, entity linking, KG embeddings, knowledge fusion and retrieval memory."""

@@ -1,0 +1,1 @@
+"""Pre-training objectives, one file each, registered by name."""

@@ -1,0 +1,53 @@
+"""What every pre-training objective is: an ``nn.Module`` that owns its heads, prepares its
+batches from raw examples (in DataLoader workers) and computes a :class:`Loss`."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+import torch
+from torch import nn
+
+from ..registry import Registry
+
+
+@dataclass
+class Loss:
+    """``value``: the scalar to minimise; ``metrics``: floats to log (accuracy, counts);
+    ``tokens``: how many input tokens the step processed (for throughput)."""
+
+    value: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+    tokens: int = 0
+
+
+class Objective(nn.Module, abc.ABC):
+    """Base class. Subclasses set ``name`` and implement :meth:`prepare` and :meth:`forward`.
+
+    ``prepare(examples)`` turns a list of raw examples (token-id lists, translation pairs...)
+    into a dict of tensors; it runs in DataLoader workers and must be deterministic given the
+    torch RNG state. ``forward(model, batch)`` runs the encoder and the objective's heads.
+    """
+
+    name: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def prepare(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
+        """Collate raw examples into a batch of tensors."""
+
+    @abc.abstractmethod
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> Loss:
+        """Compute the loss of ``model`` on ``batch``."""
+
+
+OBJECTIVES: Registry[type[Objective]] = Registry("objective")
+
+
+def register_objective(cls: type[Objective]) -> type[Objective]:
+    """Class decorator: register under ``cls.name``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} must set a non-empty `name` to be registered")
+    OBJECTIVES.register(cls, name=cls.name)
+    return cls

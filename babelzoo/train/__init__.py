@@ -1,0 +1,1 @@
+"""The shared mixed-precision trainer."""

@@ -1,0 +1,150 @@
+"""Named architectures. Each entry's docstring is its model card.
+
+``*_base`` entries follow the published sizes; ``*_tiny`` entries keep every switch of their
+family at a size that trains in seconds on a CPU (tests, demos)."""
+
+from __future__ import annotations
+
+from .config import ModelConfig, TextConfig
+from .factory import register_model
+
+TINY = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=4, intermediate_size=256, max_positions=256)
+
+
+def _tiny(config: ModelConfig, **extra) -> ModelConfig:
+    sizes = dict(TINY)
+    if config.text.embedding_size is not None:
+        sizes["embedding_size"] = 64
+    return config.override(**{**sizes, **extra})
+
+
+# --- BERT family -------------------------------------------------------------------------------
+
+@register_model
+def mbert_base() -> ModelConfig:
+    """Multilingual BERT (Devlin et al. 2019, "BERT: Pre-training of Deep Bidirectional
+    Transformers for Language Understanding"): 12-layer post-LN Transformer, hidden 768,
+    learned absolute positions, two segments, trained with MLM + NSP on 104 Wikipedias with a
+    shared 119,547-piece WordPiece vocabulary."""
+    return ModelConfig(text=TextConfig(vocab_size=119547))
+
+
+@register_model
+def mbert_tiny() -> ModelConfig:
+    """mBERT's layout (post-LN, learned positions, segments, tied MLM head) at tiny size."""
+    return _tiny(mbert_base())
+
+
+# --- XLM family --------------------------------------------------------------------------------
+
+@register_model
+def xlm_base() -> ModelConfig:
+    """XLM (Lample & Conneau 2019, "Cross-lingual Language Model Pretraining"): post-LN
+    Transformer with learned language embeddings added to every token, no segment embeddings,
+    for MLM/TLM/CLM; here in the 15-language (XNLI) layout, 12 layers, hidden 1024, 8 heads."""
+    return ModelConfig(text=TextConfig(vocab_size=95000, hidden_size=1024, num_heads=8, intermediate_size=4096,
+                                       segment_vocab_size=0, num_languages=15, pooler=True))
+
+
+@register_model
+def xlm_tiny() -> ModelConfig:
+    """XLM's layout (language embeddings, no segments) at tiny size, 15 languages."""
+    return _tiny(xlm_base())
+
+
+@register_model
+def xlmr_base() -> ModelConfig:
+    """XLM-R (Conneau et al. 2020, "Unsupervised Cross-lingual Representation Learning at
+    Scale"): RoBERTa layout (positions offset past the padding index, one segment, LayerNorm
+    eps 1e-5) over a 250,002-piece sentencepiece vocabulary, MLM on CC-100 in 100 languages."""
+    return ModelConfig(text=TextConfig(vocab_size=250002, position_offset=2, pad_token_id=1,
+                                       segment_vocab_size=1, layer_norm_eps=1e-5))
+
+
+@register_model
+def xlmr_tiny() -> ModelConfig:
+    """XLM-R's layout (RoBERTa position offset, one segment) at tiny size."""
+    return _tiny(xlmr_base())
+
+
+@register_model
+def unicoder_base() -> ModelConfig:
+    """Unicoder (Huang et al. 2019, "Unicoder: A Universal Language Encoder by Pre-training with
+    Multiple Cross-lingual Tasks"): XLM's 15-language encoder with language embeddings, trained
+    with MLM, TLM and Unicoder's cross-lingual word recovery (CLWR), paraphrase classification
+    (CLPC) and code-switched MLM; the pooler feeds the CLPC classifier."""
+    return ModelConfig(text=TextConfig(vocab_size=95000, hidden_size=1024, num_heads=8, intermediate_size=4096,
+                                       segment_vocab_size=2, num_languages=15))
+
+
+@register_model
+def unicoder_tiny() -> ModelConfig:
+    """Unicoder's layout (language and segment embeddings, pooler) at tiny size."""
+    return _tiny(unicoder_base())
+
+
+# --- ALBERT, NEZHA, other switches -------------------------------------------------------------
+
+@register_model
+def albert_base() -> ModelConfig:
+    """ALBERT (Lan et al. 2020, "ALBERT: A Lite BERT for Self-supervised Learning of Language
+    Representations"): factorised embedding (E=128 projected to H=768) and one Transformer block
+    shared by all 12 layers; tanh-approximated GELU."""
+    return ModelConfig(text=TextConfig(vocab_size=30000, embedding_size=128, share_layers=True,
+                                       activation="gelu_tanh", dropout=0.0, attention_dropout=0.0))
+
+
+@register_model
+def albert_tiny() -> ModelConfig:
+    """ALBERT's factorised embedding (E=64) and cross-layer sharing at tiny size."""
+    return _tiny(albert_base())
+
+
+@register_model
+def nezha_base() -> ModelConfig:
+    """NEZHA (Wei et al. 2019, "NEZHA: Neural Contextualized Representation for Chinese Language
+    Understanding"): BERT without absolute positions; a fixed sinusoidal encoding of the clipped
+    relative distance (max 64) is added to keys and values in every attention layer."""
+    return ModelConfig(text=TextConfig(vocab_size=21128, position_embedding="none", relative_attention="nezha",
+                                       relative_max_distance=64))
+
+
+@register_model
+def nezha_tiny() -> ModelConfig:
+    """NEZHA's functional relative positions at tiny size (max distance 16)."""
+    return _tiny(nezha_base(), relative_max_distance=16)
+
+
+@register_model
+def t5rel_prenorm_base() -> ModelConfig:
+    """A pre-LN (GPT-2 style, Radford et al. 2019) encoder with T5's bucketed relative position
+    bias (Raffel et al. 2020: 32 buckets, max distance 128) and no absolute positions; stable
+    to train at depth without warm-up tricks."""
+    return ModelConfig(text=TextConfig(position_embedding="none", relative_attention="t5", norm_position="pre",
+                                       embedding_layer_norm=False, layer_norm_eps=1e-6))
+
+
+@register_model
+def t5rel_prenorm_tiny() -> ModelConfig:
+    """Pre-LN + T5 relative buckets at tiny size."""
+    return _tiny(t5rel_prenorm_base())
+
+
+@register_model
+def bilstm_base() -> ModelConfig:
+    """A 2-layer bidirectional LSTM encoder (ELMo-style, Peters et al. 2018) over learned token
+    embeddings; a cheap baseline for the same objectives."""
+    return ModelConfig(text=TextConfig(encoder="lstm", num_layers=2, position_embedding="none",
+                                       segment_vocab_size=0))
+
+
+@register_model
+def bilstm_tiny() -> ModelConfig:
+    """Bidirectional LSTM at tiny size."""
+    return _tiny(bilstm_base())
+
+
+@register_model
+def bigru_tiny() -> ModelConfig:
+    """Bidirectional GRU (Cho et al. 2014) encoder at tiny size."""
+    return _tiny(bilstm_base(), encoder="gru")

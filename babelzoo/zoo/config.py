@@ -1,0 +1,324 @@
+"""Typed model configuration: frozen dataclasses validated at construction.
+
+A :class:`ModelConfig` holds one sub-config per part (text, vision, audio, knowledge, fusion).
+It round-trips through JSON exactly, and every mistake is reported with the field it concerns::
+
+    >>> TextConfig(hidden_size=100, num_heads=12)
+    ConfigError: TextConfig.hidden_size=100 must be divisible by num_heads=12
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Optional
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is invalid; the message names the field."""
+
+
+def _check(cond: bool, cls: str, name: str, value: Any, why: str) -> None:
+    if not cond:
+        raise ConfigError(f"{cls}.{name}={value!r} {why}")
+
+
+class _Config:
+    """Shared behaviour of every sub-config: validation helpers, dict/JSON round trip, replace."""
+
+    _choices: ClassVar[dict[str, tuple]] = {}
+    _positive: ClassVar[tuple[str, ...]] = ()
+    _non_negative: ClassVar[tuple[str, ...]] = ()
+    _probabilities: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        cls = type(self).__name__
+        for name, options in self._choices.items():
+            value = getattr(self, name)
+            _check(value in options, cls, name, value, f"must be one of {', '.join(map(repr, options))}")
+        for name in self._positive:
+            value = getattr(self, name)
+            _check(isinstance(value, int) and not isinstance(value, bool) and value > 0, cls, name, value,
+                   "must be a positive integer")
+        for name in self._non_negative:
+            value = getattr(self, name)
+            _check(isinstance(value, int) and not isinstance(value, bool) and value >= 0, cls, name, value,
+                   "must be a non-negative integer")
+        for name in self._probabilities:
+            value = getattr(self, name)
+            _check(isinstance(value, (int, float)) and 0.0 <= value < 1.0, cls, name, value, "must be in [0, 1)")
+        self.validate()
+
+    def validate(self) -> None:
+        """Cross-field checks; subclasses extend."""
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = ""):
+        unknown = sorted(set(data) - set(cls.field_names()))
+        if unknown:
+            raise ConfigError(f"unknown {cls.__name__} key(s) {unknown}{' in ' + where if where else ''}; "
+                              f"valid keys: {', '.join(cls.field_names())}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+    def replace(self, **changes):
+        unknown = sorted(set(changes) - set(self.field_names()))
+        if unknown:
+            raise ConfigError(f"unknown {type(self).__name__} key(s) {unknown}; "
+                              f"valid keys: {', '.join(self.field_names())}")
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class TextConfig(_Config):
+    """Token embeddings and the text encoder (Transformer or RNN).
+
+    ``embedding_size`` smaller than ``hidden_size`` gives ALBERT's factorised embedding;
+    ``share_layers`` gives ALBERT's cross-layer sharing; ``num_languages > 0`` adds XLM language
+    embeddings; ``position_offset`` is RoBERTa's shift of position ids past the padding index.
+    """
+
+    vocab_size: int = 32000
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    embedding_size: Optional[int] = None
+    max_positions: int = 512
+    position_embedding: str = "learned"
+    position_offset: int = 0
+    relative_attention: str = "none"
+    relative_buckets: int = 32
+    relative_max_distance: int = 128
+    segment_vocab_size: int = 2
+    num_languages: int = 0
+    encoder: str = "transformer"
+    norm_position: str = "post"
+    activation: str = "gelu"
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    layer_norm_eps: float = 1e-12
+    embedding_layer_norm: bool = True
+    share_layers: bool = False
+    causal: bool = False
+    bidirectional: bool = True
+    pooler: bool = True
+    mlm_head: bool = True
+    tie_word_embeddings: bool = True
+    pad_token_id: int = 0
+    init_std: float = 0.02
+
+    _choices: ClassVar = {
+        "position_embedding": ("learned", "sinusoidal", "none"),
+        "relative_attention": ("none", "t5", "nezha"),
+        "encoder": ("transformer", "lstm", "gru"),
+        "norm_position": ("post", "pre"),
+        "activation": ("gelu", "gelu_tanh", "relu"),
+    }
+    _positive: ClassVar = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+                           "max_positions", "relative_buckets", "relative_max_distance")
+    _non_negative: ClassVar = ("position_offset", "segment_vocab_size", "num_languages", "pad_token_id")
+    _probabilities: ClassVar = ("dropout", "attention_dropout")
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    def validate(self) -> None:
+        name = type(self).__name__
+        _check(self.hidden_size % self.num_heads == 0, name, "hidden_size", self.hidden_size,
+               f"must be divisible by num_heads={self.num_heads}")
+        if self.embedding_size is not None:
+            _check(isinstance(self.embedding_size, int) and self.embedding_size > 0, name, "embedding_size",
+                   self.embedding_size, "must be a positive integer or None")
+        _check(self.pad_token_id < self.vocab_size, name, "pad_token_id", self.pad_token_id,
+               f"must be smaller than vocab_size={self.vocab_size}")
+        _check(self.layer_norm_eps > 0, name, "layer_norm_eps", self.layer_norm_eps, "must be positive")
+        _check(self.init_std > 0, name, "init_std", self.init_std, "must be positive")
+        if self.encoder != "transformer":
+            _check(self.relative_attention == "none", name, "relative_attention", self.relative_attention,
+                   f"needs encoder='transformer' (got encoder={self.encoder!r})")
+            _check(not self.share_layers, name, "share_layers", self.share_layers,
+                   f"needs encoder='transformer' (got encoder={self.encoder!r})")
+        if self.relative_attention == "nezha":
+            _check(self.head_dim % 2 == 0, name, "hidden_size", self.hidden_size,
+                   "must give an even head dimension for NEZHA's sinusoidal relative encoding")
+
+
+@dataclass(frozen=True)
+class VisionConfig(_Config):
+    """Image tower: ``backbone='patch'`` is a ViLT raw patch embedding; any other name is a timm
+    model whose features are projected to the text width."""
+
+    backbone: str = "patch"
+    image_size: int = 224
+    patch_size: int = 16
+    num_channels: int = 3
+    pretrained: bool = False
+    features: str = "tokens"
+
+    _choices: ClassVar = {"features": ("tokens", "pooled")}
+    _positive: ClassVar = ("image_size", "patch_size", "num_channels")
+
+    def validate(self) -> None:
+        if self.backbone == "patch":
+            _check(self.image_size % self.patch_size == 0, "VisionConfig", "image_size", self.image_size,
+                   f"must be divisible by patch_size={self.patch_size}")
+
+
+@dataclass(frozen=True)
+class AudioConfig(_Config):
+    """Speech tower: log-mel filterbank frames subsampled by strided convolutions."""
+
+    num_mel_bins: int = 80
+    sample_rate: int = 16000
+    conv_channels: int = 256
+    conv_layers: int = 2
+    conv_kernel: int = 3
+    conv_stride: int = 2
+    max_frames: int = 3000
+
+    _positive: ClassVar = ("num_mel_bins", "sample_rate", "conv_channels", "conv_layers", "conv_kernel",
+                           "conv_stride", "max_frames")
+
+
+@dataclass(frozen=True)
+class KnowledgeConfig(_Config):
+    """Entity stream for knowledge fusion (ERNIE) and K-BERT injection."""
+
+    entity_vocab_size: int = 1
+    entity_dim: int = 100
+    fusion_layers: tuple = ()
+    fusion: str = "ernie"
+
+    _choices: ClassVar = {"fusion": ("ernie", "none")}
+    _positive: ClassVar = ("entity_vocab_size", "entity_dim")
+
+    def validate(self) -> None:
+        for layer in self.fusion_layers:
+            _check(isinstance(layer, int) and layer >= 0, "KnowledgeConfig", "fusion_layers", self.fusion_layers,
+                   "must hold non-negative layer indices")
+
+
+@dataclass(frozen=True)
+class FusionConfig(_Config):
+    """How the text tower meets another modality: one stream (ViLT), cross-attention layers
+    (ALBEF) or two towers compared by similarity (CLIP)."""
+
+    mode: str = "single_stream"
+    num_layers: int = 2
+    projection_dim: int = 256
+
+    _choices: ClassVar = {"mode": ("single_stream", "cross_attention", "dual")}
+    _positive: ClassVar = ("num_layers", "projection_dim")
+
+
+_SUBCONFIGS: dict[str, type[_Config]] = {
+    "text": TextConfig,
+    "vision": VisionConfig,
+    "audio": AudioConfig,
+    "knowledge": KnowledgeConfig,
+    "fusion": FusionConfig,
+}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The whole model: an architecture name plus one sub-config per part present."""
+
+    architecture: str = "custom"
+    text: TextConfig = field(default_factory=TextConfig)
+    vision: Optional[VisionConfig] = None
+    audio: Optional[AudioConfig] = None
+    knowledge: Optional[KnowledgeConfig] = None
+    fusion: Optional[FusionConfig] = None
+
+    def __post_init__(self) -> None:
+        for name, cls in _SUBCONFIGS.items():
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, cls):
+                raise ConfigError(f"ModelConfig.{name} must be a {cls.__name__}, got {type(value).__name__}")
+
+    # --- serialisation -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"architecture": self.architecture}
+        for name in _SUBCONFIGS:
+            sub = getattr(self, name)
+            out[name] = None if sub is None else sub.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "") -> "ModelConfig":
+        valid = ["architecture", *_SUBCONFIGS]
+        unknown = sorted(set(data) - set(valid))
+        if unknown:
+            raise ConfigError(f"unknown ModelConfig key(s) {unknown}{' in ' + where if where else ''}; "
+                              f"valid keys: {', '.join(valid)}")
+        kwargs: dict[str, Any] = {"architecture": data.get("architecture", "custom")}
+        for name, sub_cls in _SUBCONFIGS.items():
+            sub = data.get(name)
+            if sub is not None:
+                kwargs[name] = sub_cls.from_dict(sub, where=f"{where}[{name}]" if where else name)
+        return cls(**kwargs)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    @classmethod
+    def from_json(cls, source: str | Path) -> "ModelConfig":
+        path = Path(source) if not str(source).lstrip().startswith("{") else None
+        text = path.read_text(encoding="utf-8") if path else str(source)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path or 'config'}:{err.lineno}: invalid JSON ({err.msg})") from None
+        return cls.from_dict(data, where=str(path) if path else "")
+
+    # --- overrides -----------------------------------------------------------------------------
+    def override(self, **overrides: Any) -> "ModelConfig":
+        """Return a copy with ``overrides`` applied.
+
+        Plain keys go to the text config (``hidden_size=64``); other parts take a dict
+        (``vision={"image_size": 64}``) or a dotted key (``**{"vision.image_size": 64}``).
+        """
+        changes: dict[str, dict[str, Any]] = {}
+        top: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if key == "architecture":
+                top[key] = value
+            elif key in _SUBCONFIGS and isinstance(value, Mapping):
+                changes.setdefault(key, {}).update(value)
+            elif key in _SUBCONFIGS and (value is None or isinstance(value, _SUBCONFIGS[key])):
+                top[key] = value
+            elif "." in key:
+                part, sub_key = key.split(".", 1)
+                if part not in _SUBCONFIGS:
+                    raise ConfigError(f"unknown config part {part!r} in {key!r}; valid parts: "
+                                      f"{', '.join(_SUBCONFIGS)}")
+                changes.setdefault(part, {})[sub_key] = value
+            elif key in TextConfig.field_names():
+                changes.setdefault("text", {})[key] = value
+            else:
+                raise ConfigError(f"unknown config key {key!r}; valid keys: architecture, "
+                                  f"{', '.join(TextConfig.field_names())}, or a part "
+                                  f"({', '.join(_SUBCONFIGS)}) given as a dict or a dotted key")
+        config = dataclasses.replace(self, **top) if top else self
+        for part, values in changes.items():
+            current = getattr(config, part) or _SUBCONFIGS[part]()
+            config = dataclasses.replace(config, **{part: current.replace(**values)})
+        return config

@@ -1,0 +1,93 @@
+"""Sequence encoders: a Transformer stack (post/pre-LN, ALBERT sharing, T5/NEZHA relative
+positions) and bidirectional RNNs (LSTM, GRU)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from .config import TextConfig
+from .layers import TransformerBlock, build_attention_mask
+from .positions import NezhaRelativePositions, T5RelativeBias
+
+
+class TransformerEncoder(nn.Module):
+    def __init__(self, config: TextConfig):
+        super().__init__()
+        self.config = config
+
+        def block() -> TransformerBlock:
+            return TransformerBlock(config.hidden_size, config.num_heads, config.intermediate_size,
+                                    config.activation, config.dropout, config.attention_dropout,
+                                    config.layer_norm_eps, pre_norm=config.norm_position == "pre")
+
+        # ALBERT shares one block across all layers; the forward pass still runs num_layers times.
+        self.layers = nn.ModuleList([block()] if config.share_layers else [block() for _ in range(config.num_layers)])
+        self.final_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+                           if config.norm_position == "pre" else None)
+        self.t5_bias = None
+        self.nezha = None
+        if config.relative_attention == "t5":
+            self.t5_bias = T5RelativeBias(config.num_heads, config.relative_buckets, config.relative_max_distance)
+        elif config.relative_attention == "nezha":
+            self.nezha = NezhaRelativePositions(config.head_dim, config.relative_max_distance)
+
+    def layer(self, index: int) -> TransformerBlock:
+        return self.layers[0 if self.config.share_layers else index]
+
+    def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                visible: Optional[torch.Tensor] = None, causal: bool = False,
+                output_hidden_states: bool = False) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
+        length = x.shape[1]
+        mask = build_attention_mask(attention_mask, visible, causal or self.config.causal, length)
+        bias = self.t5_bias(length) if self.t5_bias is not None else None
+        relative = self.nezha(length) if self.nezha is not None else None
+        states = [x] if output_hidden_states else None
+        for i in range(self.config.num_layers):
+            x = self.layer(i)(x, mask, bias, relative)
+            if states is not None:
+                states.append(x)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+            if states is not None:
+                states[-1] = x
+        return x, tuple(states) if states is not None else None
+
+
+class RNNEncoder(nn.Module):
+    """LSTM or GRU over the embeddings; bidirectional RNNs split ``hidden_size`` between the two
+    directions so the output width is always ``hidden_size``. Padding is packed away, so padded
+    and unpadded copies of a sentence give the same states on their real tokens."""
+
+    def __init__(self, config: TextConfig):
+        super().__init__()
+        self.config = config
+        directions = 2 if config.bidirectional else 1
+        if config.hidden_size % directions:
+            raise ValueError(f"TextConfig.hidden_size={config.hidden_size} must be even for a bidirectional RNN")
+        rnn = nn.LSTM if config.encoder == "lstm" else nn.GRU
+        self.rnn = rnn(config.hidden_size, config.hidden_size // directions, num_layers=config.num_layers,
+                       batch_first=True, bidirectional=config.bidirectional,
+                       dropout=config.dropout if config.num_layers > 1 else 0.0)
+
+    def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                visible: Optional[torch.Tensor] = None, causal: bool = False,
+                output_hidden_states: bool = False) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
+        if visible is not None or causal:
+            raise ValueError("RNN encoders take no visibility matrix or causal mask; use a Transformer encoder")
+        length = x.shape[1]
+        if attention_mask is None:
+            out, _ = self.rnn(x)
+        else:
+            lengths = attention_mask.long().sum(dim=1).clamp(min=1).cpu()
+            packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            out, _ = self.rnn(packed)
+            out, _ = pad_packed_sequence(out, batch_first=True, total_length=length)
+        return out, (x, out) if output_hidden_states else None
+
+
+def build_encoder(config: TextConfig) -> nn.Module:
+    return TransformerEncoder(config) if config.encoder == "transformer" else RNNEncoder(config)

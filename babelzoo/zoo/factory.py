@@ -1,0 +1,106 @@
+"""The model registry: ``@register_model``, ``list_models``, ``create_model``.
+
+An entry is a function, named after the model, that returns its :class:`ModelConfig`; its
+docstring is the model card. Pretrained weights, when an entry has them, are described by a
+:class:`PretrainedWeights` (a URL with its sha256, or a loader that reads an installed package).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..registry import Registry
+from .config import ModelConfig
+
+
+@dataclass(frozen=True)
+class PretrainedWeights:
+    """Where an entry's weights come from: ``url`` + ``sha256`` (downloaded once, verified,
+    cached) or ``loader``, a function that builds the model itself (for weights shipped inside
+    an installed package in a format of their own)."""
+
+    url: Optional[str] = None
+    sha256: Optional[str] = None
+    loader: Optional[Callable[..., Any]] = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    config_fn: Callable[[], ModelConfig]
+    pretrained: Optional[PretrainedWeights] = None
+
+    @property
+    def doc(self) -> str:
+        return (self.config_fn.__doc__ or "").strip()
+
+    def config(self) -> ModelConfig:
+        return self.config_fn().override(architecture=self.name)
+
+
+MODELS: Registry[ModelEntry] = Registry("model")
+
+
+def register_model(fn: Callable[[], ModelConfig] | None = None, *, pretrained: PretrainedWeights | None = None):
+    """Register a function returning a :class:`ModelConfig` under its name::
+
+        @register_model
+        def my_tiny():
+            \"\"\"Model card: what it is, the paper.\"\"\"
+            return ModelConfig(text=TextConfig(hidden_size=64, num_heads=2, num_layers=2))
+    """
+
+    def add(f: Callable[[], ModelConfig]) -> Callable[[], ModelConfig]:
+        MODELS.register(ModelEntry(f.__name__, f, pretrained), name=f.__name__)
+        return f
+
+    return add if fn is None else add(fn)
+
+
+def _ensure_registered() -> None:
+    from . import architectures  # noqa: F401  (registers the built-in entries)
+
+
+def list_models(pattern: str | None = None, pretrained: bool = False) -> list[str]:
+    """Registered model names, optionally filtered by a wildcard (``"xlm*"``) and to those
+    with pretrained weights."""
+    _ensure_registered()
+    names = MODELS.list(pattern)
+    return [n for n in names if MODELS.get(n).pretrained] if pretrained else names
+
+
+def model_entry(name: str) -> ModelEntry:
+    _ensure_registered()
+    return MODELS.get(name)
+
+
+def model_config(name: str, **overrides: Any) -> ModelConfig:
+    return model_entry(name).config().override(**overrides)
+
+
+def create_model(name: str, pretrained: bool = False, weights: str | Path | None = None, **overrides: Any):
+    """Build a registered model.
+
+    ``overrides`` change its config (``hidden_size=128``; other parts as dicts:
+    ``vision={"image_size": 64}``). ``pretrained=True`` loads the entry's published weights;
+    ``weights`` loads a checkpoint directory, file or URL instead. Loading is strict.
+    """
+    from .model import BabelModel
+    from .pretrained import load_weights_into, resolve_pretrained
+
+    entry = model_entry(name)
+    if pretrained and weights is None:
+        if entry.pretrained is None:
+            with_weights = list_models(pretrained=True)
+            raise ValueError(f"model {name!r} has no pretrained weights; models with weights: "
+                             f"{', '.join(with_weights) or 'none'}; or pass weights=PATH_OR_URL")
+        if entry.pretrained.loader is not None:
+            return entry.pretrained.loader(**overrides)
+        weights = resolve_pretrained(entry.pretrained)
+    model = BabelModel(entry.config().override(**overrides))
+    if weights is not None:
+        load_weights_into(model, weights)
+    return model

@@ -1,0 +1,195 @@
+"""Reusable Transformer blocks: one attention path, feed-forward, pre/post-LN blocks, heads.
+
+Every kind of attention mask goes through :func:`attend`, which calls
+``torch.nn.functional.scaled_dot_product_attention``: padding masks, causal and prefix masks,
+per-example [B, L, L] visibility matrices (K-BERT) and additive relative-position biases are
+all expressed as one ``attn_mask``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ACTIVATIONS = {
+    "gelu": nn.GELU,
+    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
+    "relu": nn.ReLU,
+}
+
+
+def activation(name: str) -> nn.Module:
+    return ACTIVATIONS[name]()
+
+
+# --- masks -------------------------------------------------------------------------------------
+
+def causal_visibility(length: int, device=None) -> torch.Tensor:
+    """[L, L] bool: position i sees positions j <= i (GPT-style language modelling)."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+
+
+def prefix_visibility(prefix_lengths: torch.Tensor, length: int) -> torch.Tensor:
+    """[B, L, L] bool: every position sees the whole prefix; positions after it see causally
+    (UniLM / UER's 'prefix' mask)."""
+    causal = causal_visibility(length, prefix_lengths.device)
+    in_prefix = torch.arange(length, device=prefix_lengths.device)[None, :] < prefix_lengths[:, None]
+    return causal[None] | in_prefix[:, None, :]
+
+
+def build_attention_mask(attention_mask: Optional[torch.Tensor] = None,
+                         visible: Optional[torch.Tensor] = None,
+                         causal: bool = False,
+                         length: Optional[int] = None) -> Optional[torch.Tensor]:
+    """Combine a [B, L] padding mask (1 = real token), an optional [B, L, L] or [L, L]
+    visibility matrix (True = may attend) and an optional causal constraint into one bool mask
+    for SDPA, shaped [B, 1, L or 1, L]. Returns None when nothing is masked, which lets SDPA use
+    its fastest kernels.
+
+    A query row that would see no key at all (a padding position under a causal or K-BERT mask)
+    is allowed to see itself, so that softmax never divides by zero.
+    """
+    mask = None
+    if attention_mask is not None:
+        keys = attention_mask.bool()
+        if not bool(keys.all()):
+            mask = keys[:, None, None, :]
+    if visible is not None:
+        vis = visible.bool()
+        vis = vis[:, None] if vis.dim() == 3 else vis[None, None]
+        mask = vis if mask is None else mask & vis
+    if causal:
+        size = length if length is not None else mask.shape[-1]
+        device = mask.device if mask is not None else None
+        tri = causal_visibility(size, device)[None, None]
+        mask = tri if mask is None else mask & tri
+    if mask is None:
+        return None
+    if mask.shape[-2] > 1:
+        empty = ~mask.any(dim=-1, keepdim=True)
+        if bool(empty.any()):
+            eye = torch.eye(mask.shape[-1], dtype=torch.bool, device=mask.device)
+            mask = mask | (empty & eye)
+    return mask
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+           mask: Optional[torch.Tensor] = None,
+           bias: Optional[torch.Tensor] = None,
+           value_bias: Optional[torch.Tensor] = None,
+           dropout: float = 0.0) -> torch.Tensor:
+    """Scaled dot-product attention over [B, H, L, D] tensors.
+
+    ``mask`` is a bool mask broadcastable to [B, H, Lq, Lk] (True = attend); ``bias`` is an
+    additive float bias (relative positions), already on the scale of q·k/√d. ``value_bias``
+    ([Lq, Lk, D], NEZHA) adds Σ_j p_ij a_ij to each output: SDPA does not expose the
+    probabilities p, so that single case computes the softmax explicitly.
+    """
+    attn_mask = mask
+    if bias is not None:
+        bias = bias.to(q.dtype)
+        attn_mask = bias if mask is None else torch.where(mask, bias, torch.tensor(float("-inf"), dtype=q.dtype,
+                                                                                    device=q.device))
+    if value_bias is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    probs = F.dropout(scores.softmax(dim=-1), p=dropout, training=dropout > 0)
+    return probs @ v + torch.einsum("bhij,ijd->bhid", probs, value_bias.to(probs.dtype))
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with one fused QKV projection."""
+
+    def __init__(self, hidden_size: int, num_heads: int, dropout: float = 0.0):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = hidden_size // num_heads
+        self.dropout = dropout
+        self.qkv = nn.Linear(hidden_size, 3 * hidden_size)
+        self.out = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
+                bias: Optional[torch.Tensor] = None,
+                relative: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``relative`` is NEZHA's [L, L, D] table a_ij, added to keys and values."""
+        b, length, width = x.shape
+        q, k, v = self.qkv(x).view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        if relative is not None:
+            # q_i·(k_j + a_ij) = q_i·k_j + q_i·a_ij: the second term is an additive score bias.
+            rel_scores = torch.einsum("bhid,ijd->bhij", q, relative.to(q.dtype)) / math.sqrt(self.head_dim)
+            bias = rel_scores if bias is None else bias + rel_scores
+        context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0)
+        return self.out(context.transpose(1, 2).reshape(b, length, width))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, hidden_size: int, intermediate_size: int, act: str):
+        super().__init__()
+        self.up = nn.Linear(hidden_size, intermediate_size)
+        self.act = activation(act)
+        self.down = nn.Linear(intermediate_size, hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.act(self.up(x)))
+
+
+class TransformerBlock(nn.Module):
+    """Post-LN (BERT: x = LN(x + f(x))) or pre-LN (GPT-2: x = x + f(LN(x))) block."""
+
+    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, act: str = "gelu",
+                 dropout: float = 0.1, attention_dropout: float = 0.1, eps: float = 1e-12,
+                 pre_norm: bool = False):
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.attention = SelfAttention(hidden_size, num_heads, attention_dropout)
+        self.attention_norm = nn.LayerNorm(hidden_size, eps=eps)
+        self.ffn = FeedForward(hidden_size, intermediate_size, act)
+        self.ffn_norm = nn.LayerNorm(hidden_size, eps=eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
+                bias: Optional[torch.Tensor] = None, relative: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if self.pre_norm:
+            x = x + self.dropout(self.attention(self.attention_norm(x), mask, bias, relative))
+            return x + self.dropout(self.ffn(self.ffn_norm(x)))
+        x = self.attention_norm(x + self.dropout(self.attention(x, mask, bias, relative)))
+        return self.ffn_norm(x + self.dropout(self.ffn(x)))
+
+
+class MLMHead(nn.Module):
+    """BERT's masked-LM head: dense → activation → LayerNorm → decoder tied to the word
+    embeddings (+ a free bias). With ALBERT's factorised embedding the decoder works in the
+    embedding width E, so the dense layer maps H → E."""
+
+    def __init__(self, hidden_size: int, embedding_dim: int, vocab_size: int, act: str, eps: float):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, embedding_dim)
+        self.act = activation(act)
+        self.norm = nn.LayerNorm(embedding_dim, eps=eps)
+        self.decoder = nn.Linear(embedding_dim, vocab_size, bias=False)
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+
+    def forward(self, hidden: torch.Tensor, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Logits for every position, or only where the bool ``positions`` mask is True
+        (then [N, V] for the N selected tokens: the vocabulary projection dominates the cost of
+        a masked-LM step, and only ~15% of positions carry a label)."""
+        if positions is not None:
+            hidden = hidden[positions]
+        return self.decoder(self.norm(self.act(self.dense(hidden)))) + self.bias
+
+
+class Pooler(nn.Module):
+    """tanh(W h_0 + b) over the first token, as in BERT's next-sentence head."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden[:, 0]))

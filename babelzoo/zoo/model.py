@@ -1,0 +1,129 @@
+"""BabelModel: embeddings → encoder → (fusion) with an optional tied MLM head and pooler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import nn
+
+from .config import ModelConfig
+from .embeddings import TextEmbeddings
+from .encoder import build_encoder
+from .layers import MLMHead, Pooler
+
+
+@dataclass
+class EncoderOutput:
+    """``last_hidden`` [B, L, H]; ``hidden_states``: the embedding output then every layer's
+    output (when asked for); ``pooled`` [B, H] when the model has a pooler; ``mask`` [B, L], the
+    padding mask the encoder used (1 = real token)."""
+
+    last_hidden: torch.Tensor
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    pooled: Optional[torch.Tensor] = None
+    mask: Optional[torch.Tensor] = None
+
+
+class BabelModel(nn.Module):
+    """A composed encoder. Build one with :func:`babelzoo.create_model` or from a config::
+
+        model = BabelModel(ModelConfig(text=TextConfig(hidden_size=256, num_heads=4)))
+        out = model(input_ids, attention_mask=mask)
+        out.last_hidden.shape   # [B, L, 256]
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        text = config.text
+        self.embeddings = TextEmbeddings(text)
+        self.encoder = build_encoder(text)
+        self.pooler = Pooler(text.hidden_size) if text.pooler else None
+        self.lm_head = (MLMHead(text.hidden_size, text.embedding_dim, text.vocab_size, text.activation,
+                                text.layer_norm_eps) if text.mlm_head else None)
+        self.apply(self._init_weights)
+        self.tie_weights()
+
+    # --- weights -------------------------------------------------------------------------------
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.text.init_std
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def tie_weights(self) -> None:
+        if self.lm_head is not None and self.config.text.tie_word_embeddings:
+            self.lm_head.decoder.weight = self.embeddings.word.weight
+
+    @property
+    def word_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word
+
+    # --- forward -------------------------------------------------------------------------------
+    def forward(self, input_ids: Optional[torch.Tensor] = None,
+                attention_mask: Optional[torch.Tensor] = None,
+                visible: Optional[torch.Tensor] = None,
+                position_ids: Optional[torch.Tensor] = None,
+                segment_ids: Optional[torch.Tensor] = None,
+                language_ids: Optional[torch.Tensor] = None,
+                pixel_values: Optional[torch.Tensor] = None,
+                audio_features: Optional[torch.Tensor] = None,
+                entities: Optional[torch.Tensor] = None,
+                inputs_embeds: Optional[torch.Tensor] = None,
+                causal: bool = False,
+                output_hidden_states: bool = False) -> EncoderOutput:
+        """Encode a batch.
+
+        ``attention_mask`` [B, L] marks real tokens (1) and padding (0); ``visible`` [B, L, L]
+        (or [L, L]) says which position may attend to which (K-BERT trees, prefix masks);
+        ``causal=True`` adds a left-to-right constraint. ``inputs_embeds`` [B, L, E] replaces
+        the token lookup.
+        """
+        for name, value, part in (("pixel_values", pixel_values, "vision"),
+                                  ("audio_features", audio_features, "audio"),
+                                  ("entities", entities, "knowledge")):
+            if value is not None and getattr(self.config, part) is None:
+                raise ValueError(f"{name} given, but model {self.config.architecture!r} has no {part} part")
+        if input_ids is None and inputs_embeds is None:
+            raise ValueError("give input_ids or inputs_embeds")
+        if attention_mask is None and input_ids is not None:
+            attention_mask = input_ids.ne(self.config.text.pad_token_id).long()
+        x = self.embeddings(input_ids, position_ids, segment_ids, language_ids, inputs_embeds)
+        hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states)
+        pooled = self.pooler(hidden) if self.pooler is not None else None
+        return EncoderOutput(hidden, states, pooled, attention_mask)
+
+    def mlm_logits(self, hidden: torch.Tensor, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Vocabulary logits from the tied MLM head, for all positions or only where the bool
+        ``positions`` mask is True."""
+        if self.lm_head is None:
+            raise ValueError(f"model {self.config.architecture!r} was built without an MLM head (mlm_head=False)")
+        return self.lm_head(hidden, positions)
+
+    # --- checkpoints ---------------------------------------------------------------------------
+    def save_pretrained(self, directory: str | Path, tokenizer=None) -> Path:
+        """Write ``config.json`` + ``model.safetensors`` (+ the tokenizer's files)."""
+        from .pretrained import save_pretrained
+
+        return save_pretrained(self, directory, tokenizer)
+
+    @classmethod
+    def from_pretrained(cls, source: str | Path, **kwargs) -> "BabelModel":
+        from .pretrained import from_pretrained
+
+        return from_pretrained(source, **kwargs)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in {id(p): p for p in self.parameters()}.values())

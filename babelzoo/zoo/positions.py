@@ -1,0 +1,79 @@
+"""Position information: absolute sinusoidal tables, T5 relative buckets, NEZHA functional
+relative encoding."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
+    """Vaswani et al. (2017): PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(...)."""
+    position = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)
+    div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(num_positions, dim)
+    table[:, 0::2] = torch.sin(position * div)
+    table[:, 1::2] = torch.cos(position * div)[:, : dim // 2]
+    return table
+
+
+def relative_distances(length: int, device=None) -> torch.Tensor:
+    """[L, L] matrix whose (i, j) entry is j - i (key position minus query position)."""
+    pos = torch.arange(length, device=device)
+    return pos[None, :] - pos[:, None]
+
+
+def t5_relative_bucket(relative: torch.Tensor, num_buckets: int, max_distance: int,
+                       bidirectional: bool = True) -> torch.Tensor:
+    """T5's bucketing (Raffel et al. 2020): exact buckets for small distances, logarithmically
+    wider ones up to ``max_distance``, the sign of the distance in its own half when bidirectional."""
+    bucket = torch.zeros_like(relative)
+    if bidirectional:
+        num_buckets //= 2
+        bucket = bucket + (relative > 0).long() * num_buckets
+        n = relative.abs()
+    else:
+        n = (-relative).clamp(min=0)
+    max_exact = num_buckets // 2
+    is_small = n < max_exact
+    large = max_exact + (
+        torch.log(n.float().clamp(min=1) / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    ).long()
+    large = large.clamp(max=num_buckets - 1)
+    return bucket + torch.where(is_small, n, large)
+
+
+class T5RelativeBias(nn.Module):
+    """A learned scalar per (bucket, head) added to attention scores; computed once per forward
+    and shared by every layer, as in T5."""
+
+    def __init__(self, num_heads: int, num_buckets: int, max_distance: int, bidirectional: bool = True):
+        super().__init__()
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.bidirectional = bidirectional
+        self.embedding = nn.Embedding(num_buckets, num_heads)
+
+    def forward(self, length: int) -> torch.Tensor:
+        """Returns a [1, H, L, L] additive bias."""
+        buckets = t5_relative_bucket(relative_distances(length, self.embedding.weight.device),
+                                     self.num_buckets, self.max_distance, self.bidirectional)
+        return self.embedding(buckets).permute(2, 0, 1).unsqueeze(0)
+
+
+class NezhaRelativePositions(nn.Module):
+    """NEZHA's functional relative position encoding (Wei et al. 2019, arXiv:1909.00204):
+    a fixed sinusoidal vector a_ij for the clipped distance clip(j - i, -k, k), added to the keys
+    and to the values of every head and layer."""
+
+    def __init__(self, head_dim: int, max_distance: int):
+        super().__init__()
+        self.max_distance = max_distance
+        self.register_buffer("table", sinusoidal_table(2 * max_distance + 1, head_dim), persistent=False)
+
+    def forward(self, length: int) -> torch.Tensor:
+        """Returns the [L, L, head_dim] tensor of a_ij."""
+        index = relative_distances(length, self.table.device).clamp(-self.max_distance, self.max_distance)
+        return self.table[index + self.max_distance]

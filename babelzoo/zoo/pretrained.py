@@ -1,0 +1,209 @@
+"""Checkpoints: ``config.json`` + ``model.safetensors`` (+ tokenizer files), loaded strictly.
+
+Weights are read with safetensors, or, for ``.bin``/``.pt`` files, with
+``torch.load(weights_only=True)``: no checkpoint can run code. A checkpoint whose keys or shapes
+do not match the model is an error that lists them; a truncated or corrupted file is an error
+naming the file. Nothing is ever partly loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Mapping, Optional
+
+import torch
+from torch import nn
+
+from ..datasets.download import download, fetch_directory, is_url
+from .config import ConfigError, ModelConfig
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+PICKLE_NAMES = ("pytorch_model.bin", "model.bin", "model.pt")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, corrupted, or does not match the model."""
+
+
+def tied_keys(model: nn.Module) -> set[str]:
+    """State-dict keys whose tensors are the same storage as an earlier key (tied weights):
+    saved once, restored by tying."""
+    seen: dict[int, str] = {}
+    tied: set[str] = set()
+    for key, tensor in model.state_dict(keep_vars=True).items():
+        ident = id(tensor)
+        if ident in seen:
+            tied.add(key)
+        else:
+            seen[ident] = key
+    return tied
+
+
+def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The model's state dict without tied duplicates, contiguous, ready for safetensors."""
+    skip = tied_keys(model)
+    return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k not in skip}
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def save_weights(state: Mapping[str, torch.Tensor], path: str | Path, metadata: Optional[dict] = None) -> None:
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, lambda tmp: save_file(dict(state), tmp, metadata=metadata or {"format": "pt"}))
+
+
+def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
+    """Read a ``.safetensors`` file, or a ``.bin``/``.pt`` pickle with ``weights_only=True``."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such weights file")
+    if path.suffix == ".safetensors":
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(path)
+        except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+            raise CheckpointError(f"{path}: corrupted or truncated safetensors file ({err})") from None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # pickle errors come in many types; all mean the same here
+        raise CheckpointError(f"{path}: cannot read weights with torch.load(weights_only=True) "
+                              f"({type(err).__name__}: {err})") from None
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f"{path}: expected a dict of tensors")
+    return state
+
+
+def check_state(model: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> None:
+    """Raise :class:`CheckpointError` listing missing keys, unexpected keys and shape
+    mismatches between ``state`` and ``model``."""
+    expected = {k: v for k, v in model.state_dict().items() if k not in tied_keys(model)}
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected) - tied_keys(model))
+    shapes = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(expected[k].shape)}"
+              for k in sorted(set(state) & set(expected)) if tuple(state[k].shape) != tuple(expected[k].shape)]
+    problems = []
+    if missing:
+        problems.append(f"missing keys ({len(missing)}): {', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''}")
+    if unexpected:
+        problems.append(f"unexpected keys ({len(unexpected)}): "
+                        f"{', '.join(unexpected[:20])}{' ...' if len(unexpected) > 20 else ''}")
+    if shapes:
+        problems.append(f"shape mismatches ({len(shapes)}): {'; '.join(shapes[:20])}")
+    if problems:
+        raise CheckpointError(f"{source} does not match the model: " + " | ".join(problems))
+
+
+def load_state_strict(model: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> None:
+    check_state(model, state, source)
+    skip = tied_keys(model)
+    model.load_state_dict({k: v for k, v in state.items() if k not in skip}, strict=False)
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+
+
+def find_weights(directory: Path) -> Path:
+    for name in (WEIGHTS_NAME, *PICKLE_NAMES):
+        if (directory / name).is_file():
+            return directory / name
+    raise CheckpointError(f"{directory}: no weights file ({WEIGHTS_NAME} or {', '.join(PICKLE_NAMES)})")
+
+
+def save_pretrained(model, directory: str | Path, tokenizer=None) -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_weights(model_state(model), directory / WEIGHTS_NAME)
+    _atomic_write(directory / CONFIG_NAME, lambda tmp: model.config.to_json(tmp))
+    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    if tokenizer is not None:
+        tokenizer.save(directory)
+    return directory
+
+
+def read_config(directory: Path) -> dict:
+    path = directory / CONFIG_NAME
+    if not path.is_file():
+        raise CheckpointError(f"{directory}: no {CONFIG_NAME}; is this a checkpoint directory?")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+
+
+def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_only: bool = True):
+    """Load a model from a checkpoint directory, a Hugging Face directory, or the URL of an
+    archived checkpoint directory (``.tar.gz``/``.zip``, verified against ``sha256``).
+
+    ``weights_only`` must stay True: babelzoo never unpickles arbitrary objects.
+    """
+    from .model import BabelModel
+
+    if not weights_only:
+        raise ValueError("weights_only=False is not supported: checkpoints must not execute code")
+    directory = fetch_directory(str(source), sha256) if is_url(source) else Path(source)
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: not a checkpoint directory")
+    raw = read_config(directory)
+    if "model_type" in raw:  # a Hugging Face directory
+        from .convert import import_hf
+
+        return import_hf(directory)
+    try:
+        config = ModelConfig.from_dict(raw, where=str(directory / CONFIG_NAME))
+    except (ConfigError, TypeError) as err:
+        raise CheckpointError(f"{directory / CONFIG_NAME}: {err}") from None
+    model = BabelModel(config)
+    weights = find_weights(directory)
+    load_state_strict(model, read_weights(weights), str(weights))
+    _attach_tokenizer(model, directory)
+    return model
+
+
+def _attach_tokenizer(model, directory: Path) -> None:
+    from ..datasets.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(directory)
+    if tokenizer is not None:
+        model.tokenizer = tokenizer
+
+
+def load_weights_into(model, weights: str | Path, sha256: Optional[str] = None) -> None:
+    """Strictly load a checkpoint directory, weights file or URL into an existing model."""
+    path = Path(download(str(weights), sha256)) if is_url(weights) else Path(weights)
+    if str(weights).endswith((".tar.gz", ".tgz", ".zip")):
+        path = fetch_directory(str(weights), sha256)
+    if path.is_dir():
+        file = find_weights(path)
+        load_state_strict(model, read_weights(file), str(file))
+        _attach_tokenizer(model, path)
+    else:
+        load_state_strict(model, read_weights(path), str(path))
+
+
+def resolve_pretrained(entry_weights) -> Path:
+    if entry_weights.url is None:
+        raise CheckpointError("this entry's weights have no URL")
+    if entry_weights.url.endswith((".tar.gz", ".tgz", ".zip")):
+        return fetch_directory(entry_weights.url, entry_weights.sha256)
+    return download(entry_weights.url, entry_weights.sha256)

