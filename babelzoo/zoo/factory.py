@@ -61,7 +61,19 @@ def register_model(fn: Callable[[], ModelConfig] | None = None, *, pretrained: P
 
 
 def _ensure_registered() -> None:
-    from . import architectures  # noqa: F401  (registers the built-in entries)
+    from . import architectures, multimodal_architectures  # noqa: F401  (register the built-in entries)
+
+
+def build_model(config: ModelConfig):
+    """The module class for a config: a fusion model when the config has a fusion part,
+    otherwise a :class:`BabelModel`."""
+    if config.fusion is not None:
+        from .fusion import FusionModel
+
+        return FusionModel(config)
+    from .model import BabelModel
+
+    return BabelModel(config)
 
 
 def list_models(pattern: str | None = None, pretrained: bool = False) -> list[str]:
@@ -88,7 +100,6 @@ def create_model(name: str, pretrained: bool = False, weights: str | Path | None
     ``vision={"image_size": 64}``). ``pretrained=True`` loads the entry's published weights;
     ``weights`` loads a checkpoint directory, file or URL instead. Loading is strict.
     """
-    from .model import BabelModel
     from .pretrained import load_weights_into, resolve_pretrained
 
     entry = model_entry(name)
@@ -100,7 +111,7 @@ def create_model(name: str, pretrained: bool = False, weights: str | Path | None
         if entry.pretrained.loader is not None:
             return entry.pretrained.loader(**overrides)
         weights = resolve_pretrained(entry.pretrained)
-    model = BabelModel(entry.config().override(**overrides))
+    model = build_model(entry.config().override(**overrides))
     if weights is not None:
         load_weights_into(model, weights)
     return model

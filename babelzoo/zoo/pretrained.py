@@ -157,7 +157,7 @@ def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_on
 
     ``weights_only`` must stay True: babelzoo never unpickles arbitrary objects.
     """
-    from .model import BabelModel
+    from .factory import build_model
 
     if not weights_only:
         raise ValueError("weights_only=False is not supported: checkpoints must not execute code")
@@ -173,7 +173,7 @@ def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_on
         config = ModelConfig.from_dict(raw, where=str(directory / CONFIG_NAME))
     except (ConfigError, TypeError) as err:
         raise CheckpointError(f"{directory / CONFIG_NAME}: {err}") from None
-    model = BabelModel(config)
+    model = build_model(config)
     weights = find_weights(directory)
     load_state_strict(model, read_weights(weights), str(weights))
     _attach_tokenizer(model, directory)

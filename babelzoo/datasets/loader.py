@@ -1,0 +1,392 @@
+"""Tokenised corpora cached as memory-mapped arrays, and a sharded, resumable epoch sampler.
+
+A corpus is tokenised once. Its ids go into one flat ``int32`` array per field (``text`` for a
+monolingual corpus; ``src`` and ``tgt`` for a parallel one) with ``int64`` offsets, so sentence
+*i* is ``tokens[offsets[i]:offsets[i + 1]]``. The arrays live in
+``CACHE/tokens/KEY/`` where KEY hashes the source (file bytes, or the sentences of an in-memory
+corpus), the read options and the tokenizer's identity; later constructions, later epochs and
+every DataLoader worker memory-map them and never call the tokenizer. An entry is written into a
+temporary folder and renamed into place, so concurrent builders (one per DDP rank) are safe and
+an interrupted build is never read.
+
+:class:`ShardedSampler` decides each epoch's order: a permutation of everything, or a draw over
+corpora with ``q ∝ p^α`` (:mod:`babelzoo.datasets.sampling`); ranks take interleaved positions of
+that one global order, and DataLoader workers receive disjoint batches of their rank's indices
+from the main process, so every position is read exactly once across ranks × workers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from array import array
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, Sampler
+
+from .download import cache_dir as default_cache_dir
+from .download import sha256_of
+from .sampling import cyclic_take, sampling_probabilities
+from .text import EmptyPolicy, MonolingualCorpus, ParallelCorpus, ReadReport, iter_sentences
+
+FORMAT_VERSION = 1
+INT32_MAX = np.iinfo(np.int32).max
+
+
+class TextExample(NamedTuple):
+    """One tokenised sentence (no special tokens added) and its language."""
+
+    ids: list[int]
+    lang: str
+
+
+class PairExample(NamedTuple):
+    """One tokenised translation pair (no special tokens added) and its languages."""
+
+    src: list[int]
+    tgt: list[int]
+    src_lang: str
+    tgt_lang: str
+
+
+def tokenizer_fingerprint(tokenizer: Any, fingerprint: Optional[str] = None) -> str:
+    """The tokenizer's identity for cache keys: ``fingerprint`` if given, else the tokenizer's
+    ``fingerprint`` attribute (a string, or a method returning one). Two tokenizers that may
+    encode any text differently must have different identities."""
+    identity = fingerprint if fingerprint is not None else getattr(tokenizer, "fingerprint", None)
+    if callable(identity):
+        identity = identity()
+    if not isinstance(identity, str) or not identity:
+        raise ValueError(f"{type(tokenizer).__name__} has no string 'fingerprint'; pass fingerprint= "
+                         "(e.g. a hash of its model file) so cached token ids can be told apart")
+    return identity
+
+
+def _key(**parts: Any) -> str:
+    text = json.dumps({"format": FORMAT_VERSION, **parts}, sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _content_digest(columns: Sequence[Iterable[str]]) -> str:
+    digest = hashlib.sha256()
+    for column in columns:
+        digest.update(b"\x00column")
+        for text in column:
+            data = text.encode("utf-8")
+            digest.update(len(data).to_bytes(8, "little"))  # length-prefixed: no separator ambiguity
+            digest.update(data)
+    return digest.hexdigest()
+
+
+class _FieldWriter:
+    """Appends token-id lists to ``NAME.tokens.bin`` (int32) and collects offsets (int64)."""
+
+    FLUSH = 1 << 20
+
+    def __init__(self, folder: Path, name: str):
+        self.name = name
+        self.handle = open(folder / f"{name}.tokens.bin", "wb")
+        self.folder = folder
+        self.offsets = array("q", [0])
+        self.pending: list[int] = []
+
+    def add(self, ids: Sequence[int], where: str) -> None:
+        ids = list(ids)
+        if ids and (min(ids) < 0 or max(ids) > INT32_MAX):
+            bad = min(ids) if min(ids) < 0 else max(ids)
+            raise ValueError(f"{where}: tokenizer returned id {bad}, outside 0..{INT32_MAX}")
+        self.pending.extend(ids)
+        self.offsets.append(self.offsets[-1] + len(ids))
+        if len(self.pending) >= self.FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        self.handle.write(np.asarray(self.pending, dtype=np.int32).tobytes())
+        self.pending = []
+
+    def close(self) -> dict[str, int]:
+        self.flush()
+        self.handle.close()
+        np.asarray(self.offsets, dtype=np.int64).tofile(self.folder / f"{self.name}.offsets.bin")
+        return {"sentences": len(self.offsets) - 1, "tokens": int(self.offsets[-1])}
+
+
+def _open_array(path: Path, dtype: Any, length: int) -> np.ndarray:
+    expected = length * np.dtype(dtype).itemsize
+    if not path.is_file() or path.stat().st_size != expected:
+        found = path.stat().st_size if path.is_file() else "missing"
+        raise RuntimeError(f"token cache {path.parent} is corrupt: {path.name} should have {expected} bytes, "
+                           f"has {found}; delete the folder to rebuild it")
+    if length == 0:  # mmap cannot map an empty file
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(length,))
+
+
+class TokenizedCorpus(Dataset):
+    """A tokenised monolingual or parallel corpus backed by memory-mapped arrays.
+
+    Build with :meth:`from_corpus` (any :class:`MonolingualCorpus`/:class:`ParallelCorpus`) or
+    :meth:`from_text_files` (streams large monolingual files). Items are :class:`TextExample` or
+    :class:`PairExample`. ``cache_hit`` tells whether the arrays were already there; ``report``
+    is the :class:`ReadReport` of the original read, kept with the cache.
+    """
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        meta_path = self.folder / "meta.json"
+        if not meta_path.is_file():
+            raise RuntimeError(f"{self.folder} is not a token cache (no meta.json)")
+        self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        self.langs: dict[str, str] = self.meta["langs"]
+        self.fields: list[str] = list(self.meta["fields"])
+        self.report = ReadReport(**{**self.meta["report"], "files": tuple(self.meta["report"]["files"])})
+        self.cache_hit = True
+        self._arrays: Optional[dict[str, tuple[np.ndarray, np.ndarray]]] = None
+        self._length = int(self.meta["fields"][self.fields[0]]["sentences"])
+        self.arrays()  # validate sizes now, not in a worker
+
+    def __getstate__(self) -> dict:  # workers re-open the memory maps instead of copying them
+        return {**self.__dict__, "_arrays": None}
+
+    def arrays(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """``{field: (tokens, offsets)}`` as read-only memory maps."""
+        if self._arrays is None:
+            self._arrays = {}
+            for name, sizes in self.meta["fields"].items():
+                offsets = _open_array(self.folder / f"{name}.offsets.bin", np.int64, sizes["sentences"] + 1)
+                tokens = _open_array(self.folder / f"{name}.tokens.bin", np.int32, sizes["tokens"])
+                self._arrays[name] = (tokens, offsets)
+        return self._arrays
+
+    @property
+    def is_parallel(self) -> bool:
+        return self.fields == ["src", "tgt"]
+
+    def __len__(self) -> int:
+        return self._length
+
+    def ids(self, index: int, name: Optional[str] = None) -> list[int]:
+        tokens, offsets = self.arrays()[name or self.fields[0]]
+        return tokens[offsets[index]:offsets[index + 1]].tolist()
+
+    def lengths(self, name: Optional[str] = None) -> np.ndarray:
+        """Token count of every sentence in a field (for length bucketing or token budgets)."""
+        return np.diff(self.arrays()[name or self.fields[0]][1])
+
+    def __getitem__(self, index: int) -> TextExample | PairExample:
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"index {index} out of range for a corpus of {len(self)} sentences")
+        index %= len(self)
+        if self.is_parallel:
+            return PairExample(self.ids(index, "src"), self.ids(index, "tgt"), self.langs["src"], self.langs["tgt"])
+        return TextExample(self.ids(index, "text"), self.langs["text"])
+
+    @classmethod
+    def from_corpus(cls, corpus: MonolingualCorpus | ParallelCorpus, tokenizer: Any, *,
+                    cache_dir: str | Path | None = None, fingerprint: Optional[str] = None) -> "TokenizedCorpus":
+        """Tokenise an in-memory corpus, or map its cached arrays if this exact text was already
+        tokenised by the same tokenizer (the key hashes the sentences themselves)."""
+        if isinstance(corpus, ParallelCorpus):
+            langs = {"src": corpus.src_lang, "tgt": corpus.tgt_lang}
+            columns = {"src": corpus.sources, "tgt": corpus.targets}
+        elif isinstance(corpus, MonolingualCorpus):
+            langs, columns = {"text": corpus.lang}, {"text": corpus.sentences}
+        else:
+            raise TypeError(f"expected a MonolingualCorpus or ParallelCorpus, got {type(corpus).__name__}")
+        identity = tokenizer_fingerprint(tokenizer, fingerprint)
+        key = _key(source="corpus", content=_content_digest(list(columns.values())), langs=langs, tokenizer=identity)
+        return _build(cache_dir, key, langs, tokenizer, lambda: (zip(*columns.values()), corpus.report))
+
+    @classmethod
+    def from_text_files(cls, paths: str | Path | Sequence[str | Path], lang: str, tokenizer: Any, *,
+                        empty: EmptyPolicy = "skip", cache_dir: str | Path | None = None,
+                        fingerprint: Optional[str] = None) -> "TokenizedCorpus":
+        """Tokenise monolingual files (one sentence per line, plain or gzip), streaming them; the
+        key hashes the files' bytes, so a cache hit reads no text at all."""
+        files = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+        for path in files:
+            if not path.is_file():
+                raise FileNotFoundError(f"{path}: no such file")
+        identity = tokenizer_fingerprint(tokenizer, fingerprint)
+        key = _key(source="files", files=[sha256_of(p) for p in files], empty=empty, langs={"text": lang},
+                   tokenizer=identity)
+
+        def rows() -> tuple[Iterable[tuple[str]], ReadReport]:
+            report = ReadReport(files=tuple(str(f) for f in files))
+            return ((text,) for text in iter_sentences(files, empty, report)), report
+
+        return _build(cache_dir, key, {"text": lang}, tokenizer, rows)
+
+
+def _build(cache_dir: str | Path | None, key: str, langs: dict[str, str], tokenizer: Any,
+           rows: Any) -> TokenizedCorpus:
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "tokens"
+    final = root / key
+    if (final / "meta.json").is_file():
+        return TokenizedCorpus(final)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    tmp.mkdir()
+    try:
+        names = list(langs)
+        writers = [_FieldWriter(tmp, name) for name in names]
+        records, report = rows()
+        for index, record in enumerate(records):
+            for writer, name, text in zip(writers, names, record):
+                ids = tokenizer.encode(text, lang=langs[name], add_special_tokens=False)
+                writer.add(ids, f"{langs[name]} sentence {index} ({name})")
+        fields = {w.name: w.close() for w in writers}
+        report_dict = {k: v for k, v in vars(report).items()}
+        meta = {"format": FORMAT_VERSION, "key": key, "langs": langs, "fields": fields, "report": report_dict}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another process published the same entry first: use theirs
+            if not (final / "meta.json").is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    corpus = TokenizedCorpus(final)
+    corpus.cache_hit = False
+    return corpus
+
+
+class CorpusMixture(Dataset):
+    """Several tokenised corpora (e.g. one per language or language pair) as one map-style
+    dataset; global index ``offsets[k] + i`` is item *i* of corpus *k*. ``sizes`` feeds
+    :class:`ShardedSampler` for α-sampling over the corpora."""
+
+    def __init__(self, corpora: Mapping[Any, Dataset]):
+        if not corpora:
+            raise ValueError("CorpusMixture needs at least one corpus")
+        self.keys = list(corpora)
+        self.corpora = [corpora[k] for k in self.keys]
+        self.sizes = {k: len(c) for k, c in zip(self.keys, self.corpora)}  # type: ignore[arg-type]
+        self.starts = np.cumsum([0] + list(self.sizes.values())).tolist()
+
+    def __len__(self) -> int:
+        return self.starts[-1]
+
+    def _find(self, index: int) -> tuple[int, int]:
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for a mixture of {len(self)} items")
+        k = bisect.bisect_right(self.starts, index) - 1
+        return k, index - self.starts[k]
+
+    def locate(self, index: int) -> tuple[Any, int]:
+        """``(corpus key, index within that corpus)`` of a global index."""
+        k, local = self._find(int(index))
+        return self.keys[k], local
+
+    def __getitem__(self, index: int) -> Any:
+        k, local = self._find(int(index))
+        return self.corpora[k][local]
+
+
+def _dist_rank_world() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+class ShardedSampler(Sampler[int]):
+    """Deterministic, resumable epoch order over one or more corpora, sharded across ranks.
+
+    Each epoch has one global order of ``num_samples`` dataset indices, a pure function of
+    ``(seed, epoch)``:
+
+    * ``alpha=None``: a random permutation of every index (in order with ``shuffle=False``);
+      ``num_samples`` other than the total cycles through fresh permutations;
+    * ``alpha=a``: each position picks a corpus with ``q ∝ p^a`` (Lample & Conneau 2019) and
+      the next item of that corpus's stream of fresh permutations, so no sentence repeats within
+      a corpus before all of it has been seen (``shuffle`` does not apply).
+
+    Rank *r* of *W* takes positions ``start + r, start + r + W, ...``; the ranks together read
+    every position once (no padding, no duplicates; ranks differ by at most one item). With
+    lock-step ranks, after *s* steps of global batch *B* exactly positions ``[0, s·B)`` have been
+    read, so ``set_epoch(epoch, start=s·B)`` resumes exactly, even with a different world size.
+    In a DataLoader the main process hands each worker whole batches of these indices, so
+    workers never share one.
+
+    ``sizes``: a corpus length, a list of lengths, or a ``{key: length}`` mapping (e.g.
+    :attr:`CorpusMixture.sizes`), in the dataset's order.
+    """
+
+    def __init__(self, sizes: int | Sequence[int] | Mapping[Any, int], *, alpha: Optional[float] = None,
+                 num_samples: Optional[int] = None, shuffle: bool = True, seed: int = 0,
+                 rank: Optional[int] = None, world_size: Optional[int] = None):
+        if isinstance(sizes, int):
+            sizes = [sizes]
+        self.sizes = dict(sizes) if isinstance(sizes, Mapping) else dict(enumerate(sizes))
+        self.total = int(sum(self.sizes.values()))
+        self.alpha, self.shuffle, self.seed = alpha, shuffle, seed
+        self.num_samples = self.total if num_samples is None else int(num_samples)
+        dist_rank, dist_world = _dist_rank_world()
+        self.rank = dist_rank if rank is None else rank
+        self.world_size = dist_world if world_size is None else world_size
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank {self.rank} is outside world_size {self.world_size}")
+        if self.num_samples < 0 or (self.num_samples and not self.total):
+            raise ValueError(f"cannot draw {self.num_samples} samples from corpora of sizes {self.sizes}")
+        self.probabilities = sampling_probabilities(self.sizes, alpha) if alpha is not None else None
+        self.epoch, self.start = 0, 0
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """Select the epoch and the global position to start from (samples already consumed by
+        all ranks together, i.e. steps × global batch size)."""
+        if not 0 <= start <= self.num_samples:
+            raise ValueError(f"start={start} is outside the epoch's {self.num_samples} samples")
+        self.epoch, self.start = int(epoch), int(start)
+
+    def state_dict(self, consumed: int) -> dict[str, int]:
+        """Position to save in a checkpoint; ``consumed``: samples read by all ranks together since
+        the last :meth:`set_epoch`. A finished epoch becomes the start of the next one."""
+        position = self.start + consumed
+        if not 0 <= position <= self.num_samples:
+            raise ValueError(f"consumed={consumed} from start {self.start} passes the epoch's {self.num_samples} samples")
+        if position == self.num_samples:
+            return {"epoch": self.epoch + 1, "start": 0, "seed": self.seed}
+        return {"epoch": self.epoch, "start": position, "seed": self.seed}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        if state.get("seed", self.seed) != self.seed:
+            raise ValueError(f"checkpoint sampler seed {state['seed']} differs from this sampler's {self.seed}")
+        self.set_epoch(state["epoch"], state["start"])
+
+    def epoch_order(self, epoch: Optional[int] = None) -> np.ndarray:
+        """The epoch's global order of dataset indices (identical on every rank)."""
+        epoch = self.epoch if epoch is None else epoch
+        rng = np.random.default_rng([self.seed, epoch])
+        if self.probabilities is None:
+            if not self.shuffle:
+                return np.arange(self.num_samples, dtype=np.int64) % max(self.total, 1)
+            return cyclic_take(rng, self.total, self.num_samples)
+        q = np.array(list(self.probabilities.values()))
+        corpus_of = rng.choice(len(q), size=self.num_samples, p=q)
+        order = np.empty(self.num_samples, dtype=np.int64)
+        start = 0
+        for k, size in enumerate(self.sizes.values()):
+            where = np.flatnonzero(corpus_of == k)
+            order[where] = start + cyclic_take(rng, size, len(where))
+            start += size
+        return order
+
+    def indices(self) -> np.ndarray:
+        """This rank's remaining indices for the current epoch, in order."""
+        return self.epoch_order()[self.start + self.rank::self.world_size]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices().tolist())
+
+    def __len__(self) -> int:
+        remaining = self.num_samples - self.start
+        return max(0, -(-(remaining - self.rank) // self.world_size))

@@ -1,0 +1,286 @@
+"""Training configuration: one typed dataclass, and YAML recipes that map onto it 1:1.
+
+A recipe is a YAML mapping whose keys are :class:`TrainConfig` fields::
+
+    # babelzoo/recipes/mlm_tiny.yaml
+    model: xlmr_tiny
+    objectives: {mlm: {}}
+    data: {mlm: {reader: gettext, package: django}}
+    batch_size: 32
+    lr: 1.0e-3
+
+``load_recipe("mlm_tiny.yaml", ["lr=5e-4", "model_overrides.dropout=0.0"])`` reads it, applies
+``--set``-style overrides (values parsed as YAML; dotted keys reach into dict fields) and
+validates every value. An unknown key is an error naming the file, the line, a close match and
+every valid key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from ..zoo.config import ConfigError
+
+OPTIMIZERS = ("lamb", "adamw")
+SCHEDULES = ("linear", "cosine", "inverse_sqrt", "constant")
+PRECISIONS = ("fp32", "bf16", "fp16")
+STRATEGIES = ("auto", "none", "ddp", "fsdp")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a pre-training run needs, with defaults that train a tiny model on a CPU.
+
+    Batches: ``batch_size`` examples per micro-batch on each rank, ``grad_accum`` micro-batches
+    per optimizer step; the global batch is ``batch_size * grad_accum * world_size``. Training
+    length is ``max_steps`` optimizer steps; each dataset cycles through seeded epochs.
+
+    The ``model``/``model_overrides``/``objectives``/``data`` fields are read by
+    ``babelzoo pretrain`` to build the run; :class:`~babelzoo.train.Trainer` itself takes those
+    parts as Python objects and ignores them.
+    """
+
+    # --- what to train (used by the command line) ---------------------------------------------
+    model: str = "xlmr_tiny"
+    model_overrides: dict = field(default_factory=dict)
+    objectives: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+    tokenizer: Optional[str] = None
+    # --- run ------------------------------------------------------------------------------------
+    output_dir: str = "runs/default"
+    seed: int = 0
+    max_steps: int = 1000
+    device: str = "auto"
+    # --- batches --------------------------------------------------------------------------------
+    batch_size: int = 32
+    grad_accum: int = 1
+    num_workers: int = 0
+    # --- optimisation ---------------------------------------------------------------------------
+    optimizer: str = "lamb"
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    betas: tuple = (0.9, 0.999)
+    eps: float = 1e-6
+    schedule: str = "linear"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0
+    max_grad_norm: float = 1.0
+    # --- precision and distribution -------------------------------------------------------------
+    precision: str = "fp32"
+    distributed: str = "auto"
+    find_unused_parameters: bool = True
+    # --- checkpoints ----------------------------------------------------------------------------
+    checkpoint_every: int = 500
+    keep_checkpoints: int = 3
+    resume: bool = True
+    # --- logging --------------------------------------------------------------------------------
+    log_every: int = 10
+    progress: bool = True
+    tensorboard: bool = True
+    measure_mfu: bool = True
+    peak_flops: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            setattr(self, f.name, _coerce(f.name, getattr(self, f.name), _field_types()[f.name]))
+        choices = {"optimizer": OPTIMIZERS, "schedule": SCHEDULES, "precision": PRECISIONS,
+                   "distributed": STRATEGIES, "device": DEVICES}
+        for name, options in choices.items():
+            if getattr(self, name) not in options:
+                raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be one of "
+                                  f"{', '.join(map(repr, options))}")
+        for name in ("max_steps", "batch_size", "grad_accum", "checkpoint_every", "keep_checkpoints", "log_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be at least 1")
+        for name in ("num_workers", "warmup_steps"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be non-negative")
+        for name in ("lr", "eps"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be positive")
+        if self.weight_decay < 0 or self.max_grad_norm < 0:
+            raise ConfigError("TrainConfig.weight_decay and max_grad_norm must be non-negative "
+                              "(max_grad_norm=0 disables clipping)")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ConfigError(f"TrainConfig.min_lr_ratio={self.min_lr_ratio!r} must be in [0, 1]")
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ConfigError(f"TrainConfig.betas={self.betas!r} must be two numbers in [0, 1)")
+        if self.peak_flops is not None and not self.peak_flops > 0:
+            raise ConfigError(f"TrainConfig.peak_flops={self.peak_flops!r} must be positive (FLOP/s) or null")
+
+    # --- round trip -----------------------------------------------------------------------------
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["betas"] = list(self.betas)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "", lines: Optional[Mapping[str, int]] = None
+                  ) -> "TrainConfig":
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where or 'recipe'}: expected a mapping of TrainConfig keys, got {type(data).__name__}")
+        for key in data:
+            if key not in cls.field_names():
+                line = f":{lines[key]}" if lines and key in lines else ""
+                raise ConfigError(f"{where or 'recipe'}{line}: {unknown_key_message(str(key), cls.field_names())}")
+        return cls(**dict(data))
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        for key in changes:
+            if key not in self.field_names():
+                raise ConfigError(unknown_key_message(key, self.field_names()))
+        return dataclasses.replace(self, **changes)
+
+
+def unknown_key_message(key: str, valid: Sequence[str]) -> str:
+    close = difflib.get_close_matches(key, valid, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown TrainConfig key {key!r}{hint} Valid keys: {', '.join(valid)}"
+
+
+# --- value checking --------------------------------------------------------------------------
+
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(TrainConfig)
+
+
+def _coerce(name: str, value: Any, hint: Any) -> Any:
+    """Check ``value`` against the annotation ``hint``; accept the spellings YAML produces
+    (``1e-3`` is a string in YAML 1.1, lists stand for tuples, ints for floats)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(name, value, options[0])
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    elif hint is tuple or origin is tuple:
+        if isinstance(value, (list, tuple)):
+            return tuple(float(v) if isinstance(v, str) else v for v in value)
+    elif hint is dict or origin is dict:
+        if isinstance(value, Mapping):
+            return dict(value)
+    else:  # pragma: no cover - every field has one of the types above
+        return value
+    kind = getattr(hint, "__name__", str(hint))
+    raise ConfigError(f"TrainConfig.{name}={value!r} must be a {kind}, got {type(value).__name__}")
+
+
+# --- recipes -----------------------------------------------------------------------------------
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Line number (1-based) of every top-level key, for error messages."""
+    import yaml
+
+    node = yaml.compose(text)
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {key.value: key.start_mark.line + 1 for key, _ in node.value if isinstance(key, yaml.ScalarNode)}
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``key=value`` strings to a recipe mapping. Values are parsed as YAML
+    (``lr=5e-4``, ``betas=[0.9,0.98]``, ``progress=false``); ``a.b.c=v`` sets a key inside the
+    dict field ``a`` (``model_overrides.hidden_size=64``, ``objectives.mlm.mask_prob=0.2``)."""
+    import yaml
+
+    data = dict(data)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        value = yaml.safe_load(raw) if raw.strip() else ""
+        top, *rest = key.split(".")
+        if top not in TrainConfig.field_names():
+            raise ConfigError(f"--set {item!r}: {unknown_key_message(top, TrainConfig.field_names())}")
+        if not rest:
+            data[top] = value
+            continue
+        if _field_types()[top] is not dict:
+            raise ConfigError(f"--set {item!r}: TrainConfig.{top} is not a mapping, so {key!r} cannot be set")
+        target = data[top] = _deep_copy_dict(data.get(top) or {})
+        for part in rest[:-1]:
+            child = target.get(part)
+            if child is None:
+                child = target[part] = {}
+            elif not isinstance(child, dict):
+                raise ConfigError(f"--set {item!r}: {part!r} holds {child!r}, not a mapping")
+            target = child
+        target[rest[-1]] = value
+    return data
+
+
+def _deep_copy_dict(value: Mapping) -> dict:
+    return {k: _deep_copy_dict(v) if isinstance(v, Mapping) else v for k, v in value.items()}
+
+
+def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """The raw mapping of a YAML recipe and the line of each top-level key."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such recipe file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+        lines = _key_lines(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: invalid YAML ({getattr(err, 'problem', err)})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a recipe must be a mapping of TrainConfig keys, got {type(data).__name__}")
+    return data, lines
+
+
+def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
+    """Read a YAML recipe, apply ``key=value`` overrides, validate, return a TrainConfig."""
+    data, lines = read_recipe(path)
+    TrainConfig.from_dict(data, where=str(path), lines=lines)  # report recipe mistakes with their line
+    return TrainConfig.from_dict(apply_overrides(data, overrides), where=str(path), lines=lines)
+
+
+def recipe_path(name: str | Path) -> Path:
+    """A recipe file path, or the name of a recipe shipped in ``babelzoo/recipes``."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    shipped = Path(__file__).resolve().parents[1] / "recipes"
+    candidate = shipped / (path.name if path.suffix else f"{path.name}.yaml")
+    if candidate.is_file():
+        return candidate
+    known = sorted(p.stem for p in shipped.glob("*.yaml"))
+    raise ConfigError(f"{name}: no such recipe file, and not a shipped recipe (shipped: {', '.join(known) or 'none'})")

@@ -1,0 +1,129 @@
+"""Import a Hugging Face model directory into a :class:`BabelModel`, strictly.
+
+The checkpoint's keys are checked against the shapes its own ``config.json`` implies (so a
+wrong vocabulary size or a missing layer is reported in Hugging Face's names), then mapped
+through the family's key table and loaded with :func:`load_state_strict`. The only keys left out
+are named in advance: index buffers (``position_ids``/``token_type_ids``), alias copies of tied
+tensors (checked equal first) and pre-training heads a babelzoo encoder does not hold (a warning
+names them).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Mapping
+
+import torch
+
+from ..config import ConfigError, ModelConfig, TextConfig
+from ..pretrained import CheckpointError, load_state_strict, model_state
+from .families import family_for_model_type
+from .family import Family
+from .files import CONFIG, find_hf_weights, read_hf_config, read_hf_weights
+from .keymap import compare_shapes, to_hf, to_ours
+
+
+def import_hf(directory: str | Path):
+    """Load a Hugging Face ``BertModel``/``BertForMaskedLM``/``BertForPreTraining``,
+    ``XLMRobertaModel``/``XLMRobertaForMaskedLM`` or ``AlbertModel``/``AlbertForMaskedLM``
+    directory as a babelzoo model (architecture ``bert``, ``xlmr`` or ``albert``).
+
+    The model gets a pooler and an MLM head exactly when the checkpoint has them, and its
+    tokenizer (``model.tokenizer``) when the directory holds one::
+
+        model = import_hf("all-MiniLM-L6-v2/")
+        out = model(input_ids, attention_mask=mask)
+    """
+    from ..model import BabelModel
+
+    directory = Path(directory)
+    where = str(directory / CONFIG)
+    hf = read_hf_config(directory)
+    family = family_for_model_type(hf.get("model_type"), where)
+    for cls in hf.get("architectures") or []:
+        if cls not in family.classes:
+            raise CheckpointError(f"{where}: architecture {cls!r} is not supported; model_type "
+                                  f"{family.model_type!r} imports from {', '.join(family.classes)}")
+    weights = find_hf_weights(directory)
+    state, names = _normalise(read_hf_weights(weights), family, str(weights))
+
+    has_pooler = bool(family.keys.hf_keys("pooler", 1) & set(state))
+    has_mlm = bool(family.keys.hf_keys("mlm", 1) & set(state))
+    try:
+        text = TextConfig(**family.text_from_hf(hf, where), pooler=has_pooler, mlm_head=has_mlm,
+                          tie_word_embeddings=bool(hf.get("tie_word_embeddings", True)))
+    except ConfigError as err:
+        raise CheckpointError(f"{where}: {err}") from None
+    unmet = [need for need, ok in family.required.items() if not ok(text)]
+    if unmet:
+        raise CheckpointError(f"{where}: babelzoo cannot represent this {family.model_type} model: needs {unmet}")
+    _drop_tied_aliases(state, family, text, names, str(weights))
+
+    model = BabelModel(ModelConfig(architecture=family.name, text=text))
+    pairs = family.keys.pairs(text.num_layers, active_groups(text))
+    expected = {k: tuple(v.shape) for k, v in to_hf(model_state(model), pairs).items()}
+    compare_shapes(expected, state, str(weights), names)
+    load_state_strict(model, to_ours(state, pairs), str(weights))
+    _attach_tokenizer(model, directory, family)
+    return model
+
+
+def active_groups(text: TextConfig) -> list[str]:
+    groups = ["base"]
+    if text.pooler:
+        groups.append("pooler")
+    if text.mlm_head:
+        groups.append("mlm")
+        if not text.tie_word_embeddings:
+            groups.append("decoder")
+    return groups
+
+
+def _normalise(raw: Mapping[str, torch.Tensor], family: Family,
+               source: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Strip the base-model prefix, drop known buffers and pre-training heads. Returns the
+    state and a map from each kept key back to its name in the checkpoint."""
+    state: dict[str, torch.Tensor] = {}
+    names: dict[str, str] = {}
+    dropped_heads = []
+    for key, tensor in raw.items():
+        short = key[len(family.prefix):] if key.startswith(family.prefix) else key
+        if short in family.buffers:
+            continue
+        if family.heads_not_kept and short.startswith(family.heads_not_kept):
+            dropped_heads.append(key)
+            continue
+        if short in state:
+            raise CheckpointError(f"{source}: {names[short]!r} and {key!r} are the same weight with and "
+                                  f"without the {family.prefix!r} prefix")
+        state[short] = tensor
+        names[short] = key
+    if dropped_heads:
+        warnings.warn(f"{source}: pre-training head weights not kept (a babelzoo encoder holds no such "
+                      f"head; objectives own their heads): {', '.join(sorted(dropped_heads))}", stacklevel=3)
+    return state, names
+
+
+def _drop_tied_aliases(state: dict[str, torch.Tensor], family: Family, text: TextConfig,
+                       names: Mapping[str, str], source: str) -> None:
+    """Older checkpoints also store the tied copies (decoder weight = word embeddings, decoder
+    bias = MLM bias). They must equal what they are tied to; then they are redundant."""
+    aliases = dict(family.tied)
+    if text.tie_word_embeddings:
+        aliases.update({hf: family.word_key() for hf in family.keys.decoder})
+    for alias, target in aliases.items():
+        if alias not in state or target not in state:
+            continue
+        if state[alias].shape != state[target].shape or not torch.equal(state[alias], state[target]):
+            raise CheckpointError(f"{source}: {names[alias]} differs from {names[target]}, but the model ties "
+                                  f"them (set tie_word_embeddings=false in config.json if the decoder is untied)")
+        del state[alias]
+
+
+def _attach_tokenizer(model, directory: Path, family: Family) -> None:
+    from .tokenizers import load_hf_tokenizer
+
+    tokenizer = load_hf_tokenizer(directory, family)
+    if tokenizer is not None:
+        model.tokenizer = tokenizer

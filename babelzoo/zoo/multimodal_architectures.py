@@ -1,0 +1,1 @@
+"""Registered vision–text and speech–text architectures."""

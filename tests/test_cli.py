@@ -1,0 +1,22 @@
+import pytest
+
+from babelzoo.cli import main
+
+
+def test_list_prints_cards(capsys):
+    assert main(["list", "xlmr*"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[0] for line in lines] == ["xlmr_base", "xlmr_tiny"]
+    assert "XLM-R" in lines[0]
+
+
+def test_info_prints_config_and_size(capsys):
+    assert main(["info", "albert_tiny"]) == 0
+    out = capsys.readouterr().out
+    assert '"embedding_size": 64' in out and '"share_layers": true' in out
+    assert "parameters: 702,336" in out
+
+
+def test_unknown_model_suggests(capsys):
+    with pytest.raises(KeyError, match="did you mean 'albert_tiny'"):
+        main(["info", "albert_tny"])

@@ -1,0 +1,128 @@
+"""The one attention path against hand-written attention: visibility matrices, causal and
+prefix masks, T5 buckets, NEZHA relative encodings."""
+
+import math
+
+import pytest
+import torch
+
+from babelzoo.zoo.layers import SelfAttention, build_attention_mask, causal_visibility, prefix_visibility
+from babelzoo.zoo.positions import NezhaRelativePositions, sinusoidal_table, t5_relative_bucket
+
+
+def reference_attention(module: SelfAttention, x, visible, bias=None, relative=None):
+    """softmax((q k^T + q a^T)/√d + bias, masked) (v + a), written out per head."""
+    b, length, width = x.shape
+    h, d = module.num_heads, module.head_dim
+    q, k, v = module.qkv(x).split(width, dim=-1)
+    q, k, v = (t.view(b, length, h, d).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-1, -2)
+    if relative is not None:
+        scores = scores + torch.einsum("bhid,ijd->bhij", q, relative)
+    scores = scores / math.sqrt(d)
+    if bias is not None:
+        scores = scores + bias
+    scores = scores.masked_fill(~visible[:, None], float("-inf"))
+    probs = scores.softmax(-1)
+    out = probs @ v
+    if relative is not None:
+        out = out + torch.einsum("bhij,ijd->bhid", probs, relative)
+    return module.out(out.transpose(1, 2).reshape(b, length, width))
+
+
+def random_visibility(b, length, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    vis = torch.rand(b, length, length, generator=g) < 0.4
+    return vis | torch.eye(length, dtype=torch.bool)
+
+
+def test_visibility_matrix_matches_hand_written_attention():
+    module = SelfAttention(32, 4).eval()
+    x = torch.randn(2, 7, 32)
+    vis = random_visibility(2, 7)
+    got = module(x, build_attention_mask(visible=vis))
+    torch.testing.assert_close(got, reference_attention(module, x, vis), atol=1e-5, rtol=1e-5)
+
+
+def test_visibility_changes_exactly_the_attention_it_should():
+    module = SelfAttention(32, 4).eval()
+    x = torch.randn(1, 6, 32)
+    vis = random_visibility(1, 6, seed=3)
+    mask = build_attention_mask(visible=vis)
+    before = module(x, mask)
+    j = 2
+    changed = x.clone()
+    changed[0, j] += 1.0  # alter the key/value at position j only
+    after = module(changed, mask)
+    for i in range(6):
+        moved = not torch.allclose(before[0, i], after[0, i], atol=1e-6)
+        assert moved == bool(vis[0, i, j]), f"position {i} {'sees' if vis[0, i, j] else 'does not see'} {j}"
+
+
+def test_padding_causal_and_prefix_masks():
+    module = SelfAttention(16, 2).eval()
+    x = torch.randn(2, 5, 16)
+    pad = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    vis = pad.bool()[:, None, :].expand(2, 5, 5)
+    torch.testing.assert_close(module(x, build_attention_mask(pad)), reference_attention(module, x, vis))
+    causal = causal_visibility(5)[None].expand(2, 5, 5)
+    torch.testing.assert_close(module(x, build_attention_mask(causal=True, length=5)),
+                               reference_attention(module, x, causal))
+    prefix = prefix_visibility(torch.tensor([2, 4]), 5)
+    assert prefix[0].int().tolist() == [[1, 1, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0],
+                                        [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]
+    torch.testing.assert_close(module(x, build_attention_mask(visible=prefix)), reference_attention(module, x, prefix))
+
+
+def test_no_mask_when_nothing_is_masked():
+    assert build_attention_mask(torch.ones(2, 4)) is None
+
+
+def test_row_that_sees_nothing_sees_itself():
+    vis = torch.zeros(1, 3, 3, dtype=torch.bool)
+    vis[0, 0, 1] = True
+    mask = build_attention_mask(visible=vis)
+    assert mask[0, 0].int().tolist() == [[0, 1, 0], [0, 1, 0], [0, 0, 1]]
+
+
+def test_t5_buckets_by_hand_and_against_transformers():
+    rel = torch.tensor([0, -1, 1, -7, -8, -20, 20, -200, 200])
+    # bidirectional, 32 buckets: 16 per sign, 8 exact; log buckets: 8 + floor(log(n/8)/log(16) * 8)
+    expected = [0, 1, 17, 7, 8, 10, 26, 15, 31]
+    assert t5_relative_bucket(rel, 32, 128).tolist() == expected
+    t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
+    grid = torch.arange(-150, 151)
+    reference = t5.T5Attention._relative_position_bucket(grid, bidirectional=True, num_buckets=32, max_distance=128)
+    assert torch.equal(t5_relative_bucket(grid, 32, 128), reference)
+
+
+def test_nezha_relative_attention_matches_formula():
+    module = SelfAttention(32, 4).eval()
+    positions = NezhaRelativePositions(head_dim=8, max_distance=3)
+    table = positions(6)
+    # a_ij is the sinusoid of clip(j - i, -3, 3) + 3
+    assert torch.equal(table[0, 5], sinusoidal_table(7, 8)[6])
+    assert torch.equal(table[4, 0], sinusoidal_table(7, 8)[0])
+    assert torch.equal(table[2, 3], sinusoidal_table(7, 8)[4])
+    x = torch.randn(2, 6, 32)
+    pad = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
+    vis = pad.bool()[:, None, :].expand(2, 6, 6)
+    got = module(x, build_attention_mask(pad), relative=table)
+    torch.testing.assert_close(got, reference_attention(module, x, vis, relative=table), atol=1e-5, rtol=1e-5)
+
+
+def test_additive_bias_with_padding():
+    module = SelfAttention(16, 2).eval()
+    x = torch.randn(2, 4, 16)
+    bias = torch.randn(1, 2, 4, 4)
+    pad = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    vis = pad.bool()[:, None, :].expand(2, 4, 4)
+    torch.testing.assert_close(module(x, build_attention_mask(pad), bias=bias),
+                               reference_attention(module, x, vis, bias=bias), atol=1e-5, rtol=1e-5)
+
+
+def test_sinusoidal_table_formula():
+    table = sinusoidal_table(10, 6)
+    p, i = 7, 1
+    assert table[p, 2 * i].item() == pytest.approx(math.sin(p / 10000 ** (2 * i / 6)), abs=1e-6)
+    assert table[p, 2 * i + 1].item() == pytest.approx(math.cos(p / 10000 ** (2 * i / 6)), abs=1e-6)
