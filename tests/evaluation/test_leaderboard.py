@@ -1,0 +1,55 @@
+"""The leaderboard harness: a real peer on real data, a broken model, a skipped task."""
+
+import json
+
+import pytest
+
+from babelzoo.evaluation.leaderboard import ModelSpec, leaderboard_table, run_matrix, write_outputs
+from babelzoo.evaluation.tasks import Result, TaskContext
+
+
+def test_matrix_reports_failures_and_skips_and_keeps_going(shared_data, tmp_path):
+    specs = [ModelSpec("broken", kind="checkpoint", source=str(tmp_path / "missing")),
+             ModelSpec("muse", kind="peer", source="muse_v3")]
+    lines = []
+    context = TaskContext(data_dir=shared_data, languages=["deu"], limit=60, log=lines.append)
+    results, cells = run_matrix(specs, ["tatoeba", "multi30k"], context, log=lines.append)
+    status = {(c.model, c.task): c.status for c in cells}
+    assert status == {("broken", "tatoeba"): "failed", ("broken", "multi30k"): "failed",
+                      ("muse", "tatoeba"): "ok", ("muse", "multi30k"): "ok"}
+    tatoeba = {r.metric: r for r in results if r.task == "tatoeba"}
+    assert set(tatoeba) == {"acc@1 eng->deu", "acc@1 deu->eng"}
+    assert tatoeba["acc@1 eng->deu"].value > 0.9  # mUSE is strong on German
+    assert tatoeba["acc@1 eng->deu"].protocol["n"] == 60
+    multi = [r for r in results if r.task == "multi30k"]
+    assert len(multi) == 6 and {r.protocol["split"] for r in multi} == {"test_2016_flickr"}
+    paths = write_outputs(results, cells, tmp_path / "out", {"seed": 0})
+    saved = json.loads(paths["results"].read_text())
+    assert len(saved["results"]) == len(results) and saved["meta"]["torch"]
+    assert paths["plot_tatoeba"].stat().st_size > 1000
+
+
+def test_task_without_data_is_skipped(tmp_path):
+    results, cells = run_matrix([ModelSpec("muse", kind="peer", source="muse_v3")], ["tatoeba"],
+                                TaskContext(data_dir=None), log=lambda s: None)
+    assert results == [] and cells[0].status == "skipped" and "--data-dir" in cells[0].detail
+
+
+def test_unknown_task_fails_before_any_model_loads():
+    with pytest.raises(KeyError, match="unknown task 'tatoba'; did you mean 'tatoeba'"):
+        run_matrix([ModelSpec("x", kind="peer", source="nope")], ["tatoba"], TaskContext())
+
+
+def test_table_averages_families_and_lists_missing_cells():
+    from babelzoo.evaluation.leaderboard import Cell
+
+    rows = [Result("t", "m", "acc@1 en->de", 0.5, family="acc@1 en→X"),
+            Result("t", "m", "acc@1 en->fr", 0.7, family="acc@1 en→X")]
+    cells = [Cell("m", "t", "ok"), Cell("z", "t", "failed", "boom")]
+    table = leaderboard_table(rows, cells, "T")
+    assert "| m | 0.600 |" in table and "| z | failed |" in table and "- z × t: failed (boom)" in table
+
+
+def test_model_spec_rejects_unknown_keys():
+    with pytest.raises(ValueError, match=r"unknown model spec key\(s\) \['layers'\]"):
+        ModelSpec.from_dict({"name": "x", "layers": 3})
