@@ -24,6 +24,7 @@ import os
 import shutil
 import uuid
 from array import array
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
@@ -190,9 +191,13 @@ class TokenizedCorpus(Dataset):
 
     @classmethod
     def from_corpus(cls, corpus: MonolingualCorpus | ParallelCorpus, tokenizer: Any, *,
-                    cache_dir: str | Path | None = None, fingerprint: Optional[str] = None) -> "TokenizedCorpus":
-        """Tokenise an in-memory corpus, or map its cached arrays if this exact text was already
-        tokenised by the same tokenizer (the key hashes the sentences themselves)."""
+                    cache_dir: str | Path | None = None, fingerprint: Optional[str] = None,
+                    encode_lang: bool = True) -> "TokenizedCorpus":
+        """Tokenise an in-memory corpus (from any reader, e.g. :func:`~babelzoo.datasets.text.
+        read_parallel`), or map its cached arrays if this exact text was already tokenised by the
+        same tokenizer: the key hashes the sentences themselves, their languages, the read report
+        and the tokenizer's identity. ``encode_lang=False`` calls ``tokenizer.encode(text,
+        lang=None)``, for tokenizers that know no languages (the examples keep their language)."""
         if isinstance(corpus, ParallelCorpus):
             langs = {"src": corpus.src_lang, "tgt": corpus.tgt_lang}
             columns = {"src": corpus.sources, "tgt": corpus.targets}
@@ -201,32 +206,35 @@ class TokenizedCorpus(Dataset):
         else:
             raise TypeError(f"expected a MonolingualCorpus or ParallelCorpus, got {type(corpus).__name__}")
         identity = tokenizer_fingerprint(tokenizer, fingerprint)
-        key = _key(source="corpus", content=_content_digest(list(columns.values())), langs=langs, tokenizer=identity)
-        return _build(cache_dir, key, langs, tokenizer, lambda: (zip(*columns.values()), corpus.report))
+        report = {k: v for k, v in asdict(corpus.report).items() if k != "files"}  # kept with the arrays
+        key = _key(source="corpus", content=_content_digest(list(columns.values())), langs=langs, report=report,
+                   tokenizer=identity, encode_lang=encode_lang)
+        return _build(cache_dir, key, langs, tokenizer, lambda: (zip(*columns.values()), corpus.report), encode_lang)
 
     @classmethod
     def from_text_files(cls, paths: str | Path | Sequence[str | Path], lang: str, tokenizer: Any, *,
                         empty: EmptyPolicy = "skip", cache_dir: str | Path | None = None,
-                        fingerprint: Optional[str] = None) -> "TokenizedCorpus":
+                        fingerprint: Optional[str] = None, encode_lang: bool = True) -> "TokenizedCorpus":
         """Tokenise monolingual files (one sentence per line, plain or gzip), streaming them; the
-        key hashes the files' bytes, so a cache hit reads no text at all."""
+        key hashes the files' bytes, so a cache hit reads no text at all. Options as
+        :meth:`from_corpus`; ``empty`` as :func:`~babelzoo.datasets.text.read_monolingual`."""
         files = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
         for path in files:
             if not path.is_file():
                 raise FileNotFoundError(f"{path}: no such file")
         identity = tokenizer_fingerprint(tokenizer, fingerprint)
         key = _key(source="files", files=[sha256_of(p) for p in files], empty=empty, langs={"text": lang},
-                   tokenizer=identity)
+                   tokenizer=identity, encode_lang=encode_lang)
 
         def rows() -> tuple[Iterable[tuple[str]], ReadReport]:
             report = ReadReport(files=tuple(str(f) for f in files))
             return ((text,) for text in iter_sentences(files, empty, report)), report
 
-        return _build(cache_dir, key, {"text": lang}, tokenizer, rows)
+        return _build(cache_dir, key, {"text": lang}, tokenizer, rows, encode_lang)
 
 
 def _build(cache_dir: str | Path | None, key: str, langs: dict[str, str], tokenizer: Any,
-           rows: Any) -> TokenizedCorpus:
+           rows: Any, encode_lang: bool) -> TokenizedCorpus:
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "tokens"
     final = root / key
     if (final / "meta.json").is_file():
@@ -234,17 +242,17 @@ def _build(cache_dir: str | Path | None, key: str, langs: dict[str, str], tokeni
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     tmp.mkdir()
+    writers: list[_FieldWriter] = []
     try:
         names = list(langs)
         writers = [_FieldWriter(tmp, name) for name in names]
         records, report = rows()
         for index, record in enumerate(records):
             for writer, name, text in zip(writers, names, record):
-                ids = tokenizer.encode(text, lang=langs[name], add_special_tokens=False)
+                ids = tokenizer.encode(text, lang=langs[name] if encode_lang else None, add_special_tokens=False)
                 writer.add(ids, f"{langs[name]} sentence {index} ({name})")
         fields = {w.name: w.close() for w in writers}
-        report_dict = {k: v for k, v in vars(report).items()}
-        meta = {"format": FORMAT_VERSION, "key": key, "langs": langs, "fields": fields, "report": report_dict}
+        meta = {"format": FORMAT_VERSION, "key": key, "langs": langs, "fields": fields, "report": asdict(report)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
         try:
             os.rename(tmp, final)
@@ -253,6 +261,8 @@ def _build(cache_dir: str | Path | None, key: str, langs: dict[str, str], tokeni
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
     except BaseException:
+        for writer in writers:
+            writer.handle.close()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     corpus = TokenizedCorpus(final)
@@ -308,7 +318,10 @@ class ShardedSampler(Sampler[int]):
       ``num_samples`` other than the total cycles through fresh permutations;
     * ``alpha=a``: each position picks a corpus with ``q ∝ p^a`` (Lample & Conneau 2019) and
       the next item of that corpus's stream of fresh permutations, so no sentence repeats within
-      a corpus before all of it has been seen (``shuffle`` does not apply).
+      a corpus before all of it has been seen (``shuffle`` does not apply). With
+      ``group_size=g`` one corpus is drawn per run of *g* positions: set *g* to the global batch
+      size (per-rank batch × world size) and every step's batches hold one language, as XLM's
+      per-language batches do.
 
     Rank *r* of *W* takes positions ``start + r, start + r + W, ...``; the ranks together read
     every position once (no padding, no duplicates; ranks differ by at most one item). With
@@ -322,13 +335,16 @@ class ShardedSampler(Sampler[int]):
     """
 
     def __init__(self, sizes: int | Sequence[int] | Mapping[Any, int], *, alpha: Optional[float] = None,
-                 num_samples: Optional[int] = None, shuffle: bool = True, seed: int = 0,
+                 num_samples: Optional[int] = None, group_size: int = 1, shuffle: bool = True, seed: int = 0,
                  rank: Optional[int] = None, world_size: Optional[int] = None):
         if isinstance(sizes, int):
             sizes = [sizes]
         self.sizes = dict(sizes) if isinstance(sizes, Mapping) else dict(enumerate(sizes))
         self.total = int(sum(self.sizes.values()))
         self.alpha, self.shuffle, self.seed = alpha, shuffle, seed
+        if group_size < 1:
+            raise ValueError(f"group_size={group_size}: expected >= 1")
+        self.group_size = int(group_size)
         self.num_samples = self.total if num_samples is None else int(num_samples)
         dist_rank, dist_world = _dist_rank_world()
         self.rank = dist_rank if rank is None else rank
@@ -352,7 +368,8 @@ class ShardedSampler(Sampler[int]):
         the last :meth:`set_epoch`. A finished epoch becomes the start of the next one."""
         position = self.start + consumed
         if not 0 <= position <= self.num_samples:
-            raise ValueError(f"consumed={consumed} from start {self.start} passes the epoch's {self.num_samples} samples")
+            raise ValueError(f"consumed={consumed} from start {self.start} passes the epoch's "
+                             f"{self.num_samples} samples")
         if position == self.num_samples:
             return {"epoch": self.epoch + 1, "start": 0, "seed": self.seed}
         return {"epoch": self.epoch, "start": position, "seed": self.seed}
@@ -371,7 +388,8 @@ class ShardedSampler(Sampler[int]):
                 return np.arange(self.num_samples, dtype=np.int64) % max(self.total, 1)
             return cyclic_take(rng, self.total, self.num_samples)
         q = np.array(list(self.probabilities.values()))
-        corpus_of = rng.choice(len(q), size=self.num_samples, p=q)
+        groups = -(-self.num_samples // self.group_size)
+        corpus_of = np.repeat(rng.choice(len(q), size=groups, p=q), self.group_size)[:self.num_samples]
         order = np.empty(self.num_samples, dtype=np.int64)
         start = 0
         for k, size in enumerate(self.sizes.values()):

@@ -68,7 +68,7 @@ class LanguageSampler:
     Deterministic: the same ``counts``, ``alpha`` and ``seed`` give the same draws.
 
     >>> sampler = LanguageSampler({"en": 900, "de": 90, "sw": 10}, alpha=0.5, seed=0)
-    >>> sampler.probabilities["sw"]              # ≈ 0.0768 (0.01 with α=1)
+    >>> sampler.probabilities["sw"]              # ≈ 0.0741 (0.01 with α=1)
     >>> sampler.sample(4)                       # e.g. ['en', 'de', 'en', 'sw']
     """
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import difflib
 import gzip
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator, Literal, Optional, Sequence
@@ -147,7 +148,7 @@ def iter_lines(path: str | Path, strip: bool = True) -> Iterator[tuple[int, str]
         try:
             for lineno, raw in enumerate(handle, 1):
                 yield lineno, _decode(raw, path, lineno, strip)
-        except (OSError, EOFError) as err:  # truncated or corrupt gzip stream
+        except (OSError, EOFError, zlib.error) as err:  # truncated or corrupt gzip stream
             raise CorpusError(f"{path}: cannot read: {err}") from err
 
 
@@ -159,7 +160,7 @@ def count_lines(path: str | Path) -> int:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 count += chunk.count(b"\n")
                 last = chunk[-1:]
-        except (OSError, EOFError) as err:
+        except (OSError, EOFError, zlib.error) as err:
             raise CorpusError(f"{path}: cannot read: {err}") from err
     return count + (last != b"\n")
 
@@ -173,7 +174,7 @@ def iter_sentences(paths: str | Path | Sequence[str | Path], empty: EmptyPolicy 
     if report is None:
         report = ReadReport(files=tuple(str(f) for f in files))
     for path in files:
-        report.empty[str(path)] = 0
+        report.empty.setdefault(str(path), 0)
         for lineno, text in iter_lines(path):
             report.lines += 1
             if not text:

@@ -42,8 +42,10 @@ class TextEmbeddings(nn.Module):
                 position_ids: Optional[torch.Tensor] = None,
                 segment_ids: Optional[torch.Tensor] = None,
                 language_ids: Optional[torch.Tensor] = None,
-                inputs_embeds: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """``inputs_embeds`` ([B, L, E]) replaces the token lookup (CLWR feeds recovered vectors)."""
+                inputs_embeds: Optional[torch.Tensor] = None, project: bool = True) -> torch.Tensor:
+        """``inputs_embeds`` ([B, L, E]) replaces the token lookup (CLWR feeds recovered vectors).
+        ``project=False`` returns the E-wide embeddings before ALBERT's E → H projection (an
+        ELECTRA generator shares them and applies a projection of its own)."""
         x = self.word(input_ids) if inputs_embeds is None else inputs_embeds
         shape, device = x.shape[:2], x.device
         if self.config.position_embedding != "none":
@@ -67,4 +69,4 @@ class TextEmbeddings(nn.Module):
         if self.norm is not None:
             x = self.norm(x)
         x = self.dropout(x)
-        return self.project(x) if self.project is not None else x
+        return self.project(x) if project and self.project is not None else x

@@ -63,9 +63,12 @@ def import_hf(directory: str | Path):
     model = BabelModel(ModelConfig(architecture=family.name, text=text))
     pairs = family.keys.pairs(text.num_layers, active_groups(text))
     expected = {k: tuple(v.shape) for k, v in to_hf(model_state(model), pairs).items()}
-    compare_shapes(expected, state, str(weights), names)
+    prefixed = any(name.startswith(family.prefix) for name in names.values())
+    encoder_keys = family.keys.hf_keys("base", text.num_layers) | family.keys.hf_keys("pooler", text.num_layers)
+    shown = {k: family.prefix + k for k in expected if prefixed and k in encoder_keys}
+    compare_shapes(expected, state, str(weights), {**shown, **names})
     load_state_strict(model, to_ours(state, pairs), str(weights))
-    _attach_tokenizer(model, directory, family)
+    _attach_tokenizer(model, directory, family, text)
     return model
 
 
@@ -108,12 +111,19 @@ def _normalise(raw: Mapping[str, torch.Tensor], family: Family,
 def _drop_tied_aliases(state: dict[str, torch.Tensor], family: Family, text: TextConfig,
                        names: Mapping[str, str], source: str) -> None:
     """Older checkpoints also store the tied copies (decoder weight = word embeddings, decoder
-    bias = MLM bias). They must equal what they are tied to; then they are redundant."""
+    bias = MLM bias). They must equal what they are tied to; then they are redundant.
+
+    With ``tie_word_embeddings=false``, transformers 5 unties the decoder bias too: its forward
+    pass adds the decoder's own bias and leaves the head's ``bias`` unused, so that decoder bias
+    is the one that counts (transformers 4 kept both equal)."""
     aliases = dict(family.tied)
     if text.tie_word_embeddings:
         aliases.update({hf: family.word_key() for hf in family.keys.decoder})
     for alias, target in aliases.items():
         if alias not in state or target not in state:
+            continue
+        if not text.tie_word_embeddings and alias in family.tied:
+            state[target] = state.pop(alias)
             continue
         if state[alias].shape != state[target].shape or not torch.equal(state[alias], state[target]):
             raise CheckpointError(f"{source}: {names[alias]} differs from {names[target]}, but the model ties "
@@ -121,9 +131,9 @@ def _drop_tied_aliases(state: dict[str, torch.Tensor], family: Family, text: Tex
         del state[alias]
 
 
-def _attach_tokenizer(model, directory: Path, family: Family) -> None:
+def _attach_tokenizer(model, directory: Path, family: Family, text: TextConfig) -> None:
     from .tokenizers import load_hf_tokenizer
 
-    tokenizer = load_hf_tokenizer(directory, family)
+    tokenizer = load_hf_tokenizer(directory, family, text)
     if tokenizer is not None:
         model.tokenizer = tokenizer

@@ -98,7 +98,7 @@ def to_hf(state: Mapping[str, torch.Tensor], pairs: list[Pair]) -> dict[str, tor
             raise CheckpointError(f"{pair.ours}: dim 0 of {tuple(tensor.shape)} does not split into "
                                   f"{len(pair.hf)} equal parts for {', '.join(pair.hf)}")
         for key, part in zip(pair.hf, tensor.chunk(len(pair.hf), dim=0)):
-            out[key] = part.contiguous()
+            out[key] = part.clone()  # safetensors refuses views that share storage
     left = sorted(set(state) - {pair.ours for pair in pairs})
     if left:
         raise CheckpointError(f"babelzoo keys with no Hugging Face counterpart ({len(left)}): {_short(left)}; "

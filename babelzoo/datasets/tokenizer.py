@@ -1,0 +1,438 @@
+"""The :class:`Tokenizer` interface: text → ids with special-token framing, batching with padding
+and truncation, decoding, whole-word boundaries, and saving beside a model checkpoint.
+
+Backends: :class:`~babelzoo.datasets.spm.SentencePieceTokenizer` (unigram or BPE, trained by
+babelzoo, or imported from XLM-R or ALBERT), :class:`~babelzoo.datasets.wordpiece.WordPieceTokenizer`
+(BERT ``vocab.txt``) and :class:`~babelzoo.datasets.unigram.UnigramTokenizer` (a shipped unigram
+vocabulary). A saved tokenizer is the backend's own files plus ``tokenizer.json``::
+
+    {"format": "babelzoo-tokenizer", "version": 1, "type": "sentencepiece",
+     "specials": {"pad": 0, "cls": 1, ...}, "languages": ["de", "en"], "options": {...}}
+
+    >>> tok = load_tokenizer("checkpoints/xlm_tiny")
+    >>> batch = tok.batch_encode(["Hallo Welt", "Bonjour"], langs=["de", "fr"], max_length=32)
+    >>> batch["input_ids"].shape, batch["language_ids"][1, 0].item() == tok.specials.languages["fr"]
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar, Optional, Sequence, Union
+
+import torch
+
+from ._batching import as_list as _as_list
+from ._batching import check_texts as _check_texts
+from ._batching import expand_langs as _expand_langs
+from ._batching import truncate as _truncate
+from .specials import SpecialIds, language_tag
+
+TOKENIZER_FILE = "tokenizer.json"
+FORMAT = "babelzoo-tokenizer"
+VERSION = 1
+# backend type (the "type" field of tokenizer.json) -> "module:class", imported on demand
+BACKENDS = {
+    "sentencepiece": "babelzoo.datasets.spm:SentencePieceTokenizer",
+    "wordpiece": "babelzoo.datasets.wordpiece:WordPieceTokenizer",
+    "unigram": "babelzoo.datasets.unigram:UnigramTokenizer",
+}
+PAIR_STYLES = ("bert", "roberta")
+
+Lang = Union[str, None]
+
+
+class TokenizerError(ValueError):
+    """A tokenizer directory or file that cannot be read, or an unusable request."""
+
+
+class Tokenizer(ABC):
+    """Base class: subclasses provide the vocabulary and the text → piece step; framing,
+    batching, truncation, padding and decoding of special tokens live here, once.
+
+    Framing (``pair_style``):
+
+    - ``"bert"``: ``[CLS] A [SEP]`` and ``[CLS] A [SEP] B [SEP]``, segment ids 0 for
+      ``[CLS] A [SEP]`` and 1 for ``B [SEP]`` (Devlin et al., 2019).
+    - ``"roberta"``: ``<s> A </s>`` and ``<s> A </s></s> B </s>``, segment ids all 0
+      (Liu et al., 2019; XLM-R, Conneau et al., 2020, has one segment type).
+
+    With ``prefix_language_tag`` a language tag (``[de]``) follows the start token of each
+    sentence whose language is given. Independently, any call given languages returns
+    ``language_ids`` (indices into ``specials.languages``) for XLM language embeddings
+    (Lample & Conneau, 2019).
+    """
+
+    kind: ClassVar[str]
+    pair_style: str = "bert"
+    prefix_language_tag: bool = False
+
+    # ---- what a backend provides -------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def specials(self) -> SpecialIds:
+        """Special-token ids, vocabulary size and the language → embedding index map."""
+
+    @abstractmethod
+    def special_tokens(self) -> dict[str, int]:
+        """Every special token string that is matched verbatim in input text, with its id."""
+
+    @abstractmethod
+    def _pieces(self, text: str) -> list[str]:
+        """Pieces of a text that holds no special token."""
+
+    @abstractmethod
+    def _piece_ids(self, texts: list[str]) -> list[list[int]]:
+        """Ids of texts that hold no special token (batched: backends vectorise this)."""
+
+    @abstractmethod
+    def _detokenize(self, ids: list[int]) -> str:
+        """Text of a run of ordinary (non-special) ids."""
+
+    @abstractmethod
+    def id_to_token(self, index: int) -> str:
+        ...
+
+    @abstractmethod
+    def token_to_id(self, token: str) -> int:
+        """Id of a piece; the unknown id when the piece is not in the vocabulary."""
+
+    @abstractmethod
+    def _word_start_flags(self) -> list[bool]:
+        ...
+
+    @abstractmethod
+    def _save_backend(self, directory: Path) -> dict:
+        """Write the backend's files; return the options tokenizer.json records."""
+
+    @classmethod
+    @abstractmethod
+    def _from_saved(cls, directory: Path, meta: dict) -> "Tokenizer":
+        ...
+
+    # ---- derived properties ------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        return self.specials.vocab_size
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """Language codes in language-embedding order."""
+        langs = self.specials.languages
+        return tuple(sorted(langs, key=langs.__getitem__))
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocab_size={self.vocab_size}, languages={list(self.languages)})"
+
+    # ---- text → pieces / ids -----------------------------------------------------------------
+
+    def _special_pattern(self) -> Optional[re.Pattern]:
+        cached = getattr(self, "_special_re", None)
+        if cached is None:
+            tokens = sorted(self.special_tokens(), key=len, reverse=True)  # longest match first
+            cached = re.compile("(" + "|".join(map(re.escape, tokens)) + ")") if tokens else False
+            self._special_re = cached
+        return cached or None
+
+    def _segments(self, text: str) -> list[str]:
+        """Split text around special tokens written verbatim ("a <mask> b"), as HF does."""
+        if not isinstance(text, str):
+            raise TypeError(f"expected text as str, got {type(text).__name__}")
+        pattern = self._special_pattern()
+        return [text] if pattern is None else [s for s in pattern.split(text) if s]
+
+    def tokenize(self, text: str) -> list[str]:
+        """Pieces of ``text`` without framing; special tokens written in the text stay whole."""
+        specials = self.special_tokens()
+        out: list[str] = []
+        for segment in self._segments(text):
+            out.extend([segment] if segment in specials else self._pieces(segment))
+        return out
+
+    def _content_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        specials = self.special_tokens()
+        split = [self._segments(t) for t in texts]
+        plain = [s for segs in split for s in segs if s not in specials]
+        encoded = iter(self._piece_ids(plain)) if plain else iter(())
+        out = []
+        for segs in split:
+            ids: list[int] = []
+            for s in segs:
+                ids.extend([specials[s]] if s in specials else next(encoded))
+            out.append(ids)
+        return out
+
+    def convert_tokens_to_ids(self, tokens: Sequence[str]) -> list[int]:
+        return [self.token_to_id(t) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids) -> list[str]:
+        return [self.id_to_token(int(i)) for i in _as_list(ids)]
+
+    # ---- framing ------------------------------------------------------------------------------
+
+    def _language_index(self, lang: str) -> int:
+        try:
+            return self.specials.languages[lang]
+        except KeyError:
+            known = ", ".join(self.languages) or "none: this tokenizer has no languages"
+            raise TokenizerError(f"unknown language {lang!r} (known: {known})") from None
+
+    def _tag(self, lang: Lang) -> list[int]:
+        if lang is None:
+            return []
+        self._language_index(lang)
+        if not self.prefix_language_tag:
+            return []
+        return [self.special_tokens()[language_tag(lang)]]
+
+    def num_special_tokens(self, pair: bool = False, langs: tuple[Lang, Lang] = (None, None)) -> int:
+        tags = len(self._tag(langs[0])) + (len(self._tag(langs[1])) if pair else 0)
+        if not pair:
+            return 2 + tags
+        return (4 if self.pair_style == "roberta" else 3) + tags
+
+    def _frame(self, a: list[int], b: Optional[list[int]], lang_a: Lang, lang_b: Lang
+               ) -> tuple[list[int], list[int], list[int]]:
+        """Return ids, segment ids and language ids (0 where no language is given)."""
+        s = self.specials
+        first = [s.cls, *self._tag(lang_a), *a, s.sep]
+        la = self._language_index(lang_a) if lang_a is not None else 0
+        if b is None:
+            return first, [0] * len(first), [la] * len(first)
+        if self.pair_style == "roberta":
+            second = [s.sep, *self._tag(lang_b), *b, s.sep]
+            segment = 0
+        else:
+            second = [*self._tag(lang_b), *b, s.sep]
+            segment = 1
+        lb = self._language_index(lang_b) if lang_b is not None else 0
+        return (first + second, [0] * len(first) + [segment] * len(second),
+                [la] * len(first) + [lb] * len(second))
+
+    def encode(self, text: str, lang: Lang = None, add_special_tokens: bool = True) -> list[int]:
+        """Ids of one text: ``[CLS] (tag) pieces [SEP]``, or the bare pieces."""
+        (ids,) = self._content_ids([text])
+        if lang is not None:
+            self._language_index(lang)
+        if not add_special_tokens:
+            return ids
+        return self._frame(ids, None, lang, None)[0]
+
+    def encode_pair(self, a: str, b: str, lang_a: Lang = None, lang_b: Lang = None
+                    ) -> tuple[list[int], list[int]]:
+        """Ids and segment ids of a framed pair (see the class docstring for the two styles)."""
+        ids_a, ids_b = self._content_ids([a, b])
+        ids, segments, _ = self._frame(ids_a, ids_b, lang_a, lang_b)
+        return ids, segments
+
+    def batch_encode(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None, langs=None,
+                     max_length: Optional[int] = None, padding: Union[bool, str] = True,
+                     truncation: bool = True, return_tensors: Optional[str] = "pt",
+                     add_special_tokens: bool = True) -> dict:
+        """Encode a batch into ``input_ids``, ``attention_mask`` (1 = token) and ``segment_ids``,
+        plus ``language_ids`` when ``langs`` is given.
+
+        ``langs``: one code for the whole batch, one per text, or for pairs one ``(a, b)`` tuple
+        (or one code) per pair. ``padding``: ``True``/``"longest"`` pads to the longest row,
+        ``"max_length"`` to ``max_length``, ``False`` not at all (then ``return_tensors=None``
+        unless all rows have the same length). ``truncation`` cuts content tokens, never the
+        framing, longest side first for pairs, so that rows fit ``max_length``.
+        """
+        texts = _check_texts(texts, "texts")
+        if pairs is not None:
+            pairs = _check_texts(pairs, "pairs")
+            if len(pairs) != len(texts):
+                raise TokenizerError(f"texts has {len(texts)} entries but pairs has {len(pairs)}")
+        if padding not in (True, False, "longest", "max_length", "do_not_pad"):
+            raise TokenizerError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
+        if padding == "max_length" and max_length is None:
+            raise TokenizerError("padding='max_length' needs max_length")
+        if return_tensors not in (None, "pt"):
+            raise TokenizerError(f"return_tensors must be 'pt' or None, got {return_tensors!r}")
+        lang_pairs = _expand_langs(langs, len(texts), pairs is not None)
+
+        ids_a = self._content_ids(texts)
+        ids_b = self._content_ids(pairs) if pairs is not None else [None] * len(texts)
+        rows, segs, lang_rows = [], [], []
+        for i, (a, b, (la, lb)) in enumerate(zip(ids_a, ids_b, lang_pairs)):
+            if add_special_tokens:
+                if max_length is not None and truncation:
+                    budget = max_length - self.num_special_tokens(b is not None, (la, lb))
+                    if budget < 0:
+                        raise TokenizerError(f"max_length={max_length} leaves no room for the special tokens")
+                    a, b = _truncate(a, b, budget)
+                ids, seg, lid = self._frame(a, b, la, lb)
+            else:
+                ids = a + (b or [])
+                if max_length is not None and truncation:
+                    ids = ids[:max_length]
+                seg = [0] * len(a) + [1] * (len(ids) - len(a))
+                seg = seg[:len(ids)]
+                la_i = self._language_index(la) if la is not None else 0
+                lb_i = self._language_index(lb) if lb is not None else la_i
+                lid = ([la_i] * len(a) + [lb_i] * len(ids))[:len(ids)]
+            if max_length is not None and len(ids) > max_length:
+                raise TokenizerError(f"row {i} has {len(ids)} tokens > max_length={max_length}; "
+                                     "pass truncation=True")
+            rows.append(ids)
+            segs.append(seg)
+            lang_rows.append(lid)
+
+        if padding in (True, "longest"):
+            width = max((len(r) for r in rows), default=0)
+        elif padding == "max_length":
+            width = max_length
+        else:
+            width = None
+        pad = self.specials.pad
+        out = {"input_ids": [], "attention_mask": [], "segment_ids": []}
+        if langs is not None:
+            out["language_ids"] = []
+        for ids, seg, lid in zip(rows, segs, lang_rows):
+            extra = 0 if width is None else width - len(ids)
+            out["input_ids"].append(ids + [pad] * extra)
+            out["attention_mask"].append([1] * len(ids) + [0] * extra)
+            out["segment_ids"].append(seg + [0] * extra)
+            if langs is not None:  # XLM fills a row's padding with its (last) language too
+                out["language_ids"].append(lid + [lid[-1] if lid else 0] * extra)
+        if return_tensors is None:
+            return out
+        lengths = {len(r) for r in out["input_ids"]}
+        if len(lengths) > 1:
+            raise TokenizerError("rows have different lengths; use padding=True or return_tensors=None")
+        columns = len(out["input_ids"][0]) if rows else (width or 0)
+        return {k: torch.tensor(v, dtype=torch.long).reshape(len(rows), columns) for k, v in out.items()}
+
+    # ---- ids → text ---------------------------------------------------------------------------
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        """Text of a sequence of ids (a list or a 1-D tensor); special tokens dropped or shown."""
+        ids = _as_list(ids)
+        special = self.specials.all_special() | set(self.special_tokens().values())
+        parts: list[str] = []
+        run: list[int] = []
+        for i in ids:
+            if not 0 <= i < self.vocab_size:
+                raise TokenizerError(f"id {i} is outside the vocabulary (size {self.vocab_size})")
+            if i in special and skip_special_tokens:
+                continue  # decode what is left as one run, as if the special token were never there
+            if i in special:
+                if run:
+                    parts.append(self._detokenize(run))
+                    run = []
+                parts.append(self.id_to_token(i))
+            else:
+                run.append(i)
+        if run:
+            parts.append(self._detokenize(run))
+        return " ".join(p for p in parts if p)
+
+    def batch_decode(self, rows, skip_special_tokens: bool = True) -> list[str]:
+        return [self.decode(r, skip_special_tokens) for r in _as_list(rows)]
+
+    def word_starts(self) -> torch.Tensor:
+        """``BoolTensor[vocab_size]``, True where a piece begins a word (sentencepiece ``▁``
+        prefix; WordPiece: no ``##``). Special tokens count as word starts. Whole-word masking
+        (Cui et al., 2019) masks a start piece together with the pieces that follow it."""
+        cached = getattr(self, "_word_starts", None)
+        if cached is None:
+            cached = torch.tensor(self._word_start_flags(), dtype=torch.bool)
+            self._word_starts = cached
+        return cached
+
+    # ---- persistence -----------------------------------------------------------------------------
+
+    def save(self, directory: Union[str, Path]) -> Path:
+        """Write the backend's files and ``tokenizer.json`` into ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        options = self._save_backend(directory)
+        s = self.specials
+        meta = {
+            "format": FORMAT, "version": VERSION, "type": self.kind,
+            "specials": {"pad": s.pad, "cls": s.cls, "sep": s.sep, "unk": s.unk, "mask": s.mask,
+                         "vocab_size": s.vocab_size},
+            "languages": list(self.languages),
+            "options": {"pair_style": self.pair_style, "prefix_language_tag": self.prefix_language_tag,
+                        **options},
+        }
+        tmp = directory / (TOKENIZER_FILE + ".tmp")
+        tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, directory / TOKENIZER_FILE)
+        return directory
+
+    @classmethod
+    def load(cls, directory: Union[str, Path]) -> "Tokenizer":
+        """Load a tokenizer saved by :meth:`save` (or a Hugging Face tokenizer directory)."""
+        tokenizer = load_tokenizer(directory)
+        if tokenizer is None:
+            raise TokenizerError(f"{directory}: no tokenizer files ({TOKENIZER_FILE}, vocab.txt, "
+                                 "sentencepiece.bpe.model or spiece.model)")
+        if not isinstance(tokenizer, cls):
+            raise TokenizerError(f"{directory}: holds a {type(tokenizer).__name__}, not a {cls.__name__}")
+        return tokenizer
+
+    def _check_saved(self, directory: Path, meta: dict) -> None:
+        """A tokenizer.json whose specials disagree with the backend's files is corrupt."""
+        s, saved = self.specials, meta.get("specials", {})
+        actual = {"pad": s.pad, "cls": s.cls, "sep": s.sep, "unk": s.unk, "mask": s.mask,
+                  "vocab_size": s.vocab_size}
+        wrong = {k: (saved[k], v) for k, v in actual.items() if k in saved and saved[k] != v}
+        if wrong:
+            detail = ", ".join(f"{k}: file says {a}, backend has {b}" for k, (a, b) in wrong.items())
+            raise TokenizerError(f"{directory / TOKENIZER_FILE}: specials do not match the vocabulary ({detail})")
+
+
+def load_tokenizer(directory: Union[str, Path]) -> Optional[Tokenizer]:
+    """The tokenizer saved in ``directory``, or None when it holds no tokenizer files.
+
+    Reads babelzoo's ``tokenizer.json``; without one, a Hugging Face layout: ``vocab.txt``
+    (+ ``tokenizer_config.json``) as WordPiece, ``sentencepiece.bpe.model`` as XLM-R,
+    ``spiece.model`` (+ ``tokenizer_config.json``) as ALBERT.
+    """
+    directory = Path(directory)
+    meta_path = directory / TOKENIZER_FILE
+    meta = None
+    if meta_path.is_file():
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise TokenizerError(f"{meta_path}:{err.lineno}: invalid JSON ({err.msg})") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            meta = None  # a Hugging Face tokenizers file: fall back to its vocabulary files
+    if meta is not None:
+        if meta.get("version") != VERSION:
+            raise TokenizerError(f"{meta_path}: unsupported version {meta.get('version')!r} (expected {VERSION})")
+        kind = meta.get("type")
+        if kind not in BACKENDS:
+            raise TokenizerError(f"{meta_path}: unknown tokenizer type {kind!r} (known: {', '.join(BACKENDS)})")
+        backend = _backend(kind)
+        tokenizer = backend._from_saved(directory, meta)
+        tokenizer._check_saved(directory, meta)
+        return tokenizer
+    if (directory / "vocab.txt").is_file():
+        return _backend("wordpiece").from_hf(directory)
+    if (directory / "sentencepiece.bpe.model").is_file():
+        return _backend("sentencepiece").from_xlmr(directory / "sentencepiece.bpe.model")
+    if (directory / "spiece.model").is_file():
+        return _backend("sentencepiece").from_albert(directory / "spiece.model")
+    if meta_path.is_file():
+        raise TokenizerError(f"{meta_path}: a Hugging Face tokenizers file without vocab.txt, "
+                             "sentencepiece.bpe.model or spiece.model beside it; babelzoo reads those files")
+    return None
+
+
+def _backend(kind: str) -> type:
+    module, name = BACKENDS[kind].split(":")
+    return getattr(importlib.import_module(module), name)
+
+

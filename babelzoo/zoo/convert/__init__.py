@@ -1,0 +1,21 @@
+"""Hugging Face checkpoint interoperability: BERT, XLM-R and ALBERT, both directions.
+
+Each family is one declarative key table (``bert.py``, ``xlmr.py``, ``albert.py``) read by one
+engine (``keymap.py``) in both directions, so import and export cannot drift apart::
+
+    from babelzoo.zoo.convert import export_hf, import_hf
+
+    model = import_hf("path/to/hf-bert")          # strict: mismatches are errors naming keys
+    export_hf(model, "out/")                      # transformers.AutoModel.from_pretrained("out/")
+
+On the command line: ``babelzoo convert --from-hf DIR --to DIR`` and
+``babelzoo convert --to-hf DIR --from DIR``.
+"""
+
+from .exporter import export_hf
+from .families import FAMILIES, family_for, family_for_model_type
+from .family import Family
+from .importer import import_hf
+from .keymap import KeyMap
+
+__all__ = ["FAMILIES", "Family", "KeyMap", "export_hf", "family_for", "family_for_model_type", "import_hf"]

@@ -1,0 +1,74 @@
+"""babelzoo convert: Hugging Face <-> babelzoo checkpoint directories.
+
+    babelzoo convert --from-hf HF_DIR --to OUT_DIR            import (BERT, XLM-R, ALBERT)
+    babelzoo convert --to-hf OUT_DIR --from CHECKPOINT_DIR    export [--family bert|xlmr|albert]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="babelzoo convert", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(__doc__.split("\n")[2:]))
+    direction = parser.add_mutually_exclusive_group(required=True)
+    direction.add_argument("--from-hf", metavar="HF_DIR", help="Hugging Face model directory to import")
+    direction.add_argument("--to-hf", metavar="OUT_DIR", help="write a Hugging Face model directory here")
+    parser.add_argument("--to", metavar="OUT_DIR", help="with --from-hf: where to write the babelzoo checkpoint")
+    parser.add_argument("--from", dest="source", metavar="CHECKPOINT",
+                        help="with --to-hf: babelzoo checkpoint directory (or URL) to export")
+    parser.add_argument("--family", metavar="FAMILY",
+                        help="with --to-hf: bert, xlmr or albert (default: from the model's architecture)")
+    return parser
+
+
+def convert_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``babelzoo convert``; returns the exit status."""
+    from ...datasets.tokenizer import TokenizerError
+    from ..config import ConfigError
+    from ..pretrained import CheckpointError
+
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.from_hf and (args.to is None or args.source or args.family):
+        parser.error("--from-hf needs --to OUT_DIR (and takes neither --from nor --family)")
+    if args.to_hf and (args.source is None or args.to):
+        parser.error("--to-hf needs --from CHECKPOINT (and does not take --to)")
+    try:
+        if args.from_hf:
+            return _import(args.from_hf, args.to)
+        return _export(args.source, args.to_hf, args.family)
+    except (CheckpointError, ConfigError, TokenizerError) as err:
+        print(f"babelzoo convert: error: {err}", file=sys.stderr)
+        return 1
+
+
+def _import(source: str, target: str) -> int:
+    from . import import_hf
+
+    model = import_hf(source)
+    model.save_pretrained(target)
+    print(f"imported {source} as {model.config.architecture!r} ({model.num_parameters():,} parameters"
+          f"{', with tokenizer' if getattr(model, 'tokenizer', None) is not None else ''}) -> {target}")
+    return 0
+
+
+def _export(source: str, target: str, family: str | None) -> int:
+    from ..pretrained import from_pretrained
+    from . import export_hf, family_for
+
+    model = from_pretrained(source)
+    fam = family_for(family or model.config.architecture)
+    export_hf(model, target, family=fam.name)
+    kind = fam.mlm_class if model.config.text.mlm_head else fam.base_class
+    print(f"exported {source} as {kind} ({model.num_parameters():,} parameters"
+          f"{', with tokenizer' if getattr(model, 'tokenizer', None) is not None else ''}) -> {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(convert_main())

@@ -1,0 +1,67 @@
+"""Tokenizers across the Hugging Face boundary: an imported model gets the tokenizer its
+directory holds (BERT ``vocab.txt`` as WordPiece, XLM-R ``sentencepiece.bpe.model``), checked
+against the model; export writes the files ``transformers`` reads back."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Optional
+
+from ..config import TextConfig
+from ..pretrained import CheckpointError
+from .family import Family
+
+# family -> (tokenizer kind, its vocabulary file in a Hugging Face directory)
+TOKENIZERS = {"bert": ("wordpiece", "vocab.txt"), "xlmr": ("sentencepiece", "sentencepiece.bpe.model")}
+# ALBERT's own sentencepiece model (lower-casing, accent and space handling of its own) has no
+# babelzoo backend: its weights import, and the tokenizer file is named in a warning.
+UNREAD = {"albert": "spiece.model"}
+
+
+def load_hf_tokenizer(directory: Path, family: Family, text: TextConfig):
+    """The tokenizer of an HF model directory, or None when it holds none."""
+    from ...datasets.tokenizer import TokenizerError, load_tokenizer
+
+    if family.name in UNREAD:
+        unread = directory / UNREAD[family.name]
+        if unread.is_file():
+            warnings.warn(f"{unread}: {family.model_type} sentencepiece tokenizers are not supported; "
+                          f"the model is imported without a tokenizer", stacklevel=3)
+        return None
+    kind, vocab_file = TOKENIZERS[family.name]
+    if not (directory / vocab_file).is_file():
+        if (directory / "tokenizer.json").is_file():
+            warnings.warn(f"{directory}: tokenizer.json without {vocab_file}; babelzoo reads {vocab_file}, so "
+                          f"the model is imported without a tokenizer", stacklevel=3)
+        return None
+    try:
+        tokenizer = load_tokenizer(directory)
+    except TokenizerError as err:
+        raise CheckpointError(f"{directory}: cannot read the tokenizer ({err})") from None
+    check_tokenizer(tokenizer, family, text, str(directory / vocab_file))
+    return tokenizer
+
+
+def check_tokenizer(tokenizer, family: Family, text: TextConfig, where: str) -> None:
+    """A tokenizer must be of the family's kind, fit in the embedding table and pad with the
+    id the model masks out."""
+    kind = TOKENIZERS.get(family.name, (None,))[0]
+    if tokenizer.kind != kind:
+        raise CheckpointError(f"{where}: a {tokenizer.kind} tokenizer cannot go with a {family.model_type} model "
+                              f"(expected {kind or 'none'})")
+    if tokenizer.vocab_size > text.vocab_size:
+        raise CheckpointError(f"{where}: tokenizer has {tokenizer.vocab_size} pieces but the model's embedding "
+                              f"table has {text.vocab_size} rows")
+    if tokenizer.specials.pad != text.pad_token_id:
+        raise CheckpointError(f"{where}: tokenizer pads with id {tokenizer.specials.pad} but the model's "
+                              f"pad_token_id is {text.pad_token_id}")
+
+
+def save_hf_tokenizer(tokenizer, directory: Path, family: Family, text: TextConfig) -> Optional[Path]:
+    """Write ``tokenizer`` in the layout ``transformers.AutoTokenizer`` loads for ``family``."""
+    check_tokenizer(tokenizer, family, text, f"tokenizer for {directory}")
+    save_hf = getattr(tokenizer, "save_hf", None)
+    if save_hf is None:
+        raise CheckpointError(f"{type(tokenizer).__name__} cannot write Hugging Face tokenizer files")
+    return save_hf(directory)
