@@ -35,6 +35,12 @@ _API = {
     "Tokenizer": "babelzoo.datasets.tokenizer",
     "load_tokenizer": "babelzoo.datasets.tokenizer",
     "Registry": "babelzoo.registry",
+    "SentencePieceTokenizer": "babelzoo.datasets.spm",
+    "WordPieceTokenizer": "babelzoo.datasets.wordpiece",
+    "gettext_corpus": "babelzoo.datasets.catalogs",
+    "Trainer": "babelzoo.train.trainer",
+    "TrainConfig": "babelzoo.train.config",
+    "load_recipe": "babelzoo.train.config",
 }
 
 __all__ = ["__version__", *_API]

@@ -29,8 +29,8 @@ class BabelEncoder:
     """Mean-pool the non-padding tokens of one layer of a babelzoo model.
 
     ``layer`` indexes ``hidden_states`` (0 = embeddings, -1 = last layer, 8 = XTREME's choice
-    for 12-layer models). Sentences are sorted by length and batched, so padding work is small;
-    the output keeps the input order."""
+    for 12-layer models). Sentences are tokenized first, then sorted by token count and batched
+    (see :meth:`encode_ids`), so padding work is small; the output keeps the input order."""
 
     name: str
     model: torch.nn.Module
@@ -54,19 +54,38 @@ class BabelEncoder:
         index = self.tokenizer.specials.languages.get(lang)
         return None if index is None or index >= text.num_languages else torch.full(shape, index, dtype=torch.long)
 
-    @torch.no_grad()
     def encode(self, sentences: Sequence[str], lang: Optional[str] = None) -> np.ndarray:
+        """[N, D] L2-normalised float32 vectors, one per sentence, in input order."""
+        texts = [self.prefix + s for s in sentences]
+        rows = self.tokenizer.batch_encode(texts, max_length=self.max_length, padding=False, truncation=True,
+                                           return_tensors=None)["input_ids"]
+        return self.encode_ids(rows, lang)
+
+    @torch.no_grad()
+    def encode_ids(self, rows: Sequence[Sequence[int]], lang: Optional[str] = None) -> np.ndarray:
+        """Like :meth:`encode`, from token ids (special tokens included, already truncated).
+
+        Rows are sorted by token count and cut into batches of ``batch_size``, so each batch is
+        padded only to its own longest row: on real sentences of mixed length this removes most
+        of the padding (and its attention and feed-forward work) that batching in input order
+        pays for. A batch whose rows all have one length carries no mask at all, so SDPA takes
+        its fastest kernel. Mean pooling counts real tokens only, so the result does not depend
+        on how sentences are grouped."""
         was_training = self.model.training
         self.model.eval()
-        texts = [self.prefix + s for s in sentences]
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.zeros((len(texts), self.model.config.text.hidden_size), dtype=np.float32)
+        pad = self.tokenizer.specials.pad
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        out = np.zeros((len(rows), self.model.config.text.hidden_size), dtype=np.float32)
         device = next(self.model.parameters()).device
         for start in range(0, len(order), self.batch_size):
             index = order[start:start + self.batch_size]
-            batch = self.tokenizer.batch_encode([texts[i] for i in index], max_length=self.max_length,
-                                                padding=True, truncation=True, return_tensors="pt")
-            ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+            width = max(len(rows[i]) for i in index)
+            ids = torch.full((len(index), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(index), width), dtype=torch.long)
+            for r, i in enumerate(index):
+                ids[r, :len(rows[i])] = torch.as_tensor(rows[i], dtype=torch.long)
+                mask[r, :len(rows[i])] = 1
+            ids, mask = ids.to(device), mask.to(device)
             lang_ids = self._language_ids(lang, ids.shape)
             states = self.model(ids, attention_mask=mask, language_ids=None if lang_ids is None else lang_ids.to(device),
                                 output_hidden_states=self.layer != -1)

@@ -4,8 +4,12 @@ A recipe is a YAML mapping whose keys are :class:`TrainConfig` fields::
 
     # babelzoo/recipes/mlm_tiny.yaml
     model: xlmr_tiny
+    tokenizer: {vocab_size: 4000}
     objectives: {mlm: {}}
-    data: {mlm: {reader: gettext, package: django}}
+    data:
+      mlm:
+        - {kind: text, path: corpus/de.txt, lang: de}
+        - {kind: text, path: corpus/fr.txt, lang: fr}
     batch_size: 32
     lr: 1.0e-3
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -32,6 +37,7 @@ SCHEDULES = ("linear", "cosine", "inverse_sqrt", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16")
 STRATEGIES = ("auto", "none", "ddp", "fsdp")
 DEVICES = ("auto", "cpu", "cuda")
+MIXTURES = ("sum", "sample")
 
 
 @dataclass
@@ -41,18 +47,23 @@ class TrainConfig:
     Batches: ``batch_size`` examples per micro-batch on each rank, ``grad_accum`` micro-batches
     per optimizer step; the global batch is ``batch_size * grad_accum * world_size``. Training
     length is ``max_steps`` optimizer steps; each dataset cycles through seeded epochs.
+    ``resume``: continue from the newest valid checkpoint in ``output_dir`` (a fresh directory
+    simply starts); with ``resume: false`` a directory that already holds checkpoints is an
+    error rather than silently mixed with a new run.
 
-    The ``model``/``model_overrides``/``objectives``/``data`` fields are read by
-    ``babelzoo pretrain`` to build the run; :class:`~babelzoo.train.Trainer` itself takes those
-    parts as Python objects and ignores them.
+    The ``model``/``model_overrides``/``tokenizer``/``objectives``/``mixture``/``data`` fields
+    are read by ``babelzoo pretrain`` to build the run (see :mod:`babelzoo.train.cli` for their
+    layout); :class:`~babelzoo.train.Trainer` itself takes those parts as Python objects and
+    ignores them.
     """
 
     # --- what to train (used by the command line) ---------------------------------------------
     model: str = "xlmr_tiny"
     model_overrides: dict = field(default_factory=dict)
+    tokenizer: dict = field(default_factory=dict)
     objectives: dict = field(default_factory=dict)
+    mixture: str = "sum"
     data: dict = field(default_factory=dict)
-    tokenizer: Optional[str] = None
     # --- run ------------------------------------------------------------------------------------
     output_dir: str = "runs/default"
     seed: int = 0
@@ -91,7 +102,7 @@ class TrainConfig:
         for f in fields(self):
             setattr(self, f.name, _coerce(f.name, getattr(self, f.name), _field_types()[f.name]))
         choices = {"optimizer": OPTIMIZERS, "schedule": SCHEDULES, "precision": PRECISIONS,
-                   "distributed": STRATEGIES, "device": DEVICES}
+                   "distributed": STRATEGIES, "device": DEVICES, "mixture": MIXTURES}
         for name, options in choices.items():
             if getattr(self, name) not in options:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be one of "
@@ -151,6 +162,7 @@ def unknown_key_message(key: str, valid: Sequence[str]) -> str:
 
 # --- value checking --------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=1)
 def _field_types() -> dict[str, Any]:
     return typing.get_type_hints(TrainConfig)
 
@@ -185,14 +197,19 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
             return value
     elif hint is tuple or origin is tuple:
         if isinstance(value, (list, tuple)):
-            return tuple(float(v) if isinstance(v, str) else v for v in value)
+            try:
+                return tuple(float(v) for v in value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"TrainConfig.{name}={value!r} must be a list of numbers") from None
     elif hint is dict or origin is dict:
         if isinstance(value, Mapping):
             return dict(value)
     else:  # pragma: no cover - every field has one of the types above
         return value
-    kind = getattr(hint, "__name__", str(hint))
-    raise ConfigError(f"TrainConfig.{name}={value!r} must be a {kind}, got {type(value).__name__}")
+    kinds = {int: "an integer", float: "a number", str: "a string", bool: "true or false", tuple: "a list",
+             dict: "a mapping"}
+    kind = kinds.get(origin or hint, str(hint))
+    raise ConfigError(f"TrainConfig.{name}={value!r} must be {kind}, got {type(value).__name__}")
 
 
 # --- recipes -----------------------------------------------------------------------------------

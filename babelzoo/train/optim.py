@@ -60,16 +60,15 @@ class LAMB(torch.optim.Optimizer):
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 state["step"] += 1
-                t = float(state["step"])
-                grad = p.grad.to(p.dtype)
+                t = float(state["step"])  # a CPU tensor: no device sync
+                grad = p.grad if p.grad.dtype == p.dtype else p.grad.to(p.dtype)
                 m, v = state["exp_avg"], state["exp_avg_sq"]
-                m.mul_(beta1).add_(grad, alpha=1 - beta1)
+                m.lerp_(grad, 1 - beta1)  # β1 m + (1 - β1) g
                 v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                if group["bias_correction"]:
-                    m_hat, v_hat = m / (1 - beta1 ** t), v / (1 - beta2 ** t)
-                else:
-                    m_hat, v_hat = m, v
-                update = m_hat / (v_hat.sqrt() + group["eps"])
+                bc1, bc2 = (1 - beta1 ** t, 1 - beta2 ** t) if group["bias_correction"] else (1.0, 1.0)
+                # r = m̂ / (√v̂ + ε) = (m / bc1) / (√v / √bc2 + ε), with two temporaries
+                update = v.sqrt().div_(math.sqrt(bc2)).add_(group["eps"])
+                torch.div(m, update, out=update).div_(bc1)
                 if group["weight_decay"]:
                     update.add_(p, alpha=group["weight_decay"])
                 if group["adapt"]:
@@ -114,8 +113,12 @@ def param_groups(module: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def build_optimizer(module: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    """LAMB or AdamW over :func:`param_groups` of ``module`` (model + objectives' heads)."""
+    """LAMB or AdamW over :func:`param_groups` of ``module`` (model + objectives' heads).
+    Every group records its ``base_lr`` for :class:`Schedule` from the start, so that the
+    optimizer's state dict has the same layout before and after the first step."""
     groups = param_groups(module, config.weight_decay)
+    for g in groups:
+        g["base_lr"] = config.lr
     if config.optimizer == "lamb":
         return LAMB(groups, lr=config.lr, betas=config.betas, eps=config.eps, weight_decay=config.weight_decay)
     for g in groups:

@@ -3,7 +3,6 @@ multi-way aligned gettext sentences (embedded data, no download)."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Optional, Sequence
 
 from ..metrics import accuracy_at_1
@@ -61,28 +60,23 @@ def multi30k(encoder, context: TaskContext) -> list[Result]:
     return results
 
 
-def is_heldout(key: str, percent: int = 10) -> bool:
-    """The fixed held-out split of the embedded gettext corpora: a message is held out when the
-    first byte of sha1(msgid) falls in the lowest ``percent`` of 0..255. Training never sees it."""
-    return hashlib.sha1(key.encode("utf-8")).digest()[0] < 256 * percent // 100
-
-
-EMBEDDED_LANGS = ("de", "fr", "es", "ru", "ar", "zh-hans", "ja", "hi")
+EMBEDDED_LANGS = ("de", "fr", "es", "ru", "uk", "zh-CN", "ja", "ar")
 
 
 @TASKS.register
 def gettext_retrieval(encoder, context: TaskContext) -> list[Result]:
-    """Held-out, human-translated interface strings from Django's catalogs (embedded: installed
-    with the package), English↔X accuracy@1 on the messages that :func:`is_heldout` reserves."""
-    from ...datasets.catalogs import gettext_corpus
+    """Held-out, human-translated application strings from the Gramps catalogs (embedded:
+    installed with the package), English↔X accuracy@1 on the messages that
+    :func:`babelzoo.datasets.embedded.is_heldout` reserves (never trained on)."""
+    from ...datasets.embedded import EMBEDDED_PACKAGES, aligned, embedded_corpus, split_rows
 
-    corpus = gettext_corpus(("django",), min_languages=2)
+    corpus = embedded_corpus(EMBEDDED_PACKAGES)
     langs = [lang for lang in (context.languages or EMBEDDED_LANGS) if lang in corpus.languages]
     if not langs:
-        raise TaskSkipped(f"none of {list(context.languages or EMBEDDED_LANGS)} in the Django catalogs")
+        raise TaskSkipped(f"none of {list(context.languages or EMBEDDED_LANGS)} in the embedded catalogs")
+    heldout = split_rows(corpus, heldout=True)
     results = []
     for lang in langs:
-        pairs = [(en, x) for key, en, x in corpus.aligned("en", lang) if is_heldout(key)]
-        results += bitext_results("gettext_retrieval", encoder, pairs, "en", lang,
-                                  {"split": "heldout-10%", "source": "django"}, context.limit)
+        results += bitext_results("gettext_retrieval", encoder, aligned(heldout, "en", lang), "en", lang,
+                                  {"split": "heldout-10%", "source": "+".join(EMBEDDED_PACKAGES)}, context.limit)
     return results

@@ -1,0 +1,304 @@
+"""Training checkpoints: atomic, verified, keep-last-K, no pickle.
+
+A checkpoint is a directory ``<output_dir>/checkpoints/step-00000100/`` holding
+
+- ``model.safetensors`` + ``config.json``: the model, loadable by ``from_pretrained`` as is;
+- one ``<part>.json`` (+ ``<part>.safetensors``) per other part: objectives' heads, optimizer,
+  trainer state (step, data position, schedule, loss scaler), and each rank's RNG states;
+- ``manifest.json``, written last: the sha256 and size of every file.
+
+Tensors go to safetensors and everything else to JSON, so loading a checkpoint never executes
+code. The directory is written under a temporary name, every file is fsync'ed, then it is
+renamed into place (a rename is atomic), so a crash mid-save leaves the previous checkpoints
+intact. On resume the newest checkpoint whose files all match the manifest is used; a corrupted
+one is reported with a warning and the one before it is tried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+import torch
+
+from . import distributed as D
+
+MANIFEST = "manifest.json"
+PATTERN = re.compile(r"^step-(\d{8,})$")
+
+
+class CheckpointCorrupted(RuntimeError):
+    """A checkpoint directory fails verification (missing files, wrong hashes, bad JSON)."""
+
+
+# --- structure ⇄ (JSON skeleton, flat tensor dict) ------------------------------------------
+
+def encode(obj: Any) -> tuple[Any, dict[str, torch.Tensor]]:
+    """Split a nested structure into a JSON-able skeleton and a flat ``{path: tensor}`` dict.
+
+    Tensors become ``{"__tensor__": path}``; a tensor seen before (tied weights) becomes
+    ``{"__alias__": path}``; tuples, dicts with non-string keys and numpy arrays are tagged so
+    that :func:`decode` rebuilds them exactly."""
+    tensors: dict[str, torch.Tensor] = {}
+    seen: dict[tuple, str] = {}
+
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, torch.Tensor):
+            value = value.detach()
+            ident = ((value.data_ptr(), value.dtype, tuple(value.shape), tuple(value.stride()))
+                     if value.numel() else None)
+            if ident is not None and ident in seen:
+                return {"__alias__": seen[ident]}
+            if ident is not None:
+                seen[ident] = path
+            tensors[path] = value.cpu().contiguous().clone() if value.numel() else value.cpu().contiguous()
+            return {"__tensor__": path}
+        if isinstance(value, np.ndarray):
+            return {"__ndarray__": value.tolist(), "dtype": str(value.dtype)}
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, tuple):
+            return {"__tuple__": [walk(v, f"{path}/{i}") for i, v in enumerate(value)]}
+        if isinstance(value, list):
+            return [walk(v, f"{path}/{i}") for i, v in enumerate(value)]
+        if isinstance(value, Mapping):
+            if all(isinstance(k, str) and not k.startswith("__") for k in value):
+                return {k: walk(v, f"{path}/{k}" if path else k) for k, v in value.items()}
+            return {"__items__": [[walk(k, f"{path}/key{i}"), walk(v, f"{path}/{k}" if path else str(k))]
+                                  for i, (k, v) in enumerate(value.items())]}
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, torch.dtype):
+            return {"__dtype__": str(value).replace("torch.", "")}
+        raise TypeError(f"cannot store a value of type {type(value).__name__} in a checkpoint "
+                        f"(at {path or 'top level'}): only tensors, numbers, strings and containers of them")
+
+    return walk(obj, ""), tensors
+
+
+def decode(skeleton: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
+    built: dict[str, torch.Tensor] = {}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "__tensor__" in value:
+            built[value["__tensor__"]] = tensors[value["__tensor__"]]
+            return built[value["__tensor__"]]
+        if "__alias__" in value:
+            return built[value["__alias__"]]
+        if "__tuple__" in value:
+            return tuple(walk(v) for v in value["__tuple__"])
+        if "__items__" in value:
+            return {walk(k): walk(v) for k, v in value["__items__"]}
+        if "__ndarray__" in value:
+            return np.asarray(value["__ndarray__"], dtype=value["dtype"])
+        if "__dtype__" in value:
+            return getattr(torch, value["__dtype__"])
+        return {k: walk(v) for k, v in value.items()}
+
+    return walk(skeleton)
+
+
+# --- RNG states ------------------------------------------------------------------------------
+
+def rng_state() -> dict[str, Any]:
+    """Python, numpy, torch CPU and every CUDA device's generator state."""
+    import random
+
+    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
+                             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: Mapping[str, Any]) -> None:
+    import random
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# --- files -----------------------------------------------------------------------------------
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # some platforms cannot open directories; the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_part(directory: Path, name: str, obj: Any) -> None:
+    """``name.json`` (skeleton) + ``name.safetensors`` (tensors, when there are any), fsync'ed."""
+    from safetensors.torch import save_file
+
+    skeleton, tensors = encode(obj)
+    json_path = directory / f"{name}.json"
+    json_path.write_text(json.dumps(skeleton, allow_nan=True), encoding="utf-8")
+    _fsync_file(json_path)
+    if tensors:
+        path = directory / f"{name}.safetensors"
+        save_file(tensors, str(path), metadata={"format": "pt"})
+        _fsync_file(path)
+
+
+def read_part(directory: Path, name: str) -> Any:
+    from safetensors.torch import load_file
+
+    skeleton = json.loads((directory / f"{name}.json").read_text(encoding="utf-8"))
+    path = directory / f"{name}.safetensors"
+    tensors = load_file(str(path)) if path.is_file() else {}
+    return decode(skeleton, tensors)
+
+
+def write_model(directory: Path, state: Mapping[str, torch.Tensor], config_json: Optional[str]) -> None:
+    """The model as a ``from_pretrained`` directory: ``model.safetensors`` (+ ``config.json``)."""
+    from safetensors.torch import save_file
+
+    path = directory / "model.safetensors"
+    save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(path), metadata={"format": "pt"})
+    _fsync_file(path)
+    if config_json is not None:
+        (directory / "config.json").write_text(config_json, encoding="utf-8")
+        _fsync_file(directory / "config.json")
+
+
+def read_model(directory: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(directory / "model.safetensors"))
+
+
+def verify(directory: Path) -> None:
+    """Raise :class:`CheckpointCorrupted` unless every file in the manifest is present with
+    the recorded size and sha256."""
+    manifest_path = directory / MANIFEST
+    if not manifest_path.is_file():
+        raise CheckpointCorrupted(f"{directory}: no {MANIFEST} (the save did not finish)")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        files = manifest["files"]
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as err:
+        raise CheckpointCorrupted(f"{manifest_path}: unreadable manifest ({err})") from None
+    for name, meta in files.items():
+        path = directory / name
+        if not path.is_file():
+            raise CheckpointCorrupted(f"{path}: missing")
+        if path.stat().st_size != meta["size"]:
+            raise CheckpointCorrupted(f"{path}: {path.stat().st_size} bytes, manifest says {meta['size']}")
+        if _sha256(path) != meta["sha256"]:
+            raise CheckpointCorrupted(f"{path}: sha256 does not match the manifest")
+
+
+class CheckpointManager:
+    """Saves into and restores from ``root`` (``<output_dir>/checkpoints``); every rank calls
+    :meth:`save` and :meth:`latest` (they synchronise). ``root`` must be on a filesystem all
+    ranks share."""
+
+    def __init__(self, root: str | Path, keep: int = 3, rank: int = 0):
+        self.root, self.keep, self.rank = Path(root), keep, rank
+
+    def path(self, step: int) -> Path:
+        return self.root / f"step-{step:08d}"
+
+    def steps(self) -> list[int]:
+        if not self.root.is_dir():
+            return []
+        return sorted(int(m.group(1)) for p in self.root.iterdir() if (m := PATTERN.match(p.name)) and p.is_dir())
+
+    def save(self, step: int, shared: Callable[[], dict[str, Any]], rank_parts: dict[str, Any],
+             model: Callable[[], tuple[dict[str, torch.Tensor], Optional[str]]],
+             extra: Optional[Callable[[Path], Any]] = None) -> Path:
+        """Write checkpoint ``step``. ``shared()`` and ``model()`` are called on every rank
+        (FSDP needs all ranks to gather full tensors) but only rank 0 writes them; each rank
+        writes its own ``rank_parts`` (RNG states) as ``<name>-rank<r>``; ``extra(directory)``
+        (rank 0) adds other files, e.g. the tokenizer's, before the manifest is made."""
+        final, tmp = self.path(step), self.root / f".tmp-step-{step:08d}"
+        if self.rank == 0:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            tmp.mkdir()
+        D.barrier()
+        for name, obj in rank_parts.items():
+            write_part(tmp, f"{name}-rank{self.rank}", obj)
+        model_state, config_json = model()
+        shared_parts = shared()
+        D.barrier()
+        if self.rank == 0:
+            write_model(tmp, model_state, config_json)
+            for name, obj in shared_parts.items():
+                write_part(tmp, name, obj)
+            if extra is not None:
+                extra(tmp)
+                for path in tmp.iterdir():
+                    if path.is_file():
+                        _fsync_file(path)
+            files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())
+                     if p.is_file()}
+            (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}, indent=1), encoding="utf-8")
+            _fsync_file(tmp / MANIFEST)
+            _fsync_dir(tmp)
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+            _fsync_dir(self.root)
+            self._prune()
+        D.barrier()
+        return final
+
+    def _prune(self) -> None:
+        for step in self.steps()[: -self.keep]:
+            shutil.rmtree(self.path(step), ignore_errors=True)
+
+    def latest(self) -> Optional[Path]:
+        """The newest checkpoint that verifies; corrupted newer ones are skipped with a warning.
+        Raises :class:`CheckpointCorrupted` when checkpoints exist but none verifies."""
+        chosen, problems = None, []
+        if self.rank == 0:
+            for step in reversed(self.steps()):
+                try:
+                    verify(self.path(step))
+                except CheckpointCorrupted as err:
+                    problems.append(str(err))
+                    warnings.warn(f"checkpoint {self.path(step)} is corrupted ({err}); trying the previous one",
+                                  RuntimeWarning, stacklevel=2)
+                    continue
+                chosen = str(self.path(step))
+                break
+        chosen, problems = D.broadcast_object((chosen, problems))
+        if chosen is None and problems:
+            raise CheckpointCorrupted(f"no usable checkpoint in {self.root}: " + "; ".join(problems))
+        return Path(chosen) if chosen is not None else None

@@ -1,0 +1,207 @@
+"""Resumable, rank-sharded micro-batches, prepared in DataLoader workers.
+
+Each dataset is a map-style dataset of raw examples (``len`` + ``__getitem__``). Its epoch ``e``
+is a permutation drawn from ``(seed, dataset name, e)``; the permutation is cut into *chunks*
+of one global batch (``batch_size × grad_accum × world_size`` examples; a tail shorter than a
+chunk is dropped, so every rank runs the same number of steps and no rank waits forever in a
+collective). Optimizer step ``s`` uses chunk ``s mod chunks_per_epoch`` of epoch
+``s div chunks_per_epoch``, and micro-batch ``m`` of rank ``r`` takes slot ``m × W + r``::
+
+    chunk = perm[c·G : (c+1)·G]          slot = m·W + r          examples = chunk[slot·B : (slot+1)·B]
+
+so one process with batch B·W, or with ``grad_accum`` × W micro-batches of B, sees exactly the
+examples that W ranks see together. With several datasets (a mixture of objectives) each one
+keeps its own epochs and every step draws one micro-batch's worth from each.
+
+The objective's ``prepare`` (masking, pairing, negatives) runs in the DataLoader workers under
+an RNG seeded from ``(seed, step, slot)``, so a batch is the same whatever the number of
+workers and whether or not the run was resumed: the whole data position is the step count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import zlib
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+SINGLE = "data"  # the name of the dataset when ``data`` is not a dict
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Run a block under torch/python/numpy RNGs seeded with ``seed``; restore them after, so
+    collation never perturbs the training loop's own random stream (dropout)."""
+    py_state, np_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        random.seed(seed)
+        np.random.seed(seed % 2 ** 32)
+        try:
+            yield
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+
+
+class BatchPlan:
+    """Which indices of one dataset form micro-batch ``micro`` of ``rank`` at step ``step``.
+
+    ``order(epoch)``, when given, replaces the uniform permutation with another global epoch
+    order of ``size`` positions (e.g. α-sampling over corpora,
+    :meth:`babelzoo.datasets.loader.ShardedSampler.epoch_order`)."""
+
+    def __init__(self, name: str, size: int, batch_size: int, grad_accum: int, world_size: int, seed: int,
+                 order: Optional[Callable[[int], Sequence[int]]] = None):
+        self.name, self.size, self.batch_size, self.order = name, size, batch_size, order
+        self.world_size, self.seed = world_size, seed
+        self.global_batch = batch_size * grad_accum * world_size
+        self.chunks_per_epoch = size // self.global_batch
+        if self.chunks_per_epoch == 0:
+            raise ValueError(f"dataset {name!r} has {size} examples, fewer than one global batch of "
+                             f"{self.global_batch} (batch_size={batch_size} × grad_accum={grad_accum} × "
+                             f"world_size={world_size}); lower batch_size or add data")
+        self._cached: tuple[int, np.ndarray] | None = None
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        if self._cached is None or self._cached[0] != epoch:
+            if self.order is not None:
+                perm = np.asarray(self.order(epoch), dtype=np.int64)
+                if len(perm) != self.size:
+                    raise ValueError(f"dataset {self.name!r}: epoch {epoch} order has {len(perm)} positions, "
+                                     f"epoch 0 had {self.size}; an epoch order must keep its length")
+            else:
+                key = zlib.crc32(self.name.encode("utf-8"))
+                perm = np.random.default_rng([self.seed, key, epoch]).permutation(self.size)
+            self._cached = (epoch, perm)
+        return self._cached[1]
+
+    def position(self, step: int) -> tuple[int, int]:
+        """(epoch, chunk) used by optimizer step ``step`` (0-based)."""
+        return divmod(step, self.chunks_per_epoch)
+
+    def indices(self, step: int, micro: int, rank: int) -> list[int]:
+        epoch, chunk = self.position(step)
+        start = chunk * self.global_batch + (micro * self.world_size + rank) * self.batch_size
+        return self.permutation(epoch)[start: start + self.batch_size].tolist()
+
+
+class _StepBatches(Dataset):
+    """Map-style view whose items are whole prepared micro-batches, keyed by (step, micro)."""
+
+    def __init__(self, datasets: Mapping[str, Any], plans: Mapping[str, BatchPlan], prepare: Callable[[Any], Any],
+                 rank: int, world_size: int, seed: int, single: bool):
+        self.datasets, self.plans, self.prepare = datasets, plans, prepare
+        self.rank, self.world_size, self.seed, self.single = rank, world_size, seed, single
+
+    def __getitem__(self, key: tuple[int, int]) -> Any:
+        step, micro = key
+        examples = {name: [self.datasets[name][i] for i in plan.indices(step, micro, self.rank)]
+                    for name, plan in self.plans.items()}
+        slot = micro * self.world_size + self.rank
+        state = np.random.SeedSequence([self.seed, step, slot]).generate_state(2)
+        with seeded(int(state[0]) << 32 | int(state[1])):
+            return self.prepare(examples[SINGLE] if self.single else examples)
+
+
+def _worker_init(worker_id: int) -> None:
+    # Ctrl-C and a scheduler's SIGTERM reach the whole process group; the main process turns
+    # them into a checkpoint at the next step boundary, so its workers must keep serving it.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+class _Keys(Sampler):
+    """Endless (step, micro) keys from a start step."""
+
+    def __init__(self, start: int, grad_accum: int):
+        self.start, self.grad_accum = start, grad_accum
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        step = self.start
+        while True:
+            for micro in range(self.grad_accum):
+                yield step, micro
+            step += 1
+
+
+def _split(name: str, item: Any) -> tuple[Any, Optional[Callable[[int], Sequence[int]]], int]:
+    dataset, order = item, None
+    if isinstance(item, tuple) and len(item) == 2 and callable(getattr(item[1], "epoch_order", None)):
+        dataset, order = item[0], item[1].epoch_order
+    if not (hasattr(type(dataset), "__len__") and hasattr(type(dataset), "__getitem__")):
+        raise TypeError(f"dataset {name!r} must be map-style (define __len__ and __getitem__); "
+                        f"got {type(dataset).__name__}")
+    size = len(order(0)) if order is not None else len(dataset)
+    return dataset, order, size
+
+
+class DataStream:
+    """The endless micro-batches of one rank.
+
+    ``data``: one dataset, or ``{name: dataset}`` for a mixture (then ``prepare`` receives
+    ``{name: examples}``); a dataset may come as ``(dataset, sampler)`` where
+    ``sampler.epoch_order(epoch)`` gives the epoch's order (language sampling with α).
+    ``next_step()`` returns the ``grad_accum`` prepared micro-batches of the next step.
+    """
+
+    def __init__(self, data: Any, prepare: Callable[[Any], Any], *, batch_size: int, grad_accum: int, rank: int,
+                 world_size: int, seed: int, num_workers: int = 0, pin_memory: bool = False):
+        single = not isinstance(data, Mapping)
+        items = {SINGLE: data} if single else dict(data)
+        if not items:
+            raise ValueError("no training data: give a dataset or a dict {name: dataset}")
+        datasets, self.plans = {}, {}
+        for name, item in items.items():
+            datasets[name], order, size = _split(name, item)
+            self.plans[name] = BatchPlan(name, size, batch_size, grad_accum, world_size, seed, order)
+        self.batches = _StepBatches(datasets, self.plans, prepare, rank, world_size, seed, single)
+        self.grad_accum, self.num_workers, self.pin_memory, self.seed = grad_accum, num_workers, pin_memory, seed
+        self.step = 0
+        self._iter: Iterator | None = None
+
+    def _loader(self) -> Iterator:
+        # The DataLoader draws its workers' base seed from this generator, never from the global
+        # torch RNG, so starting an iterator does not shift the training loop's random stream.
+        generator = torch.Generator().manual_seed(self.seed)
+        loader = DataLoader(self.batches, batch_size=None, sampler=_Keys(self.step, self.grad_accum),
+                            num_workers=self.num_workers, pin_memory=self.pin_memory, generator=generator,
+                            prefetch_factor=4 if self.num_workers else None,
+                            worker_init_fn=_worker_init if self.num_workers else None)
+        return iter(loader)
+
+    def next_step(self) -> list[Any]:
+        if self._iter is None:
+            self._iter = self._loader()
+        batches = [next(self._iter) for _ in range(self.grad_accum)]
+        self.step += 1
+        return batches
+
+    def state_dict(self) -> dict:
+        return {"step": self.step,
+                "datasets": {name: {"size": plan.size, "global_batch": plan.global_batch,
+                                    "epoch": plan.position(self.step)[0], "chunk": plan.position(self.step)[1]}
+                             for name, plan in self.plans.items()}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        saved = state["datasets"]
+        if set(saved) != set(self.plans):
+            raise ValueError(f"the checkpoint's datasets {sorted(saved)} differ from this run's {sorted(self.plans)}")
+        for name, plan in self.plans.items():
+            if saved[name]["size"] != plan.size:
+                raise ValueError(f"dataset {name!r} has {plan.size} examples, but the checkpoint was taken with "
+                                 f"{saved[name]['size']}: resuming would not continue the same epoch")
+            if saved[name]["global_batch"] != plan.global_batch:
+                raise ValueError(f"dataset {name!r}: the checkpoint used a global batch of "
+                                 f"{saved[name]['global_batch']} examples, this run uses {plan.global_batch} "
+                                 "(batch_size × grad_accum × world_size); keep the global batch to resume exactly")
+        self.close()
+        self.step = int(state["step"])
+
+    def close(self) -> None:
+        self._iter = None  # drops the iterator; its workers shut down

@@ -1,0 +1,211 @@
+"""Data-parallel training under ``torchrun``: process-group set-up, DDP / FSDP2 wrapping, rank
+sharding, and an all-gather that carries gradients (for contrastive negatives across ranks).
+
+Launch with ``torchrun --nproc-per-node N -m babelzoo.cli pretrain --config R.yaml``: torchrun sets
+``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and the rendezvous address, and
+:func:`init_distributed` picks ``nccl`` on GPUs and ``gloo`` on CPUs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+    owns_group: bool = False  # True when init_distributed created the process group
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def resolve_device(spec: str, local_rank: int = 0) -> torch.device:
+    """``auto``: the GPU of this local rank when CUDA is available, else the CPU."""
+    if spec == "cpu" or (spec == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError("device='cuda' requested, but torch sees no CUDA device")
+    return torch.device("cuda", local_rank % torch.cuda.device_count())
+
+
+def init_distributed(device: str = "auto") -> DistInfo:
+    """Join the process group described by torchrun's environment variables (or the one
+    already initialised by the caller). A single process without those variables runs alone."""
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if dist.is_available() and dist.is_initialized():
+        rank, world = dist.get_rank(), dist.get_world_size()
+        dev = resolve_device(device, local_rank)
+        return DistInfo(rank, world, local_rank, dev, owns_group=False)
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    dev = resolve_device(device, local_rank)
+    if world <= 1:
+        return DistInfo(0, 1, 0, dev)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+        dist.init_process_group("nccl", device_id=dev)
+    else:
+        dist.init_process_group("gloo")
+    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, dev, owns_group=True)
+
+
+def shutdown(info: DistInfo) -> None:
+    if info.owns_group and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def choose_strategy(strategy: str, info: DistInfo) -> str:
+    """``auto`` means DDP when there is more than one process, nothing otherwise."""
+    if strategy == "auto":
+        return "ddp" if info.distributed else "none"
+    if strategy in ("ddp", "fsdp") and not info.distributed:
+        return "none"  # one process: there is nothing to replicate or shard
+    return strategy
+
+
+def wrap(module: nn.Module, strategy: str, info: DistInfo, find_unused_parameters: bool = True) -> nn.Module:
+    """Wrap ``module`` for data parallelism.
+
+    ``ddp``: one full replica per rank, gradients all-reduced in buckets during backward.
+    ``fsdp``: FSDP2 ``fully_shard`` (parameters, gradients and optimizer state sharded across
+    ranks; each Transformer block gathers its weights just in time), applied per block, then to
+    the root so that the embeddings and heads are sharded too.
+    """
+    if strategy == "none":
+        return module
+    if strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(module, device_ids=[info.device.index] if info.device.type == "cuda" else None,
+                                       find_unused_parameters=find_unused_parameters)
+    if strategy == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        from ..zoo.layers import TransformerBlock
+
+        # DDP broadcasts rank 0's weights when it wraps; fully_shard keeps each rank's own slice,
+        # so make every rank start from rank 0's weights first.
+        with torch.no_grad():
+            for tensor in [*module.parameters(), *module.buffers()]:
+                dist.broadcast(tensor.data, src=0)
+        mesh = init_device_mesh(info.device.type, (info.world_size,))
+        for block in [m for m in module.modules() if isinstance(m, TransformerBlock)]:
+            fully_shard(block, mesh=mesh)
+        fully_shard(module, mesh=mesh)
+        return module
+    raise ValueError(f"unknown distributed strategy {strategy!r}; known: none, ddp, fsdp")
+
+
+def unwrap(module: nn.Module) -> nn.Module:
+    """The module inside a DDP wrapper (FSDP2 shards in place, so it has no wrapper)."""
+    return getattr(module, "module", module) if type(module).__name__ == "DistributedDataParallel" else module
+
+
+# --- sharding ----------------------------------------------------------------------------------
+
+def shard_range(n: int, rank: int, world_size: int) -> range:
+    """Equal contiguous shard of ``n`` items for ``rank``; the last ``n % world_size`` items
+    are dropped so that every rank gets the same count (a rank with fewer batches would leave
+    the others waiting in a collective forever)."""
+    per = n // world_size
+    return range(rank * per, (rank + 1) * per)
+
+
+# --- collectives -------------------------------------------------------------------------------
+
+def is_distributed() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def barrier() -> None:
+    if is_distributed():
+        dist.barrier()
+
+
+def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
+    if is_distributed():
+        dist.all_reduce(tensor)
+    return tensor
+
+
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """True on every rank when ``flag`` is true on any rank."""
+    if not is_distributed():
+        return bool(flag)
+    value = torch.tensor([float(flag)], device=device)
+    dist.all_reduce(value)
+    return bool(value.item() > 0)
+
+
+def broadcast_object(obj: Any, src: int = 0) -> Any:
+    if not is_distributed():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+        rank = dist.get_rank()
+        ctx.sizes, ctx.rank = sizes, rank
+        longest = max(sizes)
+        padded = x.new_zeros((longest, *x.shape[1:]))
+        padded[: x.shape[0]] = x
+        parts = [torch.empty_like(padded) for _ in sizes]
+        dist.all_gather(parts, padded.contiguous())
+        return torch.cat([part[:n] for part, n in zip(parts, sizes)])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        # Every rank's loss depends on this rank's rows; their gradient is the sum over ranks.
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad)
+        start = sum(ctx.sizes[: ctx.rank])
+        return grad[start: start + ctx.sizes[ctx.rank]], None
+
+
+def all_gather_with_grad(x: torch.Tensor) -> torch.Tensor:
+    """Concatenate ``x`` [n_r, ...] from every rank along dim 0, in rank order, keeping the
+    autograd graph: gradients flow back to the rank that produced each row.
+
+    Used for in-batch negatives in contrastive objectives (InfoXLM, LaBSE): each rank scores its
+    queries against the keys of the whole global batch. With the loss averaged over local
+    queries and DDP averaging gradients over ranks, the update equals that of one process
+    holding the whole batch. Ranks may hold different numbers of rows. Without a process
+    group it returns ``x`` unchanged.
+    """
+    if not is_distributed():
+        return x
+    count = torch.tensor([x.shape[0]], device=x.device)
+    counts = [torch.zeros_like(count) for _ in range(dist.get_world_size())]
+    dist.all_gather(counts, count)
+    return _GatherWithGrad.apply(x, [int(c) for c in counts])
+
+
+def rank_and_world() -> tuple[int, int]:
+    if is_distributed():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def device_of(module: nn.Module) -> Optional[torch.device]:
+    for p in module.parameters():
+        return p.device
+    return None

@@ -1,0 +1,337 @@
+"""The shared trainer: every objective and modality trains through :class:`Trainer`.
+
+    trainer = Trainer(model, MLM(specials), corpus, TrainConfig(max_steps=1000, precision="bf16"))
+    summary = trainer.fit()
+
+One optimizer step = ``grad_accum`` micro-batches per rank, each loss divided by ``grad_accum``
+so the summed gradient is that of the mean over the whole global batch (exactly, for losses that
+average over equally many items per micro-batch); DDP averages over ranks. The step is skipped
+(and counted) when the gradients are not finite, else clipped and applied. Checkpoints are
+written every ``checkpoint_every`` steps, at the end, and when SIGTERM/SIGINT arrives (at the
+next step boundary, after which ``fit`` returns). ``fit`` resumes from the newest valid
+checkpoint in ``output_dir`` and then continues exactly as if never interrupted: same batches,
+same masks, same dropout.
+
+``data`` is one map-style dataset of raw examples, or, for a
+:class:`~babelzoo.objectives.mixture.Mixture`, a dict ``{name: dataset}`` keyed like the
+mixture's objectives; every micro-batch is collated by ``objectives.prepare(examples)`` (a list,
+or ``{name: list}``) in DataLoader workers and scored by ``objectives(model, batch)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..zoo.config import ModelConfig
+from . import distributed as D
+from .checkpoint import CheckpointManager, read_model, read_part, rng_state, set_rng_state
+from .config import TrainConfig
+from .data import DataStream
+from .flops import count_flops, measure_matmul_peak
+from .logging import RunLogger
+from .optim import build_optimizer, build_schedule
+from .precision import Precision
+
+
+class TrainModule(nn.Module):
+    """The model and the objectives' heads as one module, so that DDP/FSDP, the optimizer and
+    checkpoints see every trained parameter (a head tied to the word embeddings counts once)."""
+
+    def __init__(self, model: nn.Module, objectives: nn.Module):
+        super().__init__()
+        self.model = model
+        self.objectives = objectives
+        self.last = None  # the last Loss (metrics, token count) for logging
+
+    def forward(self, batch: Any) -> torch.Tensor:
+        self.last = self.objectives(self.model, batch)
+        return self.last.value
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device, non_blocking=True)
+    if isinstance(value, Mapping):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_to_device(v, device) for v in value)
+    return value
+
+
+def _aliases(module: nn.Module) -> dict[str, str]:
+    """State-dict keys whose tensor is the same object as an earlier key's (tied weights)."""
+    first: dict[int, str] = {}
+    alias: dict[str, str] = {}
+    for key, tensor in module.state_dict(keep_vars=True).items():
+        if id(tensor) in first:
+            alias[key] = first[id(tensor)]
+        else:
+            first[id(tensor)] = key
+    return alias
+
+
+class Trainer:
+    """Train ``model`` with ``objectives`` (an :class:`~babelzoo.objectives.base.Objective` or a
+    mixture of them) on ``data`` under ``config``. See the module docstring. A ``tokenizer``
+    (anything with ``save(directory)``) is saved into every checkpoint, so that a checkpoint
+    directory loads with ``from_pretrained`` complete with its tokenizer."""
+
+    def __init__(self, model: nn.Module, objectives: nn.Module, data: Any, config: TrainConfig,
+                 tokenizer: Any = None):
+        self.model, self.objectives, self.data, self.config = model, objectives, data, config
+        self.tokenizer = tokenizer
+        self.output_dir = Path(config.output_dir)
+        self.step = 0        # optimizer steps attempted (batches consumed)
+        self.updates = 0     # optimizer steps applied (not skipped)
+        self.flops_per_token: Optional[float] = None
+        self._stop_signal: Optional[str] = None
+
+    # --- set-up --------------------------------------------------------------------------------
+    def _setup(self) -> None:
+        cfg = self.config
+        self.info = D.init_distributed(cfg.device)
+        self.device = self.info.device
+        self._seed_everything(cfg.seed + self.info.rank)
+        self.module = TrainModule(self.model, self.objectives).to(self.device)
+        self.precision = Precision(cfg.precision, self.device)
+        self.precision.check_master_params(self.module)
+        self.alias = _aliases(self.module)
+        self.strategy = D.choose_strategy(cfg.distributed, self.info)
+        self.wrapped = D.wrap(self.module, self.strategy, self.info, cfg.find_unused_parameters)
+        self.params = [p for p in self.module.parameters() if p.requires_grad]
+        self.optimizer = build_optimizer(self.module, cfg)
+        self.schedule = build_schedule(cfg)
+        self.stream = DataStream(self.data, self.objectives.prepare, batch_size=cfg.batch_size,
+                                 grad_accum=cfg.grad_accum, rank=self.info.rank, world_size=self.info.world_size,
+                                 seed=cfg.seed, num_workers=cfg.num_workers, pin_memory=self.device.type == "cuda")
+        self.checkpoints = CheckpointManager(self.output_dir / "checkpoints", cfg.keep_checkpoints, self.info.rank)
+
+    @staticmethod
+    def _seed_everything(seed: int) -> None:
+        random.seed(seed)
+        np.random.seed(seed % 2 ** 32)
+        torch.manual_seed(seed)
+
+    # --- checkpoints ---------------------------------------------------------------------------
+    def _full_state(self) -> dict[str, torch.Tensor]:
+        if self.strategy == "fsdp":
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+            return get_model_state_dict(self.module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return self.module.state_dict()
+
+    def _optimizer_state(self) -> Any:
+        if self.strategy == "fsdp":
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+            return get_optimizer_state_dict(self.module, self.optimizer,
+                                            options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return self.optimizer.state_dict()
+
+    def save_checkpoint(self) -> Path:
+        """Checkpoint the current step (every rank calls this; FSDP gathers full tensors)."""
+        state = self._full_state()
+        model = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.") and k not in self.alias}
+        heads = {k[len("objectives."):]: v for k, v in state.items()
+                 if k.startswith("objectives.") and k not in self.alias}
+        config = getattr(self.model, "config", None)
+        config_json = config.to_json() if isinstance(config, ModelConfig) else None
+        schedule = self.schedule
+        trainer = {
+            "step": self.step, "updates": self.updates, "world_size": self.info.world_size,
+            "data": self.stream.state_dict(),
+            "precision": self.precision.state_dict(),
+            "schedule": {"kind": schedule.kind, "total_steps": schedule.total, "warmup_steps": schedule.warmup,
+                         "min_ratio": schedule.min_ratio, "updates": self.updates},
+            "flops_per_token": self.flops_per_token,
+            "config": self.config.to_dict(),
+        }
+        optimizer = self._optimizer_state()
+        extra = self.tokenizer.save if self.tokenizer is not None else None
+        shared = {"objectives": heads, "optimizer": optimizer, "trainer": trainer}
+        return self.checkpoints.save(self.step, lambda: shared, {"rng": rng_state()}, lambda: (model, config_json),
+                                     extra)
+
+    def _resume(self) -> Optional[Path]:
+        path = self.checkpoints.latest()
+        if path is None:
+            return None
+        if not self.config.resume:
+            raise FileExistsError(f"{self.checkpoints.root} already holds checkpoints (newest {path.name}) and "
+                                  "resume is off: resume them (resume: true) or choose a new output_dir")
+        state = {f"model.{k}": v for k, v in read_model(path).items()}
+        state.update({f"objectives.{k}": v for k, v in read_part(path, "objectives").items()})
+        for key, source in self.alias.items():
+            state[key] = state[source]
+        optim_state = read_part(path, "optimizer")
+        if self.strategy == "fsdp":
+            from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
+                                                                 set_optimizer_state_dict)
+
+            set_model_state_dict(self.module, state, options=StateDictOptions(full_state_dict=True))
+            # parameters that never received a gradient (an unused pooler) have no optimizer state
+            set_optimizer_state_dict(self.module, self.optimizer, optim_state,
+                                     options=StateDictOptions(full_state_dict=True, strict=False))
+        else:
+            self.module.load_state_dict(state, strict=True)
+            self.optimizer.load_state_dict(optim_state)
+        trainer = read_part(path, "trainer")
+        self.step, self.updates = int(trainer["step"]), int(trainer["updates"])
+        self.flops_per_token = trainer.get("flops_per_token")
+        self.precision.load_state_dict(trainer["precision"])
+        self.stream.load_state_dict(trainer["data"])
+        rng_file = path / f"rng-rank{self.info.rank}.json"
+        if rng_file.is_file() and trainer["world_size"] == self.info.world_size:
+            set_rng_state(read_part(path, f"rng-rank{self.info.rank}"))
+        else:
+            warnings.warn(f"checkpoint {path} was written by {trainer['world_size']} ranks, this run has "
+                          f"{self.info.world_size}: random states are reseeded, so dropout differs from an "
+                          "uninterrupted run", RuntimeWarning)
+            self._seed_everything(self.config.seed + self.info.rank + 7919 * self.step)
+        return path
+
+    # --- signals -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum, frame):
+            name = signal.Signals(signum).name
+            if self._stop_signal is not None and signum == signal.SIGINT:
+                raise KeyboardInterrupt  # a second Ctrl-C stops at once
+            self._stop_signal = name
+
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+    # --- the loop ------------------------------------------------------------------------------
+    def _sync_context(self, last_micro: bool):
+        """Gradient all-reduce only on the last micro-batch of a step."""
+        if self.strategy == "ddp" and not last_micro:
+            return self.wrapped.no_sync()
+        if self.strategy == "fsdp":
+            self.module.set_requires_gradient_sync(last_micro)
+        return contextlib.nullcontext()
+
+    def _micro_step(self, batch: Any, accum: int, count_flops_now: bool) -> tuple[torch.Tensor, int, dict]:
+        def run():
+            with self.precision.autocast():
+                value = self.wrapped(batch)
+            self.precision.backward(value / accum)
+            return value
+
+        if count_flops_now:
+            box = {}
+            flops = count_flops(lambda: box.setdefault("v", run()))
+            value = box["v"]
+        else:
+            value, flops = run(), None
+        loss = self.module.last
+        if count_flops_now and loss.tokens:
+            self.flops_per_token = flops / loss.tokens
+        return value.detach().double(), int(loss.tokens), dict(loss.metrics)
+
+    def train_step(self) -> dict[str, Any]:
+        """One optimizer step; returns its log record."""
+        cfg, accum = self.config, self.config.grad_accum
+        start = time.perf_counter()
+        drawn = self.stream.next_step()
+        data_time = time.perf_counter() - start
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)  # stays on the device: no sync
+        tokens, metrics = 0, {}
+        for m in range(accum):
+            batch = _to_device(drawn[m], self.device)
+            count_now = (self.flops_per_token is None and m == 0 and self.info.is_main and cfg.measure_mfu)
+            with self._sync_context(m == accum - 1):
+                value, n, micro_metrics = self._micro_step(batch, accum, count_now)
+            loss_sum, tokens = loss_sum + value, tokens + n
+            for k, v in micro_metrics.items():
+                metrics[k] = metrics.get(k, 0.0) + float(v) / accum
+        result = self.precision.step(self.optimizer, self.params, cfg.max_grad_norm)
+        self.optimizer.zero_grad(set_to_none=True)
+        lr = self.optimizer.param_groups[0]["lr"]
+        if not result.skipped:
+            self.updates += 1
+        self.schedule.apply(self.optimizer, self.updates)
+        self.step += 1
+        # One collective per step: the global mean loss, global tokens, and whether any rank was
+        # told to stop (so that all ranks stop at the same boundary).
+        flags = torch.tensor([float(tokens), float(self._stop_signal is not None)], dtype=torch.float64,
+                             device=self.device)
+        reduced = torch.cat([(loss_sum / accum).reshape(1), flags])
+        D.all_reduce_sum(reduced)
+        loss_mean, tokens_all, stop = reduced.tolist()
+        if stop and self._stop_signal is None:
+            self._stop_signal = "a signal on another rank"
+        step_time = time.perf_counter() - start
+        world = self.info.world_size
+        record = {"step": self.step, "loss": loss_mean / world, "lr": lr, "grad_norm": result.grad_norm,
+                  "skipped": result.skipped, "tokens": int(tokens_all), "tokens_per_s": tokens_all / step_time,
+                  "step_time": step_time, "data_time": data_time, **metrics}
+        if self.precision.scale is not None:
+            record["loss_scale"] = self.precision.scale
+        if self.flops_per_token and self.peak:
+            record["flops"] = self.flops_per_token * tokens_all
+            record["mfu"] = record["flops"] / step_time / (self.peak * world)
+        return record
+
+    def fit(self) -> dict[str, Any]:
+        """Train to ``max_steps`` (or until a signal); return the run summary."""
+        cfg = self.config
+        self._setup()
+        try:
+            resumed = self._resume()
+            self.schedule.apply(self.optimizer, self.updates)
+            self.peak = None
+            if cfg.measure_mfu:
+                self.peak = cfg.peak_flops or (measure_matmul_peak(self.device, self.precision.dtype or torch.float32)
+                                               if self.info.is_main else None)
+            logger = RunLogger(self.output_dir, cfg.max_steps, self.step, enabled=self.info.is_main,
+                               progress=cfg.progress, tensorboard=cfg.tensorboard, log_every=cfg.log_every)
+            logger.truncate_after(self.step)  # records of steps this run will (re)do
+            last_checkpoint = resumed
+            self.wrapped.train()
+            with self._signals():
+                while self.step < cfg.max_steps and self._stop_signal is None:
+                    record = self.train_step()
+                    logger.log(record)
+                    if (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps
+                            or self._stop_signal is not None):
+                        last_checkpoint = self.save_checkpoint()
+            summary = logger.summary({
+                "checkpoint": str(last_checkpoint) if last_checkpoint else None,
+                "resumed_from": str(resumed) if resumed else None,
+                "stopped_by_signal": self._stop_signal,
+                "flops_per_token": self.flops_per_token,
+                "peak_flops": self.peak,
+                "peak_dtype": str(self.precision.dtype or torch.float32).replace("torch.", ""),
+                "mfu": (logger.totals["flops"] / logger.totals["time"] / (self.peak * self.info.world_size)
+                        if self.peak and logger.totals["flops"] and logger.totals["time"] else None),
+                "skipped_total": self.precision.skipped,
+                "world_size": self.info.world_size,
+                "strategy": self.strategy,
+            })
+            logger.close(summary)
+            return summary
+        finally:
+            if hasattr(self, "stream"):
+                self.stream.close()
+            if hasattr(self, "info"):
+                D.shutdown(self.info)

@@ -1,0 +1,79 @@
+"""``babelzoo pretrain``: a recipe on real multilingual text (CLDR territory and language names
+from the installed ``babel`` package) trains a tokenizer, a model and a mixture of objectives,
+and leaves a checkpoint that loads with its tokenizer; bad recipes exit with a clear message."""
+
+import json
+
+import pytest
+import yaml
+
+import babelzoo
+from babelzoo.train.cli import pretrain_main
+from tiny_objectives import one_thread  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    babel = pytest.importorskip("babel")
+    folder = tmp_path_factory.mktemp("cldr")
+    locales = {lang: babel.Locale.parse(lang) for lang in ("en", "de", "fr")}
+    # the same codes in every language, so that line i of each file names the same thing
+    territories = sorted(set.intersection(*(set(loc.territories) for loc in locales.values())))
+    languages = sorted(set.intersection(*(set(loc.languages) for loc in locales.values())))
+    for lang, locale in locales.items():
+        lines = [locale.territories[k] for k in territories] + [locale.languages[k] for k in languages]
+        (folder / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def recipe(tmp_path, corpus, **changes):
+    spec = {
+        "model": "xlm_tiny",
+        "model_overrides": {"hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "max_positions": 64},
+        "tokenizer": {"vocab_size": 400, "model_type": "unigram"},
+        "objectives": {"mlm": {"max_length": 24}, "tlm": {"weight": 0.5, "max_length": 48}},
+        "data": {
+            "mlm": {"alpha": 0.5, "sources": [{"kind": "text", "path": str(corpus / f"{lang}.txt"), "lang": lang}
+                                              for lang in ("de", "fr")]},
+            "tlm": [{"kind": "parallel", "src": str(corpus / "en.txt"), "tgt": str(corpus / "de.txt"),
+                     "src_lang": "en", "tgt_lang": "de"}],
+        },
+        "output_dir": str(tmp_path / "run"), "max_steps": 3, "batch_size": 8, "checkpoint_every": 2,
+        "progress": False, "tensorboard": False, "peak_flops": 1e11,
+    }
+    spec.update(changes)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return path
+
+
+def test_pretrain_a_mixture_from_a_recipe(tmp_path, corpus):
+    path = recipe(tmp_path, corpus)
+    assert pretrain_main(["--config", str(path), "--set", "lr=2e-3"]) == 0
+    run = tmp_path / "run"
+    log = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3] and log[0]["lr"] < 2e-3
+    assert {"mlm/accuracy", "tlm/accuracy", "mlm/loss", "tlm/loss", "mfu"} <= set(log[0])
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["flops_per_token"] > 0 and 0 < summary["mfu"] < 1
+    model = babelzoo.from_pretrained(run / "checkpoints/step-00000003")
+    assert model.tokenizer.languages == ("de", "en", "fr") and model.config.text.vocab_size == 400
+    assert model.tokenizer.decode(model.tokenizer.encode("Frankreich", lang="de")) == "Frankreich"
+    # a second call resumes (and reuses the saved tokenizer): nothing left to do at max_steps
+    assert pretrain_main(["--config", str(path), "--set", "max_steps=4"]) == 0
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("change, message", [
+    (["--set", "learning_rate=1"], "unknown TrainConfig key 'learning_rate'"),
+    (["--set", "data.mlm=[{kind: text, path: /no/such/file.txt, lang: de}]"], "/no/such/file.txt"),
+    (["--set", "data.mlm=[{kind: txt, path: a}]"], "data.mlm[0]: a source needs kind: one of text, parallel, tsv"),
+    (["--set", "data.mlm=[{kind: text, path: a}]"], "missing ['lang']"),
+    (["--set", "objectives.clm={}"], "no data for ['clm']"),
+    (["--set", "tokenizer={}"], "tokenizer: give {path: DIR} or sentencepiece options with vocab_size"),
+])
+def test_bad_recipes_exit_with_a_clear_message(tmp_path, corpus, capsys, change, message):
+    assert pretrain_main(["--config", str(recipe(tmp_path, corpus)), *change]) == 2
+    assert message in capsys.readouterr().err

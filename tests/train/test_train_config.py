@@ -1,0 +1,83 @@
+"""Recipes: YAML ⇄ TrainConfig 1:1, unknown keys named with file, line, a close match and every
+valid key, --set overrides, type checks; the shipped recipes load."""
+
+from pathlib import Path
+
+import pytest
+
+from babelzoo.train.config import TrainConfig, apply_overrides, load_recipe, recipe_path
+from babelzoo.zoo.config import ConfigError
+
+SHIPPED = sorted((Path(__file__).resolve().parents[2] / "babelzoo" / "recipes").glob("*.yaml"))
+
+
+def write(tmp_path, text: str) -> Path:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_recipe_maps_onto_train_config(tmp_path):
+    path = write(tmp_path, "model: xlm_tiny\nlr: 1e-3\nbetas: [0.9, 0.98]\nmax_steps: 7\nprecision: bf16\n"
+                           "objectives: {mlm: {max_length: 64}}\n")
+    cfg = load_recipe(path)
+    assert cfg.model == "xlm_tiny" and cfg.lr == 1e-3 and cfg.betas == (0.9, 0.98) and cfg.max_steps == 7
+    assert cfg.precision == "bf16" and cfg.objectives == {"mlm": {"max_length": 64}}
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg  # round trip
+
+
+def test_unknown_key_names_file_line_close_match_and_valid_keys(tmp_path):
+    path = write(tmp_path, "model: xlmr_tiny\nmax_steps: 5\nlearning_rate: 0.1\n")
+    with pytest.raises(ConfigError) as err:
+        load_recipe(path)
+    message = str(err.value)
+    assert f"{path}:3:" in message and "'learning_rate'" in message
+    assert "Valid keys:" in message and all(k in message for k in ("lr", "max_steps", "grad_accum", "precision"))
+    with pytest.raises(ConfigError, match="did you mean 'batch_size'"):
+        load_recipe(write(tmp_path, "batch_sise: 3\n"))
+
+
+def test_set_overrides_parse_yaml_and_reach_into_mappings(tmp_path):
+    path = write(tmp_path, "lr: 0.1\nmodel_overrides: {hidden_size: 64}\nobjectives: {mlm: {max_length: 32}}\n")
+    cfg = load_recipe(path, ["lr=5e-4", "progress=false", "betas=[0.8,0.9]", "model_overrides.num_layers=3",
+                             "objectives.mlm.masking.rate=0.2", "output_dir=runs/x"])
+    assert cfg.lr == 5e-4 and cfg.progress is False and cfg.betas == (0.8, 0.9) and cfg.output_dir == "runs/x"
+    assert cfg.model_overrides == {"hidden_size": 64, "num_layers": 3}
+    assert cfg.objectives == {"mlm": {"max_length": 32, "masking": {"rate": 0.2}}}
+    with pytest.raises(ConfigError, match="unknown TrainConfig key 'lrr'; did you mean 'lr'"):
+        load_recipe(path, ["lrr=1"])
+    with pytest.raises(ConfigError, match="expected key=value"):
+        apply_overrides({}, ["lr"])
+    with pytest.raises(ConfigError, match="TrainConfig.lr is not a mapping"):
+        apply_overrides({}, ["lr.x=1"])
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("max_steps: ten\n", "TrainConfig.max_steps='ten' must be an integer"),
+    ("precision: fp8\n", "TrainConfig.precision='fp8' must be one of 'fp32', 'bf16', 'fp16'"),
+    ("batch_size: 0\n", "TrainConfig.batch_size=0 must be at least 1"),
+    ("betas: [0.9]\n", "TrainConfig.betas=(0.9,) must be two numbers"),
+    ("betas: [a, 0.9]\n", "TrainConfig.betas=['a', 0.9] must be a list of numbers"),
+    ("progress: 3\n", "TrainConfig.progress=3 must be true or false"),
+    ("lr: -1\n", "TrainConfig.lr=-1.0 must be positive"),
+    ("- a\n- b\n", "a recipe must be a mapping"),
+    ("lr: [1\n", "invalid YAML"),
+])
+def test_bad_values_are_reported_with_the_field(tmp_path, text, fragment):
+    with pytest.raises(ConfigError) as err:
+        load_recipe(write(tmp_path, text))
+    assert fragment in str(err.value)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_shipped_recipes_load(path):
+    cfg = load_recipe(recipe_path(path.stem))
+    assert cfg.objectives and set(cfg.objectives) == set(cfg.data)
+    import babelzoo
+
+    assert cfg.model in babelzoo.list_models()
+
+
+def test_unknown_recipe_name_lists_shipped_ones():
+    with pytest.raises(ConfigError, match="not a shipped recipe.*mlm_tiny"):
+        recipe_path("no_such_recipe")
