@@ -38,6 +38,8 @@ _API = {
     "SentencePieceTokenizer": "babelzoo.datasets.spm",
     "WordPieceTokenizer": "babelzoo.datasets.wordpiece",
     "gettext_corpus": "babelzoo.datasets.catalogs",
+    "Mixture": "babelzoo.objectives.mixture",
+    "build_objective": "babelzoo.objectives.mixture",
     "Trainer": "babelzoo.train.trainer",
     "TrainConfig": "babelzoo.train.config",
     "load_recipe": "babelzoo.train.config",

@@ -1,1 +1,45 @@
-"""Pre-training objectives, one file each, registered by name."""
+"""Pre-training objectives, one file each, registered by name.
+
+==========================  ===============================================================
+name                        objective
+==========================  ===============================================================
+``mlm`` / ``mmlm``          masked LM (BERT), multilingual masked LM (mBERT, XLM)
+``tlm``                     translation LM (XLM)
+``clwr``                    cross-lingual word recovery (Unicoder)
+``clpc``                    cross-lingual paraphrase classification (Unicoder)
+``clmlm``                   code-switched masked LM (Unicoder)
+``clm``                     causal LM (GPT, XLM)
+``nsp`` / ``sop``           next-sentence (BERT) / sentence-order (ALBERT) prediction
+``rtd``                     replaced-token detection (ELECTRA)
+``xlco``                    cross-lingual contrast (InfoXLM)
+``translation_ranking``     additive-margin translation ranking (LaBSE)
+==========================  ===============================================================
+
+``build_objective(name, specials, model.config, **options)`` instantiates one;
+:class:`Mixture` combines several.
+"""
+
+from .base import OBJECTIVES, Loss, Objective, register_objective
+from .clm import CLM
+from .clmlm import CLMLM
+from .clpc import CLPC
+from .clwr import CLWR
+from .examples import ExampleError, Pair, Sentence
+from .gather import gather_with_grad
+from .masking import Masker, MaskingConfig, span_length_distribution, word_starts_from_pieces
+from .mixture import Mixture, build_objective
+from .mlm import MLM, MMLM
+from .negatives import MINERS, HardNegatives, NegativeMiner, RandomNegatives
+from .rtd import RTD
+from .sop import NSP, SOP
+from .tlm import TLM
+from .translation_ranking import TranslationRanking, additive_margin_loss
+from .xlco import XLCo, info_nce
+
+__all__ = [
+    "CLM", "CLMLM", "CLPC", "CLWR", "ExampleError", "HardNegatives", "Loss", "MINERS", "MLM", "MMLM", "Masker",
+    "MaskingConfig", "Mixture", "NSP", "NegativeMiner", "OBJECTIVES", "Objective", "Pair", "RTD",
+    "RandomNegatives", "SOP", "Sentence", "TLM", "TranslationRanking", "XLCo", "additive_margin_loss",
+    "build_objective", "gather_with_grad", "info_nce", "register_objective", "span_length_distribution",
+    "word_starts_from_pieces",
+]

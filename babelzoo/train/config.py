@@ -227,7 +227,7 @@ def _key_lines(text: str) -> dict[str, int]:
 def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """Apply ``key=value`` strings to a recipe mapping. Values are parsed as YAML
     (``lr=5e-4``, ``betas=[0.9,0.98]``, ``progress=false``); ``a.b.c=v`` sets a key inside the
-    dict field ``a`` (``model_overrides.hidden_size=64``, ``objectives.mlm.mask_prob=0.2``)."""
+    dict field ``a`` (``model_overrides.hidden_size=64``, ``objectives.mlm.masking.probability=0.2``)."""
     import yaml
 
     data = dict(data)

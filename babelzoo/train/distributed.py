@@ -160,43 +160,13 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     return box[0]
 
 
-class _GatherWithGrad(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, sizes: list[int]) -> torch.Tensor:
-        rank = dist.get_rank()
-        ctx.sizes, ctx.rank = sizes, rank
-        longest = max(sizes)
-        padded = x.new_zeros((longest, *x.shape[1:]))
-        padded[: x.shape[0]] = x
-        parts = [torch.empty_like(padded) for _ in sizes]
-        dist.all_gather(parts, padded.contiguous())
-        return torch.cat([part[:n] for part, n in zip(parts, sizes)])
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        # Every rank's loss depends on this rank's rows; their gradient is the sum over ranks.
-        grad = grad.contiguous().clone()
-        dist.all_reduce(grad)
-        start = sum(ctx.sizes[: ctx.rank])
-        return grad[start: start + ctx.sizes[ctx.rank]], None
-
-
 def all_gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     """Concatenate ``x`` [n_r, ...] from every rank along dim 0, in rank order, keeping the
-    autograd graph: gradients flow back to the rank that produced each row.
+    autograd graph of this rank's rows (see :func:`babelzoo.objectives.gather.gather_with_grad`,
+    which also returns where this rank's rows start). Without a process group it returns ``x``."""
+    from ..objectives.gather import gather_with_grad
 
-    Used for in-batch negatives in contrastive objectives (InfoXLM, LaBSE): each rank scores its
-    queries against the keys of the whole global batch. With the loss averaged over local
-    queries and DDP averaging gradients over ranks, the update equals that of one process
-    holding the whole batch. Ranks may hold different numbers of rows. Without a process
-    group it returns ``x`` unchanged.
-    """
-    if not is_distributed():
-        return x
-    count = torch.tensor([x.shape[0]], device=x.device)
-    counts = [torch.zeros_like(count) for _ in range(dist.get_world_size())]
-    dist.all_gather(counts, count)
-    return _GatherWithGrad.apply(x, [int(c) for c in counts])
+    return gather_with_grad(x)[0]
 
 
 def rank_and_world() -> tuple[int, int]:

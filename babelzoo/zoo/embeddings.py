@@ -49,10 +49,13 @@ class TextEmbeddings(nn.Module):
         x = self.word(input_ids) if inputs_embeds is None else inputs_embeds
         shape, device = x.shape[:2], x.device
         if self.config.position_embedding != "none":
+            limit = self.config.max_positions + self.config.position_offset
+            # Default positions never exceed L - 1 + offset, so the shape alone clears them: no
+            # device-to-host read of the ids (a GPU sync, a torch.compile graph break) per forward.
+            check = position_ids is not None or shape[1] + self.config.position_offset > limit
             if position_ids is None:
                 position_ids = self.default_positions(input_ids, shape, device)
-            limit = self.config.max_positions + self.config.position_offset
-            if int(position_ids.max()) >= limit:
+            if check and int(position_ids.max()) >= limit:
                 raise ValueError(f"position id {int(position_ids.max())} is out of range: this model has "
                                  f"max_positions={self.config.max_positions}; truncate the input")
             if self.config.position_embedding == "learned":

@@ -1,0 +1,133 @@
+"""Combining objectives: a weighted sum every step, or one objective sampled per step.
+
+``mode="sum"``: L = Σ_k w_k · L_k over every objective's batch (UER-py, ERNIE and Unicoder
+train several targets at once). ``mode="sample"``: each step trains one objective, drawn with
+probability w_k / Σ w (XLM alternates MLM and TLM steps this way); its loss is not reweighted.
+
+A mixture's batch holds each objective's tensors under ``"<name>.<key>"``; its metrics report
+``"<name>/loss"``, ``"<name>/accuracy"`` (and the objective's other metrics) plus the total
+``"loss"``.
+
+    mix = Mixture.from_spec({"mlm": {"weight": 1.0}, "tlm": {"weight": 0.5}}, specials)
+    batch = mix.prepare({"mlm": sentences, "tlm": pairs})
+    loss = mix(model, batch)
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Mapping, Optional, Sequence
+
+import torch
+from torch import nn
+
+from ..datasets.specials import SpecialIds
+from ..zoo.config import ModelConfig, TextConfig
+from .base import OBJECTIVES, Loss, Objective
+
+MODES = ("sum", "sample")
+
+
+def build_objective(name: str, specials: SpecialIds, config: TextConfig | ModelConfig | None = None,
+                    **options: Any) -> Objective:
+    """Instantiate a registered objective. Objectives that own heads sized by the model (CLWR,
+    CLPC, SOP/NSP, RTD) need the model's ``config``; the others ignore it."""
+    cls = OBJECTIVES.get(name)
+    params = inspect.signature(cls.__init__).parameters
+    valid = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for objective {name!r}; valid options: {', '.join(valid)}")
+    if "config" in params:
+        if config is None:
+            raise ValueError(f"objective {name!r} owns heads sized by the model: pass config=model.config")
+        return cls(specials, config, **options)
+    return cls(specials, **options)
+
+
+class Mixture(Objective):
+    """Several named objectives trained together (``mode="sum"``) or in turn (``"sample"``)."""
+
+    name = "mixture"
+
+    def __init__(self, objectives: Mapping[str, Objective], weights: Optional[Mapping[str, float]] = None,
+                 mode: str = "sum"):
+        super().__init__()
+        if not objectives:
+            raise ValueError("a Mixture needs at least one objective")
+        if mode not in MODES:
+            raise ValueError(f"Mixture mode={mode!r} must be one of {', '.join(MODES)}")
+        for key in objectives:
+            if "." in key or "/" in key or not key:
+                raise ValueError(f"objective name {key!r} must be non-empty and contain no '.' or '/'")
+        weights = dict(weights or {})
+        unknown = sorted(set(weights) - set(objectives))
+        if unknown:
+            raise ValueError(f"weights given for unknown objective(s) {unknown}; objectives: {', '.join(objectives)}")
+        self.weights = {key: float(weights.get(key, 1.0)) for key in objectives}
+        for key, weight in self.weights.items():
+            if not weight > 0:
+                raise ValueError(f"Mixture weight of {key!r} is {weight}; weights must be positive")
+        self.objectives = nn.ModuleDict(dict(objectives))
+        self.mode = mode
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Mapping[str, Any]], specials: SpecialIds,
+                  config: TextConfig | ModelConfig | None = None, mode: str = "sum") -> "Mixture":
+        """Build from ``{name: {"weight": w, "objective": registered_name, **options}}``; the
+        registered name defaults to ``name`` (so ``{"mlm": {}, "tlm": {"weight": 2}}`` works)."""
+        objectives, weights = {}, {}
+        for key, options in spec.items():
+            options = dict(options or {})
+            weights[key] = options.pop("weight", 1.0)
+            kind = options.pop("objective", key)
+            objectives[key] = build_objective(kind, specials, config, **options)
+        return cls(objectives, weights, mode)
+
+    def choose(self, names: Optional[Sequence[str]] = None, generator: Optional[torch.Generator] = None) -> str:
+        """Draw one objective name with probability ∝ its weight (among ``names`` if given)."""
+        names = list(names or self.weights)
+        probs = torch.tensor([self.weights[n] for n in names], dtype=torch.float64)
+        return names[int(torch.multinomial(probs, 1, generator=generator))]
+
+    def prepare(self, examples: Mapping[str, Sequence[Any]]) -> dict[str, torch.Tensor]:
+        """``examples`` maps objective names to their raw examples. Sum mode prepares all of
+        them (each must be present); sample mode prepares one, drawn by weight among those
+        given (a loader may call :meth:`choose` first and pass only that one)."""
+        unknown = sorted(set(examples) - set(self.weights))
+        if unknown:
+            raise ValueError(f"examples for unknown objective(s) {unknown}; objectives: {', '.join(self.weights)}")
+        if self.mode == "sum":
+            missing = [n for n in self.weights if n not in examples]
+            if missing:
+                raise ValueError(f"Mixture(mode='sum') needs examples for every objective; missing: {missing}")
+            names = list(self.weights)
+        else:
+            if not examples:
+                raise ValueError("Mixture.prepare got no examples")
+            names = [self.choose(list(examples))]
+        batch = {}
+        for name in names:
+            for key, value in self.objectives[name].prepare(examples[name]).items():
+                batch[f"{name}.{key}"] = value
+        return batch
+
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> Loss:
+        parts: dict[str, dict[str, torch.Tensor]] = {}
+        for key, value in batch.items():
+            name, _, sub = key.partition(".")
+            if name not in self.objectives:
+                raise ValueError(f"batch key {key!r} belongs to no objective of this mixture "
+                                 f"({', '.join(self.weights)})")
+            parts.setdefault(name, {})[sub] = value
+        if not parts:
+            raise ValueError("Mixture.forward got an empty batch")
+        total, metrics, tokens = None, {}, 0
+        for name, sub in parts.items():
+            loss = self.objectives[name](model, sub)
+            weighted = loss.value * (self.weights[name] if self.mode == "sum" else 1.0)
+            total = weighted if total is None else total + weighted
+            metrics.update({f"{name}/{k}": v for k, v in loss.metrics.items()})
+            tokens += loss.tokens
+        metrics["loss"] = float(total.detach())
+        return Loss(total, metrics, tokens)
