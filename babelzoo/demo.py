@@ -4,8 +4,7 @@
    a training part and a fixed held-out part (:mod:`babelzoo.datasets.embedded`);
 2. a sentencepiece tokenizer trained on the training part with α-smoothed language sampling;
 3. a tiny Unicoder-layout encoder pre-trained on the shared trainer with cross-lingual objectives
-   (MLM, TLM, CLWR, CLPC, translation ranking) and a knowledge objective (whole-entity masking
-   of CLDR names linked in the text);
+   (MLM, TLM, CLWR, CLPC, XLCo), one objective sampled per step;
 4. evaluation beside peers (multilingual USE, all-MiniLM-L6-v2, the same architecture with random
    weights) on held-out sentence retrieval and CLDR lexicon induction, plus Tatoeba and Multi30k
    when ``--data-dir`` is given; the leaderboard is printed and written with ``results.json``.
@@ -81,9 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     objectives = {"mlm": {"weight": 1.0, "max_length": 48}, "tlm": {"weight": 1.0, "max_length": 96},
                   "clwr": {"weight": 0.5, "max_length": 48}, "clpc": {"weight": 0.5, "max_length": 96},
-                  "translation_ranking": {"weight": 1.0, "max_length": 48}}
+                  "xlco": {"weight": 1.0, "max_length": 48}}
     cfg = TrainConfig(model="unicoder_tiny", tokenizer={"vocab_size": 8000, "model_type": "unigram", "alpha": 0.3},
-                      objectives=objectives, mixture="sum", output_dir=str(args.out / "train"),
+                      objectives=objectives, mixture="sample", output_dir=str(args.out / "train"),
                       max_steps=args.steps, batch_size=args.batch_size, optimizer="adamw", lr=1e-3,
                       schedule="linear", warmup_steps=min(100, args.steps // 10), precision="fp32",
                       checkpoint_every=max(100, args.steps // 3), keep_checkpoints=1, log_every=25,
@@ -91,11 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("[2/4] tokenizer: sentencepiece unigram, 8000 pieces, α = 0.3")
     tokenizer, fingerprint = build_tokenizer(cfg, [*mono, *pairs])
     specials = tokenizer.specials
-    corpora = {"mlm": mono, "tlm": pairs, "clwr": pairs, "clpc": pairs, "translation_ranking": pairs}
+    corpora = {"mlm": mono, "tlm": pairs, "clwr": pairs, "clpc": pairs, "xlco": pairs}
     data = build_data(cfg, tokenizer, fingerprint, corpora, {name: None for name in corpora})
     model = create_model("unicoder_tiny", vocab_size=specials.vocab_size, pad_token_id=specials.pad,
                          num_languages=len(langs), max_positions=128)
-    mixture = Mixture.from_spec(objectives, specials, model.config, mode="sum")
+    mixture = Mixture.from_spec(objectives, specials, model.config, mode="sample")
     print(f"[3/4] pre-training unicoder_tiny ({model.num_parameters():,} parameters) for {args.steps} steps "
           f"with {', '.join(objectives)}")
     Trainer(model, mixture, data, cfg).fit()

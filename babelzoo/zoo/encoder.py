@@ -10,7 +10,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .config import TextConfig
-from .layers import TransformerBlock, build_attention_mask
+from .layers import FeedForward, TransformerBlock, build_attention_mask, select_rows
 from .positions import NezhaRelativePositions, T5RelativeBias
 
 
@@ -40,20 +40,36 @@ class TransformerEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
-                output_hidden_states: bool = False) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
+                output_hidden_states: bool = False,
+                output_positions: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
+        """``output_positions`` (bool [B, L]): return ``x[output_positions]`` ([N, H]) only, and
+        run the last layer's queries, feed-forward and norms at those positions alone."""
         length = x.shape[1]
         mask = build_attention_mask(attention_mask, visible, causal or self.config.causal, length)
         bias = self.t5_bias(length) if self.t5_bias is not None else None
         relative = self.nezha(length) if self.nezha is not None else None
         states = [x] if output_hidden_states else None
+        last = self.config.num_layers - 1
+        rows = valid = None
+        if output_positions is not None:
+            if output_hidden_states:
+                raise ValueError("output_positions returns the selected positions of the last layer only; "
+                                 "it cannot be combined with output_hidden_states")
+            # Row-wise pruning needs a feed-forward that sees each position alone (not ERNIE's
+            # entity fusion) and no per-pair table (NEZHA); otherwise the full layer runs.
+            if (self.nezha is None and isinstance(self.layer(last).ffn, FeedForward)
+                    and bool(output_positions.any())):
+                rows, valid = select_rows(output_positions)
         for i in range(self.config.num_layers):
-            x = self.layer(i)(x, mask, bias, relative)
+            x = self.layer(i)(x, mask, bias, relative, rows if i == last else None)
             if states is not None:
                 states.append(x)
         if self.final_norm is not None:
             x = self.final_norm(x)
             if states is not None:
                 states[-1] = x
+        if output_positions is not None:
+            x = x[valid] if rows is not None else x[output_positions.bool()]
         return x, tuple(states) if states is not None else None
 
 
@@ -75,7 +91,8 @@ class RNNEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
-                output_hidden_states: bool = False) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
+                output_hidden_states: bool = False,
+                output_positions: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
         if visible is not None or causal:
             raise ValueError("RNN encoders take no visibility matrix or causal mask; use a Transformer encoder")
         length = x.shape[1]
@@ -86,7 +103,8 @@ class RNNEncoder(nn.Module):
             packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
             out, _ = self.rnn(packed)
             out, _ = pad_packed_sequence(out, batch_first=True, total_length=length)
-        return out, (x, out) if output_hidden_states else None
+        states = (x, out) if output_hidden_states else None
+        return (out if output_positions is None else out[output_positions.bool()]), states
 
 
 def build_encoder(config: TextConfig) -> nn.Module:

@@ -103,6 +103,30 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return probs @ v + torch.einsum("bhij,ijd->bhid", probs, value_bias.to(probs.dtype))
 
 
+def select_rows(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For a bool [B, L] selection, ``index`` [B, K] (each row's selected positions in order,
+    then filler) and ``valid`` [B, K] (False on filler), K the largest count in a row: taking
+    rows by ``index`` and then ``[valid]`` gives ``x[positions]``, in the same order."""
+    counts = positions.sum(dim=1)
+    k = int(counts.max()) if positions.numel() else 0
+    index = torch.sort((~positions.bool()).to(torch.int8), dim=1, stable=True).indices[:, :k]
+    valid = torch.arange(k, device=positions.device)[None, :] < counts[:, None]
+    return index, valid
+
+
+def take_rows(x: Optional[torch.Tensor], index: torch.Tensor, dim: int = 1) -> Optional[torch.Tensor]:
+    """``x`` [B, ..., L (at ``dim``), ...] → [B, ..., K, ...]: the rows ``index`` [B, K] picks.
+    A size-1 ``dim`` (a mask that is the same for every query) is returned unchanged."""
+    if x is None or x.shape[dim] == 1:
+        return x
+    x = x.expand(index.shape[0], *x.shape[1:])
+    shape = [index.shape[0]] + [1] * (x.dim() - 1)
+    shape[dim] = index.shape[1]
+    expanded = list(x.shape)
+    expanded[dim] = index.shape[1]
+    return x.gather(dim, index.view(shape).expand(expanded))
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention with one fused QKV projection."""
 
@@ -116,16 +140,31 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
                 bias: Optional[torch.Tensor] = None,
-                relative: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """``relative`` is NEZHA's [L, L, D] table a_ij, added to keys and values."""
+                relative: Optional[torch.Tensor] = None,
+                rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``relative`` is NEZHA's [L, L, D] table a_ij, added to keys and values. ``rows``
+        ([B, K] positions, see :func:`select_rows`) computes queries, and so outputs [B, K, H],
+        at those positions only; keys and values still come from every position."""
         b, length, width = x.shape
-        q, k, v = self.qkv(x).view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        if rows is None:
+            queries = length
+            q, k, v = self.qkv(x).view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        else:
+            if relative is not None:
+                raise ValueError("query rows cannot be combined with NEZHA relative positions")
+            queries = rows.shape[1]
+            weight, qkv_bias = self.qkv.weight, self.qkv.bias
+            q = F.linear(take_rows(x, rows), weight[:width], None if qkv_bias is None else qkv_bias[:width])
+            q = q.view(b, queries, self.num_heads, self.head_dim).transpose(1, 2)
+            kv = F.linear(x, weight[width:], None if qkv_bias is None else qkv_bias[width:])
+            k, v = kv.view(b, length, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+            mask, bias = take_rows(mask, rows, dim=2), take_rows(bias, rows, dim=2)
         if relative is not None:
             # q_i·(k_j + a_ij) = q_i·k_j + q_i·a_ij: the second term is an additive score bias.
             rel_scores = torch.einsum("bhid,ijd->bhij", q, relative.to(q.dtype)) / math.sqrt(self.head_dim)
             bias = rel_scores if bias is None else bias + rel_scores
         context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0)
-        return self.out(context.transpose(1, 2).reshape(b, length, width))
+        return self.out(context.transpose(1, 2).reshape(b, queries, width))
 
 
 class FeedForward(nn.Module):
@@ -154,11 +193,15 @@ class TransformerBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
-                bias: Optional[torch.Tensor] = None, relative: Optional[torch.Tensor] = None) -> torch.Tensor:
+                bias: Optional[torch.Tensor] = None, relative: Optional[torch.Tensor] = None,
+                rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``rows`` ([B, K] positions): the block's output [B, K, H] at those positions only
+        (every position still serves as a key and value)."""
+        residual = x if rows is None else take_rows(x, rows)
         if self.pre_norm:
-            x = x + self.dropout(self.attention(self.attention_norm(x), mask, bias, relative))
+            x = residual + self.dropout(self.attention(self.attention_norm(x), mask, bias, relative, rows))
             return x + self.dropout(self.ffn(self.ffn_norm(x)))
-        x = self.attention_norm(x + self.dropout(self.attention(x, mask, bias, relative)))
+        x = self.attention_norm(residual + self.dropout(self.attention(x, mask, bias, relative, rows)))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
 

@@ -1,0 +1,261 @@
+"""Knowledge-graph embedding models: TransE, DistMult, ComplEx, RotatE.
+
+Every model scores a triple (h, r, t) with a plausibility f(h, r, t) (higher = more plausible) and
+can score all entities at once as tails (``score_tails``) or heads (``score_heads``), which
+training with 1-vs-all and link-prediction evaluation need. Training and evaluation live in
+:mod:`babelzoo.knowledge.link_prediction`.
+
+- TransE (Bordes et al., 2013): f = γ − ‖h + r − t‖_p.
+- DistMult (Yang et al., 2015): f = Σ_k h_k r_k t_k.
+- ComplEx (Trouillon et al., 2016): f = Re(Σ_k h_k r_k conj(t_k)), h, r, t ∈ ℂ^d.
+- RotatE (Sun et al., 2019): f = γ − Σ_k |h_k r_k − t_k|, |r_k| = 1 (a rotation by phase θ_k).
+
+``reciprocal=True`` (Lacroix et al., 2018) gives every relation an inverse r⁻¹ and predicts heads
+as tails of the inverse: score_heads(r, t) = score_tails(t, r⁻¹).
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+from torch import nn
+
+from ..registry import Registry
+from .base import KBError
+
+KGE_MODELS: Registry[type["KGEModel"]] = Registry("KG embedding model")
+
+
+@dataclass
+class LinkPredictionData:
+    """Triples as index tensors [N, 3] of (head, relation, tail), with the id ↔ index tables."""
+
+    entities: list[str]
+    relations: list[str]
+    train: torch.Tensor
+    valid: torch.Tensor
+    test: torch.Tensor
+
+    @classmethod
+    def from_kb(cls, kb, splits: Sequence[str] = ("train", "valid", "test")) -> "LinkPredictionData":
+        """Index a knowledge base read with splits (``kb.splits``: CoDEx, OpenKE, split files);
+        a KB without splits gives all its triples as ``train``."""
+        entities, relations = list(kb.entities()), list(kb.relations())
+        e_index = {e: i for i, e in enumerate(entities)}
+        r_index = {r: i for i, r in enumerate(relations)}
+        source = getattr(kb, "splits", None) or {"train": kb.triples()}
+
+        def encode(name: str) -> torch.Tensor:
+            rows = source.get(name, [])
+            try:
+                return torch.tensor([[e_index[h], r_index[r], e_index[t]] for h, r, t in rows],
+                                    dtype=torch.long).reshape(-1, 3)
+            except KeyError as err:
+                raise KBError(f"{name} split names {err.args[0]!r}, which the knowledge base lacks") from None
+
+        return cls(entities, relations, *(encode(name) for name in splits))
+
+    @property
+    def num_entities(self) -> int:
+        return len(self.entities)
+
+    @property
+    def num_relations(self) -> int:
+        return len(self.relations)
+
+    def split(self, name: str) -> torch.Tensor:
+        if name not in ("train", "valid", "test"):
+            raise KBError(f"split {name!r} must be 'train', 'valid' or 'test'")
+        return getattr(self, name)
+
+
+class KGEModel(nn.Module, abc.ABC):
+    """Base: entity and relation embedding tables plus the scoring interface."""
+
+    complex_valued = False
+
+    def __init__(self, num_entities: int, num_relations: int, dim: int, reciprocal: bool = False):
+        super().__init__()
+        self.num_entities, self.num_base_relations, self.dim = num_entities, num_relations, dim
+        self.reciprocal = reciprocal
+        width = 2 * dim if self.complex_valued else dim
+        self.entity = nn.Embedding(num_entities, width)
+        self.relation = nn.Embedding(num_relations * (2 if reciprocal else 1), self.relation_width(width))
+        self.reset_parameters()
+
+    def relation_width(self, entity_width: int) -> int:
+        return entity_width
+
+    def reset_parameters(self) -> None:
+        nn.init.xavier_normal_(self.entity.weight)
+        nn.init.xavier_normal_(self.relation.weight)
+
+    def inverse(self, r: torch.Tensor) -> torch.Tensor:
+        return r + self.num_base_relations
+
+    @abc.abstractmethod
+    def _score(self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """Elementwise: [..., W] embeddings → [...] scores (broadcasting)."""
+
+    def _tails(self, h: torch.Tensor, r: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        """[B, W] heads and relations against [N, W] candidate tails → [B, N]."""
+        return self._score(h[:, None], r[:, None], candidates[None])
+
+    def _heads(self, r: torch.Tensor, t: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        return self._score(candidates[None], r[:, None], t[:, None])
+
+    # public scoring API on indices
+    def score(self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return self._score(self.entity(h), self.relation(r), self.entity(t))
+
+    def score_tails(self, h: torch.Tensor, r: torch.Tensor, candidates: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """f(h, r, e) for every entity e (or for ``candidates`` [B, K] per query) → [B, N or K]."""
+        if candidates is not None:
+            return self._score(self.entity(h)[:, None], self.relation(r)[:, None], self.entity(candidates))
+        return self._tails(self.entity(h), self.relation(r), self.entity.weight)
+
+    def score_heads(self, r: torch.Tensor, t: torch.Tensor, candidates: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """f(e, r, t) for every entity e (or ``candidates`` [B, K]) → [B, N or K]."""
+        if self.reciprocal:
+            return self.score_tails(t, self.inverse(r), candidates)
+        if candidates is not None:
+            return self._score(self.entity(candidates), self.relation(r)[:, None], self.entity(t)[:, None])
+        return self._heads(self.relation(r), self.entity(t), self.entity.weight)
+
+    def entity_embeddings(self) -> torch.Tensor:
+        """[N, W] entity vectors (complex models: real parts then imaginary parts)."""
+        return self.entity.weight.detach()
+
+    def regularizer(self, triples: torch.Tensor, kind: str) -> torch.Tensor:
+        """``l2``: mean squared norm of the batch's embeddings; ``n3`` (Lacroix et al., 2018):
+        mean cubed modulus, Σ|h|³ + |r|³ + |t|³."""
+        h, r, t = self.entity(triples[:, 0]), self.relation(triples[:, 1]), self.entity(triples[:, 2])
+        if kind == "l2":
+            return (h.pow(2).sum(-1) + r.pow(2).sum(-1) + t.pow(2).sum(-1)).mean()
+        if kind == "n3":
+            return sum(_modulus(x, self.complex_valued).pow(3).sum(-1) for x in (h, r, t)).mean()
+        raise KBError(f"regularizer {kind!r} must be 'l2' or 'n3'")
+
+
+def _modulus(x: torch.Tensor, complex_valued: bool) -> torch.Tensor:
+    if not complex_valued or x.shape[-1] % 2:
+        return x.abs()
+    re, im = x.chunk(2, dim=-1)
+    return torch.sqrt(re * re + im * im + 1e-12)
+
+
+@KGE_MODELS.register(name="transe")
+class TransE(KGEModel):
+    """f = γ − ‖h + r − t‖_p (Bordes et al., 2013)."""
+
+    def __init__(self, num_entities: int, num_relations: int, dim: int, reciprocal: bool = False,
+                 p: int = 2, gamma: float = 0.0):
+        self.p, self.gamma = p, gamma
+        super().__init__(num_entities, num_relations, dim, reciprocal)
+
+    def _score(self, h, r, t):
+        return self.gamma - torch.linalg.vector_norm(h + r - t, ord=self.p, dim=-1)
+
+    def _tails(self, h, r, candidates):
+        return self.gamma - torch.cdist(h + r, candidates, p=self.p)
+
+    def _heads(self, r, t, candidates):
+        return self.gamma - torch.cdist(t - r, candidates, p=self.p)  # ‖h + r − t‖ = ‖h − (t − r)‖
+
+
+@KGE_MODELS.register(name="distmult")
+class DistMult(KGEModel):
+    """f = Σ h ∘ r ∘ t (Yang et al., 2015)."""
+
+    def _score(self, h, r, t):
+        return (h * r * t).sum(-1)
+
+    def _tails(self, h, r, candidates):
+        return (h * r) @ candidates.T
+
+    def _heads(self, r, t, candidates):
+        return (r * t) @ candidates.T
+
+
+@KGE_MODELS.register(name="complex")
+class ComplEx(KGEModel):
+    """f = Re(⟨h, r, conj(t)⟩) with h, r, t ∈ ℂ^d (Trouillon et al., 2016); stored as
+    [real | imaginary] halves."""
+
+    complex_valued = True
+
+    def _score(self, h, r, t):
+        hr, hi = h.chunk(2, -1)
+        rr, ri = r.chunk(2, -1)
+        tr, ti = t.chunk(2, -1)
+        return ((hr * rr - hi * ri) * tr + (hr * ri + hi * rr) * ti).sum(-1)
+
+    def _tails(self, h, r, candidates):
+        hr, hi = h.chunk(2, -1)
+        rr, ri = r.chunk(2, -1)
+        return torch.cat([hr * rr - hi * ri, hr * ri + hi * rr], -1) @ candidates.T
+
+    def _heads(self, r, t, candidates):
+        rr, ri = r.chunk(2, -1)
+        tr, ti = t.chunk(2, -1)
+        # Re(h · x) with x = r conj(t) = (rr tr + ri ti) + i (ri tr − rr ti)
+        return torch.cat([rr * tr + ri * ti, rr * ti - ri * tr], -1) @ candidates.T
+
+
+@KGE_MODELS.register(name="rotate")
+class RotatE(KGEModel):
+    """f = γ − Σ_k |h_k e^{iθ_k} − t_k| (Sun et al., 2019). Initialised as in the paper:
+    entities uniform in ±(γ + ε)/d, phases θ = r / ((γ + ε)/d) · π with ε = 2."""
+
+    complex_valued = True
+
+    def __init__(self, num_entities: int, num_relations: int, dim: int, reciprocal: bool = False,
+                 gamma: float = 9.0, epsilon: float = 2.0, chunk: int = 64):
+        self.gamma, self.range, self.chunk = gamma, (gamma + epsilon) / dim, chunk
+        super().__init__(num_entities, num_relations, dim, reciprocal)
+
+    def relation_width(self, entity_width: int) -> int:
+        return entity_width // 2  # one phase per complex dimension
+
+    def reset_parameters(self) -> None:
+        nn.init.uniform_(self.entity.weight, -self.range, self.range)
+        nn.init.uniform_(self.relation.weight, -self.range, self.range)
+
+    def _rotation(self, r):
+        phase = r / (self.range / math.pi)
+        return torch.cos(phase), torch.sin(phase)
+
+    def _distance(self, qr, qi, t):
+        tr, ti = t.chunk(2, -1)
+        return torch.sqrt((qr - tr) ** 2 + (qi - ti) ** 2 + 1e-12).sum(-1)
+
+    def _score(self, h, r, t):
+        hr, hi = h.chunk(2, -1)
+        cr, ci = self._rotation(r)
+        return self.gamma - self._distance(hr * cr - hi * ci, hr * ci + hi * cr, t)
+
+    def _all(self, qr, qi, candidates):
+        # [B, d] queries against [N, 2d] candidates, in chunks: the [B, N, d] difference is large
+        out = [self.gamma - self._distance(qr[i:i + self.chunk, None], qi[i:i + self.chunk, None], candidates[None])
+               for i in range(0, qr.shape[0], self.chunk)]
+        return torch.cat(out, 0)
+
+    def _tails(self, h, r, candidates):
+        hr, hi = h.chunk(2, -1)
+        cr, ci = self._rotation(r)
+        return self._all(hr * cr - hi * ci, hr * ci + hi * cr, candidates)
+
+    def _heads(self, r, t, candidates):
+        tr, ti = t.chunk(2, -1)
+        cr, ci = self._rotation(r)
+        # |h r − t| = |h − t conj(r)| because |r| = 1
+        return self._all(tr * cr + ti * ci, ti * cr - tr * ci, candidates)
+
+
+def create_kge(name: str, num_entities: int, num_relations: int, dim: int, **kwargs) -> KGEModel:
+    """Build a registered KG embedding model: ``create_kge("rotate", n_e, n_r, 500, gamma=9.0)``."""
+    return KGE_MODELS.get(name)(num_entities, num_relations, dim, **kwargs)

@@ -1,0 +1,121 @@
+"""CoDEx-S link prediction: train TransE, DistMult, ComplEx and RotatE and report filtered MRR and
+Hits@1/3/10 (head and tail prediction, mean of both) on the test split, beside the CoDEx paper
+(Safavi & Koutra, EMNLP 2020, Table 4: TransE 0.354, ComplEx 0.465; LibKGE hyper-parameter
+search, GPU).
+
+    python benchmarks/codex_link_prediction.py --data-dir ../shared/data/codex-s \
+        --models transe,distmult,complex,rotate --out benchmarks/results/codex_link_prediction.json
+
+Model selection uses the validation split (best of periodic evaluations, early stopping); the
+test split is evaluated once, with the selected weights. Every model has a CPU time budget
+(``--max-minutes``); the settings below were chosen on the validation split only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from babelzoo.knowledge.codex import load_codex  # noqa: E402
+from babelzoo.knowledge.kge import LinkPredictionData, create_kge  # noqa: E402
+from babelzoo.knowledge.link_prediction import KGETrainConfig, evaluate, train_kge  # noqa: E402
+
+PAPER_MRR = {"transe": 0.354, "complex": 0.465}  # CoDEx paper, CoDEx-S test, filtered MRR
+
+# name -> (model kwargs, training config)
+SETTINGS = {
+    "transe": ({"dim": 256, "reciprocal": True, "p": 2, "gamma": 0.0},
+               dict(loss="1vsall", lr=0.003, batch_size=512, label_smoothing=0.1, epochs=200)),
+    "distmult": ({"dim": 256, "reciprocal": True},
+                 dict(loss="1vsall", lr=0.003, batch_size=512, regularizer="n3", regularization_weight=0.005,
+                      epochs=200)),
+    "complex": ({"dim": 128, "reciprocal": True},
+                dict(loss="1vsall", lr=0.003, batch_size=512, regularizer="n3", regularization_weight=0.005,
+                     epochs=200)),
+    "rotate": ({"dim": 128, "gamma": 6.0},
+               dict(loss="self_adversarial", lr=0.003, batch_size=512, negatives=64, adversarial_temperature=1.0,
+                    epochs=400)),
+}
+
+
+def run(name: str, data: LinkPredictionData, minutes: float, epochs: int | None, log_every: int) -> dict:
+    model_kwargs, train_kwargs = SETTINGS[name]
+    model_kwargs = dict(model_kwargs)
+    dim = model_kwargs.pop("dim")
+    torch.manual_seed(0)
+    model = create_kge(name, data.num_entities, data.num_relations, dim, **model_kwargs)
+    if epochs is not None:
+        train_kwargs = {**train_kwargs, "epochs": epochs}
+    config = KGETrainConfig(eval_every=log_every, patience=4, max_seconds=minutes * 60, clock="cpu", **train_kwargs)
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
+
+    def log(row: dict) -> None:
+        print(f"  {name} epoch {row['epoch']:4d}  loss {row['loss']:.4f}  valid MRR {row['mrr']:.4f}  "
+              f"{row['seconds']:.0f} CPU s", flush=True)
+
+    summary = train_kge(model, data, config, log=log)
+    test = evaluate(model, data, "test")
+    return {"model": name, "dim": dim, "model_kwargs": model_kwargs, "train": {**vars(config)},
+            "best_epoch": summary["best_epoch"], "epochs_run": summary["epochs"],
+            "train_cpu_seconds": round(summary["seconds"], 1),
+            "cpu_seconds": round(time.process_time() - cpu_start, 1),
+            "wall_seconds": round(time.perf_counter() - wall_start, 1),
+            "valid_mrr": round(summary["valid"]["mrr"], 4),
+            "test": {k: round(v, 4) for k, v in test.items()},
+            "paper_test_mrr": PAPER_MRR.get(name)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", default=None, help="CoDEx-S folder (default: $BABELZOO_DATA_DIR/codex-s "
+                        "or a checksummed download)")
+    parser.add_argument("--models", default="transe,distmult,complex,rotate")
+    parser.add_argument("--max-minutes", type=float, default=14.0,
+                        help="training budget per model in CPU minutes (process time over all threads)")
+    parser.add_argument("--epochs", type=int, default=None, help="override the epoch count (quick runs)")
+    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    kb = load_codex("s", root=args.data_dir)
+    data = LinkPredictionData.from_kb(kb)
+    print(f"CoDEx-S: {data.num_entities} entities, {data.num_relations} relations, "
+          f"{len(data.train)}/{len(data.valid)}/{len(data.test)} train/valid/test triples", flush=True)
+    results = []
+    for name in args.models.split(","):
+        result = run(name, data, args.max_minutes, args.epochs, args.eval_every)
+        results.append(result)
+        t = result["test"]
+        paper = f"{result['paper_test_mrr']:.3f}" if result["paper_test_mrr"] else "  -  "
+        print(f"{name:9s} test MRR {t['mrr']:.4f} (paper {paper})  H@1 {t['hits@1']:.4f}  H@3 {t['hits@3']:.4f}  "
+              f"H@10 {t['hits@10']:.4f}  head/tail MRR {t['head_mrr']:.4f}/{t['tail_mrr']:.4f}  "
+              f"{result['wall_seconds']:.0f}s wall, {result['cpu_seconds']:.0f}s CPU", flush=True)
+    print("\n| model | test MRR | paper MRR | Hits@1 | Hits@3 | Hits@10 | CPU time |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        t = r["test"]
+        paper = f"{r['paper_test_mrr']:.3f}" if r["paper_test_mrr"] else "–"
+        print(f"| {r['model']} | {t['mrr']:.3f} | {paper} | {t['hits@1']:.3f} | {t['hits@3']:.3f} | "
+              f"{t['hits@10']:.3f} | {r['cpu_seconds'] / 60:.1f} min |")
+    if args.out:
+        report = {"benchmark": "codex-s link prediction",
+                  "protocol": "filtered MRR, Hits@1/3/10; head and tail prediction averaged; ties count half; "
+                              "model selected on valid MRR",
+                  "machine": {"threads": args.threads, "processor": platform.processor() or platform.machine(),
+                              "torch": torch.__version__},
+                  "results": results}
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""The knowledge tests run on tiny tensors, where intra-op threads only add synchronisation:
+on a busy 2-core machine a backward pass on an [11, 12] matrix took 100 ms with two threads and
+under 5 ms with one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
