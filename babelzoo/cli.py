@@ -6,7 +6,6 @@
     babelzoo pretrain --config R     pre-train from a YAML recipe
     babelzoo convert ...             Hugging Face checkpoint import/export
     babelzoo eval ...                leaderboard tasks on a model
-    babelzoo kb ...                  inspect a knowledge base
 
 Each subcommand's implementation is imported only when it runs.
 """
@@ -24,7 +23,6 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "pretrain": ("babelzoo.train.cli", "pretrain_main", "pre-train from a YAML recipe"),
     "convert": ("babelzoo.zoo.convert.cli", "convert_main", "import/export Hugging Face checkpoints"),
     "eval": ("babelzoo.evaluation.cli", "eval_main", "run a leaderboard config (task × model matrix)"),
-    "kb": ("babelzoo.knowledge.cli", "kb_main", "inspect or build a knowledge base"),
 }
 
 
