@@ -26,9 +26,12 @@ from .clpc import CLPC
 from .clwr import CLWR
 from .examples import ExampleError, Pair, Sentence
 from .gather import gather_with_grad
+from .itc import ITC, contrastive_loss
+from .itm import ITM, sample_hard_negatives
 from .masking import Masker, MaskingConfig, span_length_distribution, word_starts_from_pieces
 from .mixture import Mixture, build_objective
 from .mlm import MLM, MMLM
+from .mlm_conditioned import ConditionedMLM
 from .negatives import MINERS, HardNegatives, NegativeMiner, RandomNegatives
 from .rtd import RTD
 from .sop import NSP, SOP
@@ -37,6 +40,7 @@ from .translation_ranking import TranslationRanking, additive_margin_loss
 from .xlco import XLCo, info_nce
 
 __all__ = [
+    "ITC", "ITM", "ConditionedMLM", "contrastive_loss", "sample_hard_negatives",
     "CLM", "CLMLM", "CLPC", "CLWR", "ExampleError", "HardNegatives", "Loss", "MINERS", "MLM", "MMLM", "Masker",
     "MaskingConfig", "Mixture", "NSP", "NegativeMiner", "OBJECTIVES", "Objective", "Pair", "RTD",
     "RandomNegatives", "SOP", "Sentence", "TLM", "TranslationRanking", "XLCo", "additive_margin_loss",
