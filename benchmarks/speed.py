@@ -280,6 +280,12 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def paired_ratio(times: dict[str, dict[str, list[float]]], key: str, ours: str = "babelzoo",
+                 theirs: str = "transformers") -> float:
+    """babelzoo's speed-up: the median over repeats of their time ÷ our time in that repeat."""
+    return median([t / o for o, t in zip(times[ours][key], times[theirs][key])])
+
+
 # --- training ----------------------------------------------------------------------------------
 
 def loss_check(ours, hf, batch, objective) -> dict[str, float]:
@@ -331,11 +337,12 @@ def train_section(name: str, dtypes: list[str], batch: dict, tok, args, device, 
                          "executed_flops_per_token": executed[side]}
             if device.type == "cpu":
                 out[side]["cpu_time_tokens_per_s"] = tokens / (t["step_cpu"] / torch.get_num_threads())
-        out["ratio"] = out["babelzoo"]["tokens_per_s"] / out["transformers"]["tokens_per_s"]
-        out["ratio_fwd_bwd"] = out["babelzoo"]["fwd_bwd_tokens_per_s"] / out["transformers"]["fwd_bwd_tokens_per_s"]
+        # Ratios: median over repeats of transformers' time ÷ babelzoo's time in the same repeat
+        # (adjacent steps see the same machine load).
+        out["ratio"] = paired_ratio(times, "step")
+        out["ratio_fwd_bwd"] = paired_ratio(times, "fwd_bwd")
         if device.type == "cpu":
-            out["ratio_cpu_time"] = (out["babelzoo"]["cpu_time_tokens_per_s"]
-                                     / out["transformers"]["cpu_time_tokens_per_s"])
+            out["ratio_cpu_time"] = paired_ratio(times, "step_cpu")
         out["load_average"] = load_average()
         result["dtypes"][dname] = out
         log(f"[{name} {dname}] babelzoo {out['babelzoo']['tokens_per_s']:.0f} tok/s, transformers "
@@ -487,11 +494,11 @@ def inference_section(rows: list[list[int]], tok, dtypes: list[str], args, devic
             if device.type == "cpu":
                 out[side]["cpu_time_real_tokens_per_s"] = real / (median(cpu[side]) / torch.get_num_threads())
         out["max_abs_diff"] = float(np.abs(vectors["babelzoo"] - vectors["transformers"]).max())
-        out["ratio"] = out["babelzoo"]["real_tokens_per_s"] / out["transformers"]["real_tokens_per_s"]
-        out["ratio_vs_sorted"] = out["babelzoo"]["real_tokens_per_s"] / out["transformers_sorted"]["real_tokens_per_s"]
+        paired = {side: {"wall": times[side], "cpu": cpu[side]} for side in sides}
+        out["ratio"] = paired_ratio(paired, "wall")
+        out["ratio_vs_sorted"] = paired_ratio(paired, "wall", theirs="transformers_sorted")
         if device.type == "cpu":
-            out["ratio_cpu_time"] = (out["babelzoo"]["cpu_time_real_tokens_per_s"]
-                                     / out["transformers"]["cpu_time_real_tokens_per_s"])
+            out["ratio_cpu_time"] = paired_ratio(paired, "cpu")
         out["load_average"] = load_average()
         result["dtypes"][dname] = out
         log(f"[inference {dname}] babelzoo {out['babelzoo']['real_tokens_per_s']:.0f}, transformers "
@@ -538,6 +545,36 @@ def import_time(repeats: int = 3) -> float:
 
 
 # --- report ------------------------------------------------------------------------------------
+
+def targets(report: dict) -> list[dict[str, Any]]:
+    """Each target of the comparison, with the measured value and whether it is met."""
+    rows = []
+
+    def add(name: str, value: Optional[float], goal: float, higher: bool = True) -> None:
+        if value is not None:
+            rows.append({"target": name, "value": value, "goal": f"{'≥' if higher else '≤'} {goal:g}",
+                         "met": bool(value >= goal if higher else value <= goal)})
+
+    for name, goal in (("base", 1.2), ("base120k", 1.6)):
+        for dname, d in report.get("training", {}).get(name, {}).get("dtypes", {}).items():
+            add(f"training tokens/s ratio, {name} {dname}", d["ratio"], goal)
+            if "ratio_cpu_time" in d:
+                add(f"training tokens/s ratio by CPU time, {name} {dname}", d["ratio_cpu_time"], goal)
+    for dname, d in report.get("inference", {}).get("dtypes", {}).items():
+        add(f"inference real tokens/s ratio, {dname}", d["ratio"], 1.8)
+    for name, r in report.get("memory", {}).items():
+        for dname, d in r.items():
+            add(f"peak training memory ratio, {name} {dname}", d["ratio"], 1.0, higher=False)
+    base = report.get("training", {}).get("base", {}).get("dtypes", {}).get("fp32")
+    if base:
+        add("MFU of the base fp32 training step (babelzoo)", base["babelzoo"]["mfu"], 0.7)
+        if "mfu_cpu_time" in base["babelzoo"]:
+            add("MFU by CPU time of the base fp32 training step (babelzoo)", base["babelzoo"]["mfu_cpu_time"], 0.7)
+    add("import babelzoo, seconds", report.get("import_s"), 2.0, higher=False)
+    if report.get("trainer"):
+        add("trainer data time share of a step", report["trainer"]["data_share"], 0.05, higher=False)
+    return rows
+
 
 def markdown(report: dict) -> str:
     m, a = report["machine"], report["args"]
@@ -587,6 +624,10 @@ def markdown(report: dict) -> str:
                   f"**{100 * t['data_share']:.2f}%** (median of {t['steps']} steps)."]
     if report.get("import_s") is not None:
         lines += ["", f"`import babelzoo`: {report['import_s']:.2f} s (fresh interpreter, median of 3)."]
+    if report.get("targets"):
+        lines += ["", "## Targets", "", "| target | measured | goal | met |", "|---|---|---|---|"]
+        for t in report["targets"]:
+            lines.append(f"| {t['target']} | {t['value']:.3g} | {t['goal']} | {'yes' if t['met'] else '**no**'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -667,6 +708,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     if "training" in report:
         add_mfu(report["training"], report["peaks"])
     report["load_end"] = load_average()
+    report["targets"] = targets(report)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str) + "\n")

@@ -133,7 +133,7 @@ def test_corruption_rates():
 def test_dea_objective_learns():
     torch.manual_seed(0)
     model = _model()
-    fusion = attach_knowledge(model, _kb(), entity_embeddings=torch.randn(5, 12), fusion_layers=(2,))
+    attach_knowledge(model, _kb(), entity_embeddings=torch.randn(5, 12), fusion_layers=(2,))
     specials = SpecialIds(pad=0, cls=1, sep=2, unk=3, mask=4, vocab_size=50)
     objective = DEAObjective(specials, model.config, drop=0.0, replace=0.0)
     assert objective.entity_vocab_size == 6
