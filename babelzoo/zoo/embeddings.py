@@ -44,6 +44,8 @@ class TextEmbeddings(nn.Module):
                 language_ids: Optional[torch.Tensor] = None,
                 inputs_embeds: Optional[torch.Tensor] = None, project: bool = True) -> torch.Tensor:
         """``inputs_embeds`` ([B, L, E]) replaces the token lookup (CLWR feeds recovered vectors).
+        ``position_ids`` count from 0 (TLM restarts them on the second sentence, K-BERT's soft
+        positions); a model with a ``position_offset`` (RoBERTa, XLM-R) shifts them itself.
         ``project=False`` returns the E-wide embeddings before ALBERT's E → H projection (an
         ELECTRA generator shares them and applies a projection of its own)."""
         x = self.word(input_ids) if inputs_embeds is None else inputs_embeds
@@ -55,15 +57,21 @@ class TextEmbeddings(nn.Module):
             check = position_ids is not None or shape[1] + self.config.position_offset > limit
             if position_ids is None:
                 position_ids = self.default_positions(input_ids, shape, device)
+            elif self.config.position_offset:
+                position_ids = position_ids + self.config.position_offset
             if check and int(position_ids.max()) >= limit:
-                raise ValueError(f"position id {int(position_ids.max())} is out of range: this model has "
+                raise ValueError(f"position id {int(position_ids.max()) - self.config.position_offset} is out of "
+                                 f"range: this model has "
                                  f"max_positions={self.config.max_positions}; truncate the input")
             if self.config.position_embedding == "learned":
                 x = x + self.position(position_ids)
             else:
                 x = x + self.position_table[position_ids].to(x.dtype)
         if self.segment is not None:
-            x = x + (self.segment(segment_ids) if segment_ids is not None else self.segment.weight[0])
+            # A single segment embedding (RoBERTa, XLM-R) is added to every token, whatever
+            # segment an objective assigns: such a model has no second segment to tell apart.
+            one = segment_ids is None or self.segment.num_embeddings == 1
+            x = x + (self.segment.weight[0] if one else self.segment(segment_ids))
         if language_ids is not None:
             if self.language is None:
                 raise ValueError("language_ids given, but this model has no language embeddings "

@@ -7,6 +7,7 @@ docstring is the model card. Pretrained weights, when an entry has them, are des
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -93,16 +94,29 @@ def model_config(name: str, **overrides: Any) -> ModelConfig:
     return model_entry(name).config().override(**overrides)
 
 
-def create_model(name: str, pretrained: bool = False, weights: str | Path | None = None, **overrides: Any):
+def create_model(name: str, pretrained: bool = False, weights: str | Path | None = None,
+                 text_tower: Any = None, **overrides: Any):
     """Build a registered model.
 
     ``overrides`` change its config (``hidden_size=128``; other parts as dicts:
     ``vision={"image_size": 64}``). ``pretrained=True`` loads the entry's published weights;
     ``weights`` loads a checkpoint directory, file or URL instead. Loading is strict.
+
+    ``text_tower`` starts a fusion model's text encoder from a text model: a zoo name (built
+    with its pretrained weights) or a :class:`BabelModel`. The fusion config takes the tower's
+    text config; its other parts (image/speech tower, fusion layers, projections) start fresh and
+    are sized to the tower's width. The tower's tokenizer, when it has one, comes along::
+
+        model = create_model("vl_dual_tiny", text_tower="multilingual_e5_small")
     """
     from .pretrained import load_weights_into, resolve_pretrained
 
     entry = model_entry(name)
+    if text_tower is not None:
+        if pretrained or weights is not None:
+            raise ValueError("text_tower starts the text encoder from a text model; pretrained/weights load a "
+                             "whole checkpoint: pass one or the other")
+        return _with_text_tower(entry, text_tower, overrides)
     if pretrained and weights is None:
         if entry.pretrained is None:
             with_weights = list_models(pretrained=True)
@@ -114,4 +128,35 @@ def create_model(name: str, pretrained: bool = False, weights: str | Path | None
     model = build_model(entry.config().override(**overrides))
     if weights is not None:
         load_weights_into(model, weights)
+    return model
+
+
+def _with_text_tower(entry: ModelEntry, text_tower: Any, overrides: dict[str, Any]):
+    from .model import BabelModel
+
+    config = entry.config()
+    if config.fusion is None:
+        raise ValueError(f"text_tower is for fusion models; {entry.name!r} is a text model "
+                         f"(load weights into it with pretrained= or weights=)")
+    tower = create_model(text_tower, pretrained=True) if isinstance(text_tower, str) else text_tower
+    if not isinstance(tower, BabelModel):
+        raise TypeError(f"text_tower must be a zoo name or a BabelModel, not {type(tower).__name__}")
+    text = tower.config.text
+    if text.encoder != "transformer":
+        raise ValueError(f"text_tower {tower.config.architecture!r} has encoder={text.encoder!r}; fusion needs "
+                         f"a Transformer text encoder")
+    model = build_model(dataclasses.replace(config, text=text).override(**overrides))
+    # Strict on the encoder; a pooler or MLM head the tower lacks stays freshly initialised.
+    try:
+        missing, unexpected = model.text.load_state_dict(tower.state_dict(), strict=False)
+    except RuntimeError as error:  # a shape changed by an override
+        raise ValueError(f"text_tower {tower.config.architecture!r} does not fit {entry.name!r} with overrides "
+                         f"{sorted(overrides)}: {error}") from None
+    missing = [k for k in missing if not k.startswith(("pooler.", "lm_head."))]
+    if missing or unexpected:
+        raise ValueError(f"text_tower {tower.config.architecture!r} does not fit {entry.name!r}: missing "
+                         f"{missing[:10]}, unexpected {unexpected[:10]}")
+    model.tie_weights()
+    if getattr(tower, "tokenizer", None) is not None:
+        model.tokenizer = tower.tokenizer
     return model

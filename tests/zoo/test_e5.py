@@ -299,3 +299,47 @@ def test_torch_hub_with_a_fresh_tied_mlm_head(model):
     ids = torch.tensor([hub.tokenizer.encode("Paris is the <mask> of France.")])
     logits = hub.mlm_logits(hub(ids).last_hidden)
     assert logits.shape == (1, ids.shape[1], 250037) and torch.isfinite(logits).all()
+
+
+# --- a starting point for the rest of the zoo ----------------------------------------------------
+
+def test_continued_pretraining_with_tlm_and_clwr(shared_data):
+    """e5 (an XLM-R layout: position offset, one segment row) takes the cross-lingual objectives:
+    TLM's restarted positions and second segment, CLWR's recovered embeddings. A few AdamW steps
+    on real German–English pairs lower both losses on those batches."""
+    from babelzoo.objectives import build_objective
+
+    torch.manual_seed(0)
+    model = babelzoo.create_model("multilingual_e5_small", pretrained=True, mlm_head=True, dropout=0.0,
+                                  attention_dropout=0.0)
+    tok = model.tokenizer
+    pairs = [(tok.encode(de, add_special_tokens=False), tok.encode(en, add_special_tokens=False))
+             for de, en in list(tatoeba_pairs(shared_data / "tatoeba", "deu"))[:8]]
+    objectives = [build_objective("tlm", tok.specials), build_objective("clwr", tok.specials, model.config)]
+    for objective in objectives:
+        batch = {k: v for k, v in objective.prepare(pairs).items()}
+        params = list(model.parameters()) + list(objective.parameters())
+        optimizer = torch.optim.AdamW(params, lr=1e-4)
+        losses = []
+        for _ in range(6):
+            loss = objective(model, batch).value
+            losses.append(loss.item())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        assert np.isfinite(losses).all() and losses[-1] < 0.7 * losses[0], (objective.name, losses)
+
+
+def test_text_tower_of_a_fusion_model(model):
+    """``text_tower=`` starts a CLIP-style dual encoder from e5: its text states are e5's, the
+    image tower is sized to e5's width, and the tokenizer comes along."""
+    fused = babelzoo.create_model("vl_dual_tiny", text_tower=model).eval()
+    assert fused.config.text == model.config.text and fused.tokenizer is model.tokenizer
+    ids = torch.tensor([model.tokenizer.encode("query: Ein roter Apfel.")])
+    with torch.no_grad():
+        torch.testing.assert_close(fused.text(ids).last_hidden, model(ids).last_hidden)
+        images = torch.rand(2, 3, fused.config.vision.image_size, fused.config.vision.image_size)
+        image_embeds, text_embeds = fused.embed_modality(pixel_values=images), fused.embed_text(ids)
+    assert image_embeds.shape == (2, fused.config.fusion.projection_dim) == (2, text_embeds.shape[1])
+    with pytest.raises(ValueError, match="for fusion models"):
+        babelzoo.create_model("xlmr_tiny", text_tower=model)

@@ -103,6 +103,32 @@ def test_xlmr_positions_follow_roberta():
     assert positions.tolist() == [[2, 3, 4, 5, 1, 1]]
 
 
+def test_explicit_positions_count_from_zero_on_offset_models():
+    # TLM and K-BERT give 0-based positions; an XLM-R-style model shifts them past its padding
+    # index itself, so 0..L-1 equals its default positions, and a restart at 0 equals a fresh row.
+    model = babelzoo.create_model("xlmr_tiny").eval()
+    ids = torch.tensor([[0, 7, 8, 2, 0, 9, 2]])
+    with torch.no_grad():
+        default = model.embeddings(ids)
+        explicit = model.embeddings(ids, position_ids=torch.arange(7)[None])
+        restart = model.embeddings(ids, position_ids=torch.tensor([[0, 1, 2, 3, 0, 1, 2]]))
+        second = model.embeddings(ids[:, 4:])
+    torch.testing.assert_close(explicit, default)
+    torch.testing.assert_close(restart[:, 4:], second)
+    with pytest.raises(ValueError, match="position id 514 is out of range"):
+        model.embeddings(ids[:, :1], position_ids=torch.tensor([[514]]))
+
+
+def test_a_single_segment_embedding_serves_every_segment():
+    # XLM-R has one token-type row: TLM's second segment uses it too instead of indexing past it.
+    model = babelzoo.create_model("xlmr_tiny").eval()
+    assert model.embeddings.segment.num_embeddings == 1
+    ids = torch.tensor([[0, 7, 8, 2]])
+    with torch.no_grad():
+        torch.testing.assert_close(model.embeddings(ids, segment_ids=torch.tensor([[0, 0, 1, 1]])),
+                                   model.embeddings(ids))
+
+
 def test_mlm_logits_at_positions_equal_full_logits():
     model = babelzoo.create_model("mbert_tiny").eval()
     ids, mask = batch(model.config)
