@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..datasets.multimodal import SpecAugment, collate_multimodal
+from ..datasets.multimodal import collate_multimodal
+from ..datasets.multimodal_media import SpecAugment
 from ..datasets.specials import SpecialIds
 from .base import Loss, Objective, register_objective
 from .batching import encoder_inputs, unwrap

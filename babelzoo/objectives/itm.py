@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..datasets.multimodal import SpecAugment, collate_multimodal
+from ..datasets.multimodal import collate_multimodal
+from ..datasets.multimodal_media import SpecAugment
 from ..datasets.specials import SpecialIds
 from ..zoo.config import ModelConfig, TextConfig
 from .base import Loss, Objective, register_objective

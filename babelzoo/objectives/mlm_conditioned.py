@@ -15,7 +15,8 @@ from typing import Any, Mapping, Optional, Sequence
 import torch
 from torch import nn
 
-from ..datasets.multimodal import SpecAugment, collate_multimodal
+from ..datasets.multimodal import collate_multimodal
+from ..datasets.multimodal_media import SpecAugment
 from ..datasets.specials import SpecialIds
 from .base import Loss, register_objective
 from .batching import unwrap

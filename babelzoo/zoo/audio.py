@@ -1,7 +1,7 @@
 """Speech tower: log-mel filterbank frames → strided 1-D convolutions → tokens.
 
 The features themselves (80-bin fbank, utterance CMVN, SpecAugment) are computed in the data
-pipeline (:mod:`babelzoo.datasets.multimodal`); the model only subsamples them. The subsampler
+pipeline (:mod:`babelzoo.datasets.multimodal_media`); the model only subsamples them. The subsampler
 follows the speech embedding of TencentPretrain / fairseq S2T (Wang et al. 2020, "fairseq S2T:
 Fast Speech-to-Text Modeling with fairseq"): ``conv_layers`` Conv1d layers of stride
 ``conv_stride`` over time, each followed by a GLU, so 10 ms frames become 40 ms tokens with the

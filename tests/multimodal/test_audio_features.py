@@ -8,8 +8,8 @@ import pytest
 import soundfile
 import torch
 
-from babelzoo.datasets.multimodal import (SpecAugment, fbank_features, read_audio, speech_features,
-                                          utterance_cmvn)
+from babelzoo.datasets.multimodal_media import (SpecAugment, fbank_features, read_audio, speech_features,
+                                                utterance_cmvn)
 from babelzoo.zoo.audio import ConvSubsampler
 from babelzoo.zoo.config import AudioConfig
 

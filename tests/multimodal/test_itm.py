@@ -80,3 +80,40 @@ def test_dual_encoders_are_refused():
     itm = ITM(SPECIALS, model.config)
     with pytest.raises(ValueError, match="ITM needs a joint encoder"):
         itm(model, itm.prepare(examples(["a", "b"])))
+
+
+def test_the_objective_never_pairs_a_text_with_an_image_of_its_own_group():
+    model = babelzoo.create_model("vl_albef_tiny")
+    itm = ITM(SPECIALS, model.config)
+    groups = ["a", "a", "b", "b", "c", "d"]
+    batch = itm.prepare(examples(groups))
+    calls = []
+    hook = model.register_forward_hook(lambda m, args, kwargs, out: calls.append(kwargs), with_kwargs=True)
+    torch.manual_seed(0)
+    for _ in range(20):  # 20 draws of negatives
+        itm(model, batch)
+    hook.remove()
+    fused = [c for c in calls if not c.get("unimodal")]
+    assert len(fused) == 20
+    text_group = {tuple(row.tolist()): g for row, g in zip(batch["input_ids"], groups)}
+    image_group = {float(img.sum()): g for img, g in zip(batch["pixel_values"], groups)}
+    for call in fused:
+        pairs = [(text_group[tuple(t.tolist())], image_group[float(i.sum())])
+                 for t, i in zip(call["input_ids"], call["pixel_values"])]
+        assert pairs[:6] == list(zip(groups, groups))  # the B positive pairs first
+        assert len(pairs) == 18 and all(t != i for t, i in pairs[6:])  # then 2B negatives, none positive
+
+
+def test_speech_text_matching_with_padded_utterances():
+    model = babelzoo.create_model("speech_text_tiny")
+    itm = ITM(SPECIALS, model.config, spec_augment={"time_width": 10})
+    g = torch.Generator().manual_seed(0)
+    speech = [{"input_ids": torch.randint(5, 8000, (5,), generator=g).tolist(), "lang": "en", "group": grp,
+               "source": f"{i}.wav", "audio_features": torch.randn(40 + 10 * i, 80, generator=g)}
+              for i, grp in enumerate(["a", "b", "b", "c"])]
+    batch = itm.prepare(speech)
+    assert batch["audio_mask"].sum(dim=1).tolist() == [40, 50, 60, 70]
+    out = itm(model, batch)
+    assert out.metrics["itm_negatives"] == 8.0 and torch.isfinite(out.value)
+    out.value.backward()
+    assert itm.head.weight.grad is not None and model.frontend.convs[0].weight.grad is not None

