@@ -6,6 +6,7 @@
     babelzoo pretrain --config R     pre-train from a YAML recipe
     babelzoo convert ...             Hugging Face checkpoint import/export
     babelzoo eval ...                leaderboard tasks on a model
+    babelzoo kb info|link|train-kge  knowledge bases: counts, entity linking, KG embeddings
 
 Each subcommand's implementation is imported only when it runs.
 """
@@ -23,6 +24,7 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "pretrain": ("babelzoo.train.cli", "pretrain_main", "pre-train from a YAML recipe"),
     "convert": ("babelzoo.zoo.convert.cli", "convert_main", "import/export Hugging Face checkpoints"),
     "eval": ("babelzoo.evaluation.cli", "eval_main", "run a leaderboard config (task × model matrix)"),
+    "kb": ("babelzoo.knowledge.cli", "kb_main", "knowledge bases: info, entity linking, KG embedding training"),
 }
 
 

@@ -37,7 +37,7 @@ SETTINGS = {
     "distmult": ({"dim": 256, "reciprocal": True},
                  dict(loss="1vsall", lr=0.003, batch_size=512, regularizer="n3", regularization_weight=0.005,
                       epochs=200)),
-    "complex": ({"dim": 128, "reciprocal": True},
+    "complex": ({"dim": 256, "reciprocal": True},
                 dict(loss="1vsall", lr=0.003, batch_size=512, regularizer="n3", regularization_weight=0.005,
                      epochs=200)),
     "rotate": ({"dim": 128, "gamma": 6.0},
@@ -82,8 +82,8 @@ def main() -> None:
                         help="training budget per model in CPU minutes (process time over all threads)")
     parser.add_argument("--epochs", type=int, default=None, help="override the epoch count (quick runs)")
     parser.add_argument("--eval-every", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", default=None)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default=None, help="results JSON; a Markdown table is written beside it (.md)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     kb = load_codex("s", root=args.data_dir)
@@ -99,13 +99,8 @@ def main() -> None:
         print(f"{name:9s} test MRR {t['mrr']:.4f} (paper {paper})  H@1 {t['hits@1']:.4f}  H@3 {t['hits@3']:.4f}  "
               f"H@10 {t['hits@10']:.4f}  head/tail MRR {t['head_mrr']:.4f}/{t['tail_mrr']:.4f}  "
               f"{result['wall_seconds']:.0f}s wall, {result['cpu_seconds']:.0f}s CPU", flush=True)
-    print("\n| model | test MRR | paper MRR | Hits@1 | Hits@3 | Hits@10 | CPU time |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results:
-        t = r["test"]
-        paper = f"{r['paper_test_mrr']:.3f}" if r["paper_test_mrr"] else "–"
-        print(f"| {r['model']} | {t['mrr']:.3f} | {paper} | {t['hits@1']:.3f} | {t['hits@3']:.3f} | "
-              f"{t['hits@10']:.3f} | {r['cpu_seconds'] / 60:.1f} min |")
+    table = markdown_table(results)
+    print("\n" + table)
     if args.out:
         report = {"benchmark": "codex-s link prediction",
                   "protocol": "filtered MRR, Hits@1/3/10; head and tail prediction averaged; ties count half; "
@@ -113,9 +108,38 @@ def main() -> None:
                   "machine": {"threads": args.threads, "processor": platform.processor() or platform.machine(),
                               "torch": torch.__version__},
                   "results": results}
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        out.with_suffix(".md").write_text(
+            "# CoDEx-S link prediction\n\n"
+            f"Test split, filtered ranking (head and tail averaged, ties count half), {len(data.test)} triples, "
+            f"{data.num_entities} entities. Model selection on valid MRR. CPU time is process time over "
+            f"{args.threads} thread(s), training budget {args.max_minutes:g} CPU minutes per model. Paper: Safavi & "
+            "Koutra (EMNLP 2020), Table 4 (LibKGE hyper-parameter search on GPU).\n\n"
+            + table + "\n\nSettings:\n\n" + "\n".join(
+                f"- {r['model']}: dim {r['dim']}, {json.dumps(r['model_kwargs'])}, loss {r['train']['loss']}, "
+                f"lr {r['train']['lr']}, batch {r['train']['batch_size']}"
+                + (f", {r['train']['negatives']} negatives" if r['train']['loss'] != "1vsall" else "")
+                + (f", {r['train']['regularizer']} {r['train']['regularization_weight']}"
+                   if r['train']['regularizer'] else "")
+                + (f", label smoothing {r['train']['label_smoothing']}" if r['train']['label_smoothing'] else "")
+                + f"; best epoch {r['best_epoch']} of {r['epochs_run']}"
+                for r in results) + "\n\nRegenerate: `python benchmarks/codex_link_prediction.py --data-dir "
+            "../shared/data/codex-s --threads 1 --out benchmarks/results/codex_link_prediction.json`\n",
+            encoding="utf-8")
 
+
+def markdown_table(results: list[dict]) -> str:
+    lines = ["| model | test MRR | paper MRR | Hits@1 | Hits@3 | Hits@10 | valid MRR | epochs | CPU time | wall time |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        t = r["test"]
+        paper = f"{r['paper_test_mrr']:.3f}" if r["paper_test_mrr"] else "–"
+        lines.append(f"| {r['model']} | {t['mrr']:.3f} | {paper} | {t['hits@1']:.3f} | {t['hits@3']:.3f} | "
+                     f"{t['hits@10']:.3f} | {r['valid_mrr']:.3f} | {r['epochs_run']} | "
+                     f"{r['cpu_seconds'] / 60:.1f} min | {r['wall_seconds'] / 60:.1f} min |")
+    return "\n".join(lines)
 
 if __name__ == "__main__":
     main()

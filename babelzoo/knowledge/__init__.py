@@ -21,7 +21,7 @@ _API = {
     "load_codex": "codex", "read_codex": "codex",
     "EntityLinker": "linker", "Mention": "linker", "normalize": "linker",
     "KGEModel": "kge", "TransE": "kge", "DistMult": "kge", "ComplEx": "kge", "RotatE": "kge",
-    "KGE_MODELS": "kge", "create_kge": "kge", "LinkPredictionData": "kge",
+    "KGE_MODELS": "kge", "create_kge": "kge", "LinkPredictionData": "kge", "save_kge": "kge", "load_kge": "kge",
     "KGETrainConfig": "link_prediction", "train_kge": "link_prediction", "evaluate": "link_prediction",
     "RetrievalMemory": "memory", "MemoryFormatError": "memory", "recall_at_k": "memory",
     "attach_knowledge": "fusion", "KnowledgeFusion": "fusion", "ErnieFeedForward": "fusion",

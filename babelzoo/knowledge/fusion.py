@@ -21,6 +21,7 @@ appear as ``ffn.entity_*``.
     entities = fusion.entity_ids(mentions, length=input_ids.shape[1])  # [B, L], 0 = no entity
     with fusion.bind(entities):
         out = model(input_ids)
+    out = model(input_ids, entities=entities)    # the same, through the model's forward
 """
 
 from __future__ import annotations
@@ -36,20 +37,40 @@ from .base import KBError
 
 
 class EntityStream:
-    """The entity stream of one forward pass, shared by the fusion layers: ``states`` [B, L, E]
-    (updated by each fusion layer) and ``mask`` [B, L] (True where a token carries an entity)."""
+    """The entity stream of one forward pass, shared by the fusion layers: ``inputs`` [B, L, E]
+    (the bound entities' embeddings), ``mask`` [B, L] (True where a token carries an entity) and
+    each fusion layer's entity output. Every fusion layer reads the output of the fusion layer
+    before it (the first reads ``inputs``), so a second forward pass within one ``bind`` starts
+    again from ``inputs`` and gives the same result."""
 
     def __init__(self) -> None:
-        self.states: Optional[torch.Tensor] = None
+        self.inputs: Optional[torch.Tensor] = None
         self.mask: Optional[torch.Tensor] = None
+        self.outputs: dict[int, torch.Tensor] = {}
+
+    @property
+    def states(self) -> Optional[torch.Tensor]:
+        """The last fusion layer's entity output of the latest forward pass (``inputs`` before one)."""
+        if self.inputs is None:
+            return None
+        return self.outputs[max(self.outputs)] if self.outputs else self.inputs
+
+    def read(self, source: Optional[int]) -> torch.Tensor:
+        if source is None:
+            return self.inputs
+        if source not in self.outputs:
+            raise RuntimeError(f"fusion layer {source} has not run in this pass: the fusion layers must run in order")
+        return self.outputs[source]
 
 
 class ErnieFeedForward(nn.Module):
     """A block's feed-forward turned into ERNIE's information fusion (module docstring)."""
 
     def __init__(self, ffn: nn.Module, entity_dim: int, num_entity_heads: int, stream: EntityStream,
-                 dropout: float = 0.1, eps: float = 1e-12, init_std: float = 0.02):
+                 dropout: float = 0.1, eps: float = 1e-12, init_std: float = 0.02,
+                 index: int = 0, source: Optional[int] = None):
         super().__init__()
+        self.index, self.source = index, source  # this layer, and the fusion layer whose entities it reads
         self.up, self.act, self.down = ffn.up, ffn.act, ffn.down  # W̃_t, b̃, σ, W_t, b_t: pre-trained
         inner = ffn.up.out_features
         self.entity_attention = SelfAttention(entity_dim, num_entity_heads, dropout)
@@ -66,9 +87,9 @@ class ErnieFeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         stream = self.stream
-        if stream.states is None:
+        if stream.inputs is None:
             return self.down(self.act(self.up(x)))
-        e, has = stream.states, stream.mask
+        e, has = stream.read(self.source), stream.mask
         if e.shape[:2] != x.shape[:2]:
             raise ValueError(f"entities are aligned to {tuple(e.shape[:2])} tokens, but the batch has "
                              f"{tuple(x.shape[:2])}; give one entity index per input token")
@@ -78,7 +99,7 @@ class ErnieFeedForward(nn.Module):
         e_tilde = self.entity_attention_norm(e + self.dropout(self.entity_attention(e, visible)))
         h = self.act(self.up(x) + self.entity_up(e_tilde) * has[..., None].to(x.dtype))
         e_out = self.entity_norm(e_tilde + self.dropout(self.entity_down(h)))
-        stream.states = torch.where(has[..., None], e_out, e)
+        stream.outputs[self.index] = torch.where(has[..., None], e_out, e)
         return self.down(h)
 
 
@@ -105,11 +126,13 @@ class KnowledgeFusion(nn.Module):
         nn.init.normal_(self.entity_embeddings.weight, std=text.init_std)
         with torch.no_grad():
             self.entity_embeddings.weight[0] = 0.0
-        for i in config.fusion_layers:
+        source = None
+        for i in sorted(set(config.fusion_layers)):
             block = layers[i]
             if not isinstance(block.ffn, ErnieFeedForward):
                 block.ffn = ErnieFeedForward(block.ffn, config.entity_dim, heads, self.stream, text.dropout,
-                                             text.layer_norm_eps, text.init_std)
+                                             text.layer_norm_eps, text.init_std, index=i, source=source)
+            source = i
         self.kb = None
         self.entity_index: dict[str, int] = {}
         self.memory = None
@@ -127,13 +150,13 @@ class KnowledgeFusion(nn.Module):
             bad = int(entities.max()) if int(entities.min()) >= 0 else int(entities.min())
             raise ValueError(f"entity index {bad} out of range: the entity table has "
                              f"{self.config.entity_vocab_size} rows (0 = no entity)")
-        self.stream.mask = entities > 0
-        self.stream.states = self.entity_embeddings(entities)
+        stream = self.stream
+        outer = (stream.inputs, stream.mask, stream.outputs)  # a bind around this one (nested calls)
+        stream.mask, stream.inputs, stream.outputs = entities > 0, self.entity_embeddings(entities), {}
         try:
-            yield self.stream
+            yield stream
         finally:
-            self.stream.states = None
-            self.stream.mask = None
+            stream.inputs, stream.mask, stream.outputs = outer
 
     # --- linking -------------------------------------------------------------------------------
     @property

@@ -169,6 +169,11 @@ class GraphKB:
     def languages(self) -> list[str]:
         return sorted(self._names)
 
+    def label_counts(self) -> dict[str, tuple[int, int]]:
+        """Language → (entities named in it, names in it)."""
+        return {lang: (len(table), sum(len(names) for names in table.values()))
+                for lang, table in sorted(self._names.items())}
+
     def entity_type(self, entity: str) -> Optional[str]:
         return self.graph.nodes[entity].get("type") if entity in self.graph else None
 

@@ -17,8 +17,10 @@ as tails of the inverse: score_heads(r, t) = score_tails(t, r⁻¹).
 from __future__ import annotations
 
 import abc
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
@@ -90,6 +92,10 @@ class KGEModel(nn.Module, abc.ABC):
     def relation_width(self, entity_width: int) -> int:
         return entity_width
 
+    def hyperparameters(self) -> dict:
+        """The constructor's keyword arguments beyond the sizes (what :func:`load_kge` needs)."""
+        return {"reciprocal": self.reciprocal}
+
     def reset_parameters(self) -> None:
         nn.init.xavier_normal_(self.entity.weight)
         nn.init.xavier_normal_(self.relation.weight)
@@ -157,6 +163,9 @@ class TransE(KGEModel):
         self.p, self.gamma = p, gamma
         super().__init__(num_entities, num_relations, dim, reciprocal)
 
+    def hyperparameters(self) -> dict:
+        return {**super().hyperparameters(), "p": self.p, "gamma": self.gamma}
+
     def _score(self, h, r, t):
         return self.gamma - torch.linalg.vector_norm(h + r - t, ord=self.p, dim=-1)
 
@@ -215,8 +224,11 @@ class RotatE(KGEModel):
 
     def __init__(self, num_entities: int, num_relations: int, dim: int, reciprocal: bool = False,
                  gamma: float = 9.0, epsilon: float = 2.0, chunk: int = 64):
-        self.gamma, self.range, self.chunk = gamma, (gamma + epsilon) / dim, chunk
+        self.gamma, self.epsilon, self.range, self.chunk = gamma, epsilon, (gamma + epsilon) / dim, chunk
         super().__init__(num_entities, num_relations, dim, reciprocal)
+
+    def hyperparameters(self) -> dict:
+        return {**super().hyperparameters(), "gamma": self.gamma, "epsilon": self.epsilon}
 
     def relation_width(self, entity_width: int) -> int:
         return entity_width // 2  # one phase per complex dimension
@@ -259,3 +271,47 @@ class RotatE(KGEModel):
 def create_kge(name: str, num_entities: int, num_relations: int, dim: int, **kwargs) -> KGEModel:
     """Build a registered KG embedding model: ``create_kge("rotate", n_e, n_r, 500, gamma=9.0)``."""
     return KGE_MODELS.get(name)(num_entities, num_relations, dim, **kwargs)
+
+
+KGE_FILE, KGE_CONFIG = "kge.safetensors", "kge.json"
+
+
+def save_kge(model: KGEModel, entities: Sequence[str], relations: Sequence[str], directory, **extra) -> Path:
+    """Write ``kge.safetensors`` (the entity and relation tables) and ``kge.json`` (model name,
+    sizes, hyper-parameters, the entity and relation ids in table order, and ``extra``, e.g.
+    metrics) into ``directory``."""
+    from ..zoo.pretrained import save_weights
+
+    if len(entities) != model.num_entities or len(relations) != model.num_base_relations:
+        raise KBError(f"{len(entities)} entities and {len(relations)} relations given for a model with "
+                      f"{model.num_entities} and {model.num_base_relations}")
+    name = next(n for n in KGE_MODELS.list() if KGE_MODELS.get(n) is type(model))
+    directory = Path(directory)
+    save_weights({k: v.detach().contiguous() for k, v in model.state_dict().items()}, directory / KGE_FILE)
+    config = {"model": name, "dim": model.dim, "hyperparameters": model.hyperparameters(),
+              "entities": list(entities), "relations": list(relations), **extra}
+    (directory / KGE_CONFIG).write_text(json.dumps(config, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return directory
+
+
+def load_kge(directory) -> tuple[KGEModel, list[str], list[str]]:
+    """Read what :func:`save_kge` wrote: (model, entity ids, relation ids). The model's rows
+    follow the id lists, so ``attach_knowledge(model, kb, entity_embeddings=kge)`` needs a KB
+    whose ``entities()`` come in the same order."""
+    from ..zoo.pretrained import load_state_strict, read_weights
+
+    directory = Path(directory)
+    path = directory / KGE_CONFIG
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise KBError(f"{path}: missing (a KG embedding folder has {KGE_CONFIG} and {KGE_FILE})") from None
+    except json.JSONDecodeError as err:
+        raise KBError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    for key in ("model", "dim", "hyperparameters", "entities", "relations"):
+        if key not in config:
+            raise KBError(f"{path}: missing field {key!r}")
+    model = create_kge(config["model"], len(config["entities"]), len(config["relations"]), config["dim"],
+                       **config["hyperparameters"])
+    load_state_strict(model, read_weights(directory / KGE_FILE), str(directory / KGE_FILE))
+    return model, list(config["entities"]), list(config["relations"])

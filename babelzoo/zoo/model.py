@@ -46,6 +46,33 @@ class BabelModel(nn.Module):
                                 text.layer_norm_eps) if text.mlm_head else None)
         self.apply(self._init_weights)
         self.tie_weights()
+        self.knowledge = None
+        if config.knowledge is not None and config.knowledge.fusion == "ernie":
+            self._build_knowledge(config.knowledge)
+
+    def _build_knowledge(self, knowledge) -> None:
+        """ERNIE fusion layers and the entity table from the config's knowledge part, built after
+        the base weights so that a model has the same base weights with or without knowledge.
+        Empty ``fusion_layers`` means the upper half of the encoder (ERNIE's K-encoder); the
+        config then records the layers chosen."""
+        from ..knowledge.fusion import KnowledgeFusion
+
+        if not knowledge.fusion_layers:
+            layers = self.config.text.num_layers
+            knowledge = knowledge.replace(fusion_layers=tuple(range(layers // 2, layers)))
+            self.config = self.config.override(knowledge=knowledge)
+        self.knowledge = KnowledgeFusion(self, knowledge)
+
+    def attach_knowledge(self, kb, memory=None, **kwargs):
+        """Attach a knowledge base (and optionally a retrieval memory) and add ERNIE fusion:
+        see :func:`babelzoo.knowledge.fusion.attach_knowledge` for the keyword arguments
+        (``entity_embeddings``, ``fusion_layers``, ``entity_dim``, ``freeze_entities``,
+        ``languages``). Afterwards ``model(input_ids, entities=...)`` fuses entity indices
+        aligned with the tokens (``model.knowledge.link(...)`` makes them). Returns
+        ``model.knowledge``."""
+        from ..knowledge.fusion import attach_knowledge
+
+        return attach_knowledge(self, kb, memory, **kwargs)
 
     # --- weights -------------------------------------------------------------------------------
     def _init_weights(self, module: nn.Module) -> None:
@@ -113,8 +140,16 @@ class BabelModel(nn.Module):
                              "it cannot be combined with output_hidden_states")
         if attention_mask is None and input_ids is not None:
             attention_mask = input_ids.ne(self.config.text.pad_token_id).long()
+        if entities is not None and self.knowledge is None:
+            raise ValueError(f"entities given, but model {self.config.architecture!r} has no fusion layers "
+                             f"(knowledge fusion={self.config.knowledge.fusion!r}); use attach_knowledge")
         x = self.embeddings(input_ids, position_ids, segment_ids, language_ids, inputs_embeds)
-        hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states, output_positions)
+        if entities is not None:
+            with self.knowledge.bind(entities):
+                hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states,
+                                              output_positions)
+        else:
+            hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states, output_positions)
         pooled = self.pooler(hidden) if self.pooler is not None and output_positions is None else None
         return EncoderOutput(hidden, states, pooled, attention_mask)
 

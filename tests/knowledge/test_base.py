@@ -165,19 +165,27 @@ def test_registry_and_entry_point_discovery(tmp_path, monkeypatch):
     dist = tmp_path / "toy_kb_plugin-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-kb-plugin\nVersion: 1.0\n", encoding="utf-8")
-    (dist / "entry_points.txt").write_text("[babelzoo.knowledge_bases]\ntoy-chain = toy_kb_plugin:build\n",
-                                           encoding="utf-8")
+    (dist / "entry_points.txt").write_text("[babelzoo.knowledge_bases]\ntoy-chain = toy_kb_plugin:build\n"
+                                           "toy-broken = toy_kb_missing:build\n"
+                                           "cldr = toy_kb_plugin:build\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        assert "toy-chain" in discover_entry_points(refresh=True)
+        assert sorted(discover_entry_points(refresh=True)) == ["toy-broken", "toy-chain"]
         assert "toy-chain" in list_kbs("toy*")
+        assert "toy_kb_plugin" not in sys.modules  # listing does not import the plug-in
         kb = load_kb("toy-chain", size=3)
         assert [t.head for t in kb.triples()] == ["e0", "e1", "e2"]
         assert "toy_kb_plugin" in sys.modules  # imported only when built
+        with pytest.raises(KBError, match=r"'toy-broken' \(entry point 'toy_kb_missing:build' in group "
+                                          r"'babelzoo.knowledge_bases'\) failed to load: No module named"):
+            load_kb("toy-broken")
+        assert KNOWLEDGE_BASES.get("cldr").__module__ == "babelzoo.knowledge.base"  # a built-in keeps its name
     finally:
+        monkeypatch.undo()  # the plug-in leaves sys.path before the registry is refreshed
         KNOWLEDGE_BASES._entries.pop("toy-chain", None)
+        KNOWLEDGE_BASES._entries.pop("toy-broken", None)
         sys.modules.pop("toy_kb_plugin", None)
-        discover_entry_points(refresh=True)
+        assert "toy-chain" not in discover_entry_points(refresh=True)
 
 
 def test_register_in_code_and_unknown_name(tmp_path):

@@ -183,3 +183,59 @@ def test_knowledge_survives_save_and_load(tmp_path):
     assert loaded.config.knowledge == model.config.knowledge
     loaded.attach_knowledge(kb)  # binds the KB; the weights came from the checkpoint
     assert torch.allclose(loaded(ids, entities=entities).last_hidden, expected, atol=1e-6)
+
+
+def test_model_builds_fusion_from_its_config():
+    from babelzoo.zoo.config import KnowledgeConfig
+
+    text = TextConfig(vocab_size=50, hidden_size=32, num_layers=4, num_heads=4, intermediate_size=64,
+                      max_positions=32, dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(0)
+    plain = BabelModel(ModelConfig(text=text)).eval()
+    torch.manual_seed(0)
+    model = BabelModel(ModelConfig(text=text, knowledge=KnowledgeConfig(entity_vocab_size=6, entity_dim=8))).eval()
+    # empty fusion_layers: the upper half, recorded in the config
+    assert model.config.knowledge.fusion_layers == (2, 3)
+    assert [isinstance(block.ffn, ErnieFeedForward) for block in model.encoder.layers] == [False, False, True, True]
+    assert model.knowledge.entity_embeddings.weight.shape == (6, 8)
+    # the base weights do not depend on the knowledge part
+    base = {k: v for k, v in model.state_dict().items() if "entity" not in k and not k.startswith("knowledge.")}
+    assert all(torch.equal(v, plain.state_dict()[k]) for k, v in base.items()) and len(base) == len(plain.state_dict())
+    ids = torch.randint(1, 50, (2, 5))
+    entities = torch.tensor([[0, 2, 0, 0, 5], [1, 0, 0, 0, 0]])
+    fused = model(ids, entities=entities).last_hidden
+    with model.knowledge.bind(entities):
+        assert torch.equal(model(ids).last_hidden, fused)  # forward(entities=...) is bind() + forward
+    assert model.knowledge.stream.states is None
+    assert not torch.allclose(fused, model(ids).last_hidden, atol=1e-4)  # the entities change the output
+    assert torch.allclose(model(ids).last_hidden, plain(ids).last_hidden, atol=1e-6)  # no entities: the base model
+    with pytest.raises(ValueError, match="entity index 6 out of range"):
+        model(ids, entities=torch.full((2, 5), 6))
+    with pytest.raises(ValueError, match=r"aligned to \(2, 3\) tokens, but the batch has \(2, 5\)"):
+        model(ids, entities=entities[:, :3])
+
+
+def test_model_without_fusion_layers_rejects_entities():
+    from babelzoo.zoo.config import KnowledgeConfig
+
+    text = TextConfig(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64)
+    ids = torch.randint(1, 50, (1, 4))
+    with pytest.raises(ValueError, match="has no knowledge part"):
+        BabelModel(ModelConfig(text=text))(ids, entities=torch.zeros(1, 4, dtype=torch.long))
+    model = BabelModel(ModelConfig(text=text, knowledge=KnowledgeConfig(fusion="none")))
+    assert model.knowledge is None
+    with pytest.raises(ValueError, match="has no fusion layers \\(knowledge fusion='none'\\)"):
+        model(ids, entities=torch.zeros(1, 4, dtype=torch.long))
+
+
+def test_nested_bind_restores_the_outer_entities():
+    model = _model()
+    fusion = model.attach_knowledge(_kb(), entity_embeddings=torch.randn(5, 12), fusion_layers=(2,))
+    ids = torch.randint(1, 50, (1, 4))
+    outer, inner = torch.tensor([[1, 0, 0, 2]]), torch.tensor([[0, 3, 0, 0]])
+    with fusion.bind(outer):
+        expected = model(ids).last_hidden
+        assert torch.equal(model(ids, entities=inner).last_hidden, model(ids, entities=inner).last_hidden)
+        assert torch.equal(model(ids).last_hidden, expected)
+        assert torch.equal(fusion.stream.mask, outer > 0)
+    assert fusion.stream.states is None and fusion.stream.mask is None

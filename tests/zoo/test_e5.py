@@ -343,3 +343,35 @@ def test_text_tower_of_a_fusion_model(model):
     assert image_embeds.shape == (2, fused.config.fusion.projection_dim) == (2, text_embeds.shape[1])
     with pytest.raises(ValueError, match="for fusion models"):
         babelzoo.create_model("xlmr_tiny", text_tower=model)
+
+
+def test_encoder_for_the_knowledge_modules():
+    """ERNIE fusion on e5: a fresh copy takes a knowledge base, entities linked in real text
+    flow into the fusion layers, and without entities the outputs are e5's exactly."""
+    from babelzoo.knowledge import GraphKB
+
+    kb = GraphKB("test")
+    for entity, labels in {"territory:JP": {"en": "Japan", "fr": "Japon"},
+                           "currency:JPY": {"en": "yen", "fr": "yen"}}.items():
+        for lang, name in labels.items():
+            kb.add_label(entity, lang, name)
+    kb.add_triple("territory:JP", "uses_currency", "currency:JPY")
+    model = babelzoo.create_model("multilingual_e5_small", pretrained=True).eval()
+    tok = model.tokenizer
+    ids = torch.tensor([tok.encode("query: Le Japon utilise le yen.")])
+    with torch.no_grad():
+        before = model(ids).last_hidden
+    fusion = model.attach_knowledge(kb, entity_embeddings=torch.randn(2, 32), fusion_layers=(10, 11))
+    pieces = tok.convert_ids_to_tokens(ids[0].tolist())
+    words = "query: Le Japon utilise le yen.".replace(".", " .").split()
+    mentions = fusion.linker([words], "fr")
+    assert [m.entity for m in mentions[0]] == ["territory:JP", "currency:JPY"], (mentions, pieces)
+    entities = torch.zeros_like(ids)
+    # ERNIE aligns an entity with its mention's first token.
+    entities[0, pieces.index("▁Japon")] = fusion.entity_index["territory:JP"]
+    entities[0, pieces.index("▁yen")] = fusion.entity_index["currency:JPY"]
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids).last_hidden, before)
+        fused = model(ids, entities=entities).last_hidden
+    assert not torch.allclose(fused, before, atol=1e-3)
+    assert model.config.knowledge.fusion_layers == (10, 11)

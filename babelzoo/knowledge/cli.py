@@ -1,0 +1,223 @@
+"""``babelzoo kb``: inspect knowledge bases, link text, train KG embeddings.
+
+    babelzoo kb info cldr                              # counts, entity types, relations, languages
+    babelzoo kb info path/to/folder --top 10
+    babelzoo kb link --kb cldr --lang fr "Le Japon utilise le yen."
+    babelzoo kb link --kb cldr --lang ja --tokens 日本 の 通貨 は 円
+    babelzoo kb train-kge --data ../shared/data/codex-s --model complex --dim 256 --out kge/
+
+A knowledge base is a registered name (``cldr``, ``codex-s``, an installed plug-in: see
+``babelzoo.knowledge.base``) or a file or folder in one of the layouts of
+:mod:`babelzoo.knowledge.graph`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from typing import Optional, Sequence
+
+from .base import KBError
+
+
+def _load(name: str):
+    from ..registry import RegistryError
+    from .base import load_kb
+
+    try:
+        return load_kb(name)
+    except (KBError, RegistryError) as err:
+        raise SystemExit(f"babelzoo kb: {err}") from None
+
+
+def language_counts(kb) -> Optional[dict[str, tuple[int, int]]]:
+    """Language → (entities with a name in it, names in it); None when the backend cannot list
+    its languages."""
+    if hasattr(kb, "label_counts"):
+        return kb.label_counts()
+    if not hasattr(kb, "languages"):
+        return None
+    out = {}
+    entities = kb.entities()
+    for lang in kb.languages():
+        named = [len(kb.labels(e, lang)) for e in entities]
+        out[lang] = (sum(1 for n in named if n), sum(named))
+    return out
+
+
+def info(kb, top: int = 25, out=None) -> None:
+    """Print counts of entities, relations and triples; entity types; triples per relation;
+    splits; languages with their numbers of named entities and names (the ``top`` largest,
+    0 = all)."""
+    out = out or sys.stdout
+    entities, relations, triples = kb.entities(), kb.relations(), kb.triples()
+    name = getattr(kb, "name", type(kb).__name__)
+    print(f"{name}: {len(entities):,} entities, {len(relations):,} relations, {len(triples):,} triples", file=out)
+    if hasattr(kb, "entity_type"):
+        types = Counter(kb.entity_type(e) or "(untyped)" for e in entities)
+        print("entity types: " + ", ".join(f"{t} {n:,}" for t, n in types.most_common()), file=out)
+    per_relation = Counter(t.relation for t in triples)
+    print("triples per relation: " + ", ".join(f"{r} {per_relation[r]:,}" for r in relations), file=out)
+    splits = getattr(kb, "splits", None)
+    if splits:
+        print("splits: " + ", ".join(f"{s} {len(v):,}" for s, v in splits.items()), file=out)
+    counts = language_counts(kb)
+    if counts is None:
+        print("languages: not listed by this backend", file=out)
+        return
+    ranked = sorted(counts.items(), key=lambda item: (-item[1][0], item[0]))
+    shown = ranked if top <= 0 else ranked[:top]
+    more = f" ({len(ranked) - len(shown)} more: --top 0 lists all)" if len(shown) < len(ranked) else ""
+    print(f"languages: {len(ranked)}{more}", file=out)
+    print(f"  {'language':10s} {'entities':>9s} {'names':>9s}", file=out)
+    for lang, (named, names) in shown:
+        print(f"  {lang:10s} {named:9,d} {names:9,d}", file=out)
+
+
+def link(kb, texts: Sequence[str], lang: Optional[str], tokens: bool = False, as_json: bool = False,
+         out=None) -> int:
+    """Link ``texts`` (or, with ``tokens``, the one tokenised sentence ``texts``) and print each
+    mention: span, text, entity id, its label in ``lang`` and in English, other candidates.
+    Returns the number of mentions."""
+    from .linker import EntityLinker
+
+    out = out or sys.stdout
+    linker = EntityLinker.from_kb(kb, None if lang is None else [lang])
+    batch = [list(texts)] if tokens else list(texts)
+    found = 0
+    for item, mentions in zip(batch, linker(batch, lang)):
+        found += len(mentions)
+        text = " ".join(item) if tokens else item
+        if as_json:
+            print(json.dumps({"text": text, "mentions": [
+                {"start": m.start, "end": m.end, "text": m.text, "entity": m.entity,
+                 "label": _label(kb, m.entity, lang), "candidates": list(m.candidates)} for m in mentions]},
+                ensure_ascii=False), file=out)
+            continue
+        print(text, file=out)
+        if not mentions:
+            print("  (no mention)", file=out)
+        for m in mentions:
+            labels = _label(kb, m.entity, lang)
+            english = _label(kb, m.entity, "en")
+            shown = labels if english == labels else f"{labels} / {english}"
+            others = ""
+            if len(m.candidates) > 1:
+                more = ", ..." if len(m.candidates) > 4 else ""
+                others = f"  (+{len(m.candidates) - 1}: {', '.join(m.candidates[1:4])}{more})"
+            print(f"  {m.start}-{m.end}\t{m.text}\t{m.entity}\t{shown}{others}", file=out)
+    return found
+
+
+def _label(kb, entity: str, lang: Optional[str]) -> str:
+    if hasattr(kb, "label"):
+        return kb.label(entity, lang or "en")
+    names = kb.labels(entity, lang) or kb.labels(entity, "en") or kb.labels(entity)
+    return names[0] if names else entity
+
+
+def train_kge_main(args: argparse.Namespace, out=None) -> dict:
+    """Train a KG embedding model on a knowledge base with train/valid/test splits, report
+    filtered test metrics and (``--out``) save it with :func:`babelzoo.knowledge.kge.save_kge`."""
+    import time
+
+    import torch
+
+    from .kge import LinkPredictionData, create_kge, save_kge
+    from .link_prediction import KGETrainConfig, evaluate, train_kge
+
+    out = out or sys.stdout
+    kb = _load(args.data)
+    data = LinkPredictionData.from_kb(kb)
+    if not len(data.valid) or not len(data.test):
+        raise SystemExit(f"babelzoo kb train-kge: {args.data} has no valid/test split (train.*, valid.*, test.* "
+                         f"files, CoDEx or OpenKE layouts): link prediction needs them for model selection and "
+                         f"evaluation")
+    print(f"{args.data}: {data.num_entities:,} entities, {data.num_relations} relations, "
+          f"{len(data.train):,}/{len(data.valid):,}/{len(data.test):,} train/valid/test triples", file=out)
+    kwargs = {"reciprocal": args.reciprocal}
+    if args.gamma is not None:
+        kwargs["gamma"] = args.gamma
+    try:
+        config = KGETrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, loss=args.loss,
+                                negatives=args.negatives, label_smoothing=args.label_smoothing,
+                                regularizer=args.regularizer, regularization_weight=args.regularization_weight,
+                                eval_every=args.eval_every, patience=args.patience, seed=args.seed,
+                                max_seconds=None if args.max_minutes is None else args.max_minutes * 60, clock="cpu")
+        torch.manual_seed(args.seed)
+        model = create_kge(args.model, data.num_entities, data.num_relations, args.dim, **kwargs)
+    except (KBError, TypeError) as err:
+        raise SystemExit(f"babelzoo kb train-kge: {err}") from None
+
+    def log(row: dict) -> None:
+        print(f"  epoch {row['epoch']:4d}  loss {row['loss']:.4f}  valid MRR {row['mrr']:.4f}  "
+              f"Hits@10 {row['hits@10']:.4f}  {row['seconds']:.0f} CPU s", file=out, flush=True)
+
+    start = time.process_time()
+    summary = train_kge(model, data, config, log=log)
+    test = evaluate(model, data, "test")
+    print(f"{args.model}: best epoch {summary['best_epoch']} (valid MRR {summary['valid']['mrr']:.4f}); test "
+          f"filtered MRR {test['mrr']:.4f}, Hits@1 {test['hits@1']:.4f}, Hits@3 {test['hits@3']:.4f}, "
+          f"Hits@10 {test['hits@10']:.4f}; {time.process_time() - start:.0f} CPU s", file=out)
+    if args.out:
+        save_kge(model, data.entities, data.relations, args.out, data=str(args.data), train=vars(config),
+                 best_epoch=summary["best_epoch"], valid={k: round(v, 4) for k, v in summary["valid"].items()},
+                 test={k: round(v, 4) for k, v in test.items()})
+        print(f"saved to {args.out}", file=out)
+    return {"summary": summary, "test": test}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .kge import KGE_MODELS
+    from .link_prediction import LOSSES
+
+    parser = argparse.ArgumentParser(prog="babelzoo kb", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = sub.add_parser("info", help="counts, entity types, relations and languages of a knowledge base")
+    p.add_argument("kb", metavar="PATH_OR_NAME")
+    p.add_argument("--top", type=int, default=25, help="languages to list, largest first (0 = all)")
+    p = sub.add_parser("link", help="link mentions in text to entities")
+    p.add_argument("--kb", required=True, metavar="PATH_OR_NAME")
+    p.add_argument("--lang", default=None, help="language of the text (default: names of every language)")
+    p.add_argument("--tokens", action="store_true", help="the arguments are the tokens of one sentence")
+    p.add_argument("--json", action="store_true", help="one JSON object per text")
+    p.add_argument("text", nargs="+")
+    p = sub.add_parser("train-kge", help="train a KG embedding model and report filtered link prediction")
+    p.add_argument("--data", required=True, metavar="PATH_OR_NAME", help="a KB with train/valid/test splits")
+    p.add_argument("--model", required=True, choices=KGE_MODELS.list())
+    p.add_argument("--dim", type=int, default=128, help="embedding size (complex models: complex dimensions)")
+    p.add_argument("--epochs", type=int, default=100)
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--loss", choices=LOSSES, default="1vsall")
+    p.add_argument("--negatives", type=int, default=64, help="negatives per triple (sampling losses)")
+    p.add_argument("--label-smoothing", type=float, default=0.0)
+    p.add_argument("--regularizer", choices=("l2", "n3"), default=None)
+    p.add_argument("--regularization-weight", type=float, default=0.0)
+    p.add_argument("--reciprocal", action=argparse.BooleanOptionalAction, default=True,
+                   help="inverse relations for head prediction (Lacroix et al., 2018)")
+    p.add_argument("--gamma", type=float, default=None, help="margin of TransE/RotatE scores")
+    p.add_argument("--eval-every", type=int, default=5)
+    p.add_argument("--patience", type=int, default=4)
+    p.add_argument("--max-minutes", type=float, default=None, help="training budget in CPU minutes")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="folder for kge.safetensors + kge.json")
+    return parser
+
+
+def kb_main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.action == "info":
+        info(_load(args.kb), args.top)
+        return 0
+    if args.action == "link":
+        link(_load(args.kb), args.text, args.lang, args.tokens, args.json)
+        return 0
+    train_kge_main(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(kb_main())
