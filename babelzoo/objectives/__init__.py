@@ -13,6 +13,7 @@ name                        objective
 ``rtd``                     replaced-token detection (ELECTRA)
 ``xlco``                    cross-lingual contrast (InfoXLM)
 ``translation_ranking``     additive-margin translation ranking (LaBSE)
+``dea`` / ``entity_mlm``    entity alignment (ERNIE) / entity-level masked LM (ERNIE 1.0), from :mod:`babelzoo.knowledge`
 ==========================  ===============================================================
 
 ``build_objective(name, specials, model.config, **options)`` instantiates one;

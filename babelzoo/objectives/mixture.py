@@ -15,6 +15,8 @@ A mixture's batch holds each objective's tensors under ``"<name>.<key>"``; its m
 
 from __future__ import annotations
 
+import importlib
+
 import inspect
 from typing import Any, Mapping, Optional, Sequence
 
@@ -28,10 +30,16 @@ from .base import OBJECTIVES, Loss, Objective
 MODES = ("sum", "sample")
 
 
+# Objectives that live with the knowledge modules, imported on first use.
+KNOWLEDGE_OBJECTIVES = {"dea": "babelzoo.knowledge.dea", "entity_mlm": "babelzoo.knowledge.entity_mlm"}
+
+
 def build_objective(name: str, specials: SpecialIds, config: TextConfig | ModelConfig | None = None,
                     **options: Any) -> Objective:
     """Instantiate a registered objective. Objectives that own heads sized by the model (CLWR,
     CLPC, SOP/NSP, RTD) need the model's ``config``; the others ignore it."""
+    if name in KNOWLEDGE_OBJECTIVES and name not in OBJECTIVES:
+        importlib.import_module(KNOWLEDGE_OBJECTIVES[name])  # registers it (kept lazy: no import cycle)
     cls = OBJECTIVES.get(name)
     params = inspect.signature(cls.__init__).parameters
     valid = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
