@@ -25,7 +25,7 @@ X→English. Multi30k ``test_2016_flickr``: en↔de/fr/cs. Accuracies of the oth
 (0 = embeddings) are kept in the JSON for reference only. A randomly initialised copy of the
 model is evaluated as a floor.
 
-    /work/heavy python benchmarks/xlingual_objectives.py --data-dir ../shared/data \\
+    python benchmarks/xlingual_objectives.py --data-dir ../shared/data \\
         --out benchmarks/results/xlingual_objectives.json
 """
 
