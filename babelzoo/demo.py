@@ -4,10 +4,14 @@
    a training part and a fixed held-out part (:mod:`babelzoo.datasets.embedded`);
 2. a sentencepiece tokenizer trained on the training part with α-smoothed language sampling;
 3. a tiny Unicoder-layout encoder pre-trained on the shared trainer with cross-lingual objectives
-   (MLM, TLM, CLWR, CLPC, XLCo), one objective sampled per step;
+   (MLM, TLM, CLWR, CLPC, XLCo) and knowledge objectives from the embedded CLDR knowledge base
+   (entity-level masked LM over its facts, verbalised in every demo language, and XLCo over its
+   English↔X entity names; the entities the evaluation holds out are left out), one objective
+   sampled per step;
 4. evaluation beside peers (multilingual USE, all-MiniLM-L6-v2, the same architecture with random
-   weights) on held-out sentence retrieval and CLDR lexicon induction, plus Tatoeba and Multi30k
-   when ``--data-dir`` is given; the leaderboard is printed and written with ``results.json``.
+   weights) on held-out sentence retrieval, CLDR lexicon induction and CLDR entity linking (both
+   on held-out entities), plus Tatoeba and Multi30k when ``--data-dir`` is given; the
+   leaderboard is printed and written with ``results.json``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from typing import Sequence
 DEMO_LANGS = ("en", "de", "fr", "es", "ru", "zh-CN", "ja", "ar")
 TATOEBA_OF = {"de": "deu", "fr": "fra", "es": "spa", "ru": "rus", "zh-CN": "cmn", "ja": "jpn", "ar": "ara"}
 BLI_OF = {"de": "de", "fr": "fr", "es": "es", "ru": "ru", "zh-CN": "zh-hans", "ja": "ja", "ar": "ar"}
+NAME_TYPES = ("territory", "language", "currency", "script")
+KB_LANG_OF = {"en": "en", "de": "de", "fr": "fr", "es": "es", "ru": "ru", "zh-CN": "zh", "ja": "ja", "ar": "ar"}
 
 
 def build_corpora(langs: Sequence[str]):
@@ -42,10 +48,26 @@ def build_corpora(langs: Sequence[str]):
     return mono, pairs
 
 
+def build_knowledge(langs: Sequence[str]):
+    """From the CLDR knowledge base, without the entities evaluation holds out: verbalised facts
+    in ``langs`` (for entity-level MLM) and English↔X entity names (a dictionary for XLCo)."""
+    from .datasets.text import ParallelCorpus, ReadReport
+    from .knowledge import load_kb
+    from .knowledge.facts import is_heldout_entity, kb_facts, kb_name_pairs
+
+    kb = load_kb("cldr")
+    kb_langs = {lang: KB_LANG_OF[lang] for lang in langs}
+    facts, report = kb_facts(kb, kb_langs, exclude=is_heldout_entity)
+    names = kb_name_pairs(kb, kb_langs, exclude=is_heldout_entity, types=NAME_TYPES)
+    source = ("CLDR names",)
+    pairs = [ParallelCorpus("en", lang, got, ReadReport(source, len(got), len(got))) for lang, got in names.items()]
+    return facts, report, pairs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="babelzoo demo", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="run folder (default runs/demo)")
-    parser.add_argument("--steps", type=int, default=600, help="optimizer steps (default 600)")
+    parser.add_argument("--steps", type=int, default=3000, help="optimizer steps (default 3000)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--data-dir", type=Path, default=os.environ.get("BABELZOO_DATA_DIR"),
                         help="standard sets (tatoeba/, multi30k/) to evaluate on as well")
@@ -57,11 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import shutil
 
-    import torch
-
+    from .datasets.text import MonolingualCorpus, ReadReport
     from .evaluation.encoders import BabelEncoder
     from .evaluation.leaderboard import ModelSpec, run_matrix, write_outputs
     from .evaluation.tasks import TaskContext
+    from .knowledge.facts import FactDataset
     from .objectives.mixture import Mixture
     from .train.cli import build_data, build_tokenizer
     from .train.config import TrainConfig
@@ -71,16 +93,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     if args.fresh and args.out.exists():
         shutil.rmtree(args.out)
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
     langs = DEMO_LANGS
     print(f"[1/4] corpora: Gramps translations, languages {', '.join(langs)}")
     mono, pairs = build_corpora(langs)
     for corpus in pairs:
         print(f"      en-{corpus.tgt_lang}: {len(corpus)} training pairs")
 
+    print("      knowledge: CLDR facts and entity names in the same languages (held-out entities left out)")
+    facts, fact_report, name_pairs = build_knowledge(langs)
+    print(f"      {fact_report}")
+    print(f"      names: {sum(len(c) for c in name_pairs)} English↔X entity-name pairs")
+
+    # XLCo pools and compares sentences the way the leaderboard does (mean of the last layer,
+    # cosine), so what it aligns is what is measured.
     objectives = {"mlm": {"weight": 1.0, "max_length": 48}, "tlm": {"weight": 1.0, "max_length": 96},
                   "clwr": {"weight": 0.5, "max_length": 48}, "clpc": {"weight": 0.5, "max_length": 96},
-                  "xlco": {"weight": 1.0, "max_length": 48}}
+                  "xlco": {"weight": 2.0, "max_length": 48, "pooling": "mean", "normalize": True,
+                           "temperature": 0.05, "symmetric": True},
+                  "entity_mlm": {"weight": 1.0, "max_length": 48},
+                  "xlco_names": {"objective": "xlco", "weight": 1.0, "max_length": 24, "pooling": "mean",
+                                 "normalize": True, "temperature": 0.05, "symmetric": True}}
     cfg = TrainConfig(model="unicoder_tiny", tokenizer={"vocab_size": 8000, "model_type": "unigram", "alpha": 0.3},
                       objectives=objectives, mixture="sample", output_dir=str(args.out / "train"),
                       max_steps=args.steps, batch_size=args.batch_size, optimizer="adamw", lr=1e-3,
@@ -88,12 +120,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                       checkpoint_every=max(100, args.steps // 3), keep_checkpoints=1, log_every=25,
                       tensorboard=False, seed=0)
     print("[2/4] tokenizer: sentencepiece unigram, 8000 pieces, α = 0.3")
-    tokenizer, fingerprint = build_tokenizer(cfg, [*mono, *pairs])
+    fact_texts = []
+    for lang in langs:
+        texts = [f.text for f in facts if f.lang == lang]
+        fact_texts.append(MonolingualCorpus(lang, texts, ReadReport(("CLDR facts",), len(texts), len(texts))))
+    tokenizer, fingerprint = build_tokenizer(cfg, [*mono, *pairs, *fact_texts, *name_pairs])
     specials = tokenizer.specials
-    corpora = {"mlm": mono, "tlm": pairs, "clwr": pairs, "clpc": pairs, "xlco": pairs}
+    corpora = {"mlm": mono, "tlm": pairs, "clwr": pairs, "clpc": pairs, "xlco": pairs, "xlco_names": name_pairs}
     data = build_data(cfg, tokenizer, fingerprint, corpora, {name: None for name in corpora})
+    data["entity_mlm"] = FactDataset(facts, tokenizer)
+    # No language embeddings: a sentence's vector should not depend on a language tag that
+    # retrieval may not know (Tatoeba's ISO 639-3 codes), and XLCo wants it language-agnostic.
     model = create_model("unicoder_tiny", vocab_size=specials.vocab_size, pad_token_id=specials.pad,
-                         num_languages=len(langs), max_positions=128)
+                         num_languages=0, max_positions=128)
     mixture = Mixture.from_spec(objectives, specials, model.config, mode="sample")
     print(f"[3/4] pre-training unicoder_tiny ({model.num_parameters():,} parameters) for {args.steps} steps "
           f"with {', '.join(objectives)}")
@@ -103,13 +142,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print("[4/4] evaluating beside peers")
     random_model = create_model("unicoder_tiny", vocab_size=specials.vocab_size, pad_token_id=specials.pad,
-                                num_languages=len(langs), max_positions=128)
+                                num_languages=0, max_positions=128)
     specs = [ModelSpec("babelzoo demo (unicoder_tiny)", kind="object",
                        encoder=BabelEncoder("babelzoo demo (unicoder_tiny)", model, tokenizer)),
              ModelSpec("random init (unicoder_tiny)", kind="object",
                        encoder=BabelEncoder("random init (unicoder_tiny)", random_model, tokenizer))]
     specs += [ModelSpec(peer, kind="peer", source=peer) for peer in args.peers]
-    tasks = ["gettext_retrieval", "bli_cldr"]
+    tasks = ["gettext_retrieval", "bli_cldr", "cldr_linking"]
     if args.data_dir:
         tasks += ["tatoeba", "multi30k"]
     languages = [*langs[1:], *BLI_OF.values(), *TATOEBA_OF.values()]

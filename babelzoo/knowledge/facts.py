@@ -110,6 +110,31 @@ def kb_facts(kb, languages: Mapping[str, str] | Sequence[str], exclude: Optional
     return facts, FactReport(counts, excluded, unlabelled)
 
 
+def kb_name_pairs(kb, languages: Mapping[str, str], source: str = "en",
+                  exclude: Optional[Callable[[str], bool]] = None,
+                  types: Optional[Sequence[str]] = None) -> dict[str, list[tuple[str, str]]]:
+    """Per target language, (name in ``source``, name in X) of every entity named in both: a
+    bilingual dictionary from the knowledge base (translation pairs for XLCo/TLM).
+    ``languages`` maps codes to the KB's label languages as in :func:`kb_facts`; ``exclude``
+    drops entities (e.g. held out); ``types`` keeps only those entity types. Identical names are
+    kept (``Japan``/``Japan`` teaches that a name may not change)."""
+    src = languages.get(source, source)
+    out: dict[str, list[tuple[str, str]]] = {lang: [] for lang in languages if lang != source}
+    for entity in kb.entities():
+        if exclude is not None and exclude(entity):
+            continue
+        if types is not None and kb.entity_type(entity) not in types:
+            continue
+        names = kb.labels(entity, src)
+        if not names:
+            continue
+        for lang in out:
+            other = kb.labels(entity, languages[lang])
+            if other:
+                out[lang].append((names[0], other[0]))
+    return out
+
+
 class EntityExample(NamedTuple):
     """Token ids (no special tokens), the [start, end) token spans of its entity mentions, and
     its language: an example of the ``entity_mlm`` objective."""

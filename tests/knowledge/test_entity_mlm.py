@@ -25,6 +25,8 @@ COUNTRIES = {  # code: (en, fr, currency code, currency en, currency fr)
 def _kb() -> GraphKB:
     kb = GraphKB("test")
     for code, (en, fr, cur, cur_en, cur_fr) in COUNTRIES.items():
+        kb.add_entity(f"territory:{code}", "territory")
+        kb.add_entity(f"currency:{cur}", "currency")
         kb.add_label(f"territory:{code}", "en", en)
         kb.add_label(f"territory:{code}", "fr", fr)
         kb.add_label(f"currency:{cur}", "en", cur_en)
@@ -144,3 +146,14 @@ def test_entity_mlm_learns_the_currency_of_each_country(tokenizer):
         right += logits.argmax(-1).tolist() == example.ids[t0:t1]
     assert loss.value.item() < 0.3 * first
     assert right >= 0.8 * len(tails), (right, len(tails))
+
+
+def test_name_pairs_are_a_dictionary_of_the_kept_entities():
+    from babelzoo.knowledge.facts import kb_name_pairs
+
+    pairs = kb_name_pairs(_kb(), {"en": "en", "fr": "fr"}, exclude={"territory:JP"}.__contains__)
+    assert set(pairs) == {"fr"} and len(pairs["fr"]) == 11  # 6 currencies + 5 territories (Antarctica has no fr)
+    assert ("Switzerland", "Suisse") in pairs["fr"] and ("Swiss franc", "franc suisse") in pairs["fr"]
+    assert ("Japan", "Japon") not in pairs["fr"]
+    only = kb_name_pairs(_kb(), {"en": "en", "fr": "fr"}, types=["currency"])["fr"]
+    assert sorted(only)[0] == ("Brazilian real", "réal brésilien") and len(only) == 6
