@@ -170,7 +170,8 @@ def test_offset_positions_still_get_the_exact_check_when_the_shape_is_too_long()
     model = tiny(max_positions=8, position_offset=2, pad_token_id=0)
     fits = torch.tensor([[7] * 8 + [0] * 2])  # 10 columns, 8 real tokens: positions 2..9 < 10
     assert model.embeddings(fits).shape == (1, 10, 32)
-    with pytest.raises(ValueError, match="position id 10 is out of range"):
+    # The ninth real token is position 8 counted from 0 (row 10 of the offset table).
+    with pytest.raises(ValueError, match="position id 8 is out of range: this model has max_positions=8"):
         model.embeddings(torch.tensor([[7] * 9]))
 
 
