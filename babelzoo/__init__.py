@@ -11,7 +11,8 @@ Attributes load on first use, so ``import babelzoo`` stays fast.
 
 from __future__ import annotations
 
-import importlib
+from ._lazy import lazy_getattr
+
 
 __version__ = "0.1.0"
 
@@ -48,13 +49,7 @@ _API = {
 __all__ = ["__version__", *_API]
 
 
-def __getattr__(name: str):
-    module = _API.get(name)
-    if module is None:
-        raise AttributeError(f"module 'babelzoo' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _API, relative=False)
 
 
 def __dir__() -> list[str]:

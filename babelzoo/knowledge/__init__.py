@@ -10,7 +10,8 @@ Names load on first use, so importing this package loads neither networkx, babel
 
 from __future__ import annotations
 
-import importlib
+from .._lazy import lazy_getattr
+
 
 _API = {
     "KnowledgeBase": "base", "KBError": "base", "Triple": "base", "KNOWLEDGE_BASES": "base",
@@ -34,13 +35,7 @@ _API = {
 __all__ = list(_API)
 
 
-def __getattr__(name: str):
-    module = _API.get(name)
-    if module is None:
-        raise AttributeError(f"module 'babelzoo.knowledge' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _API)
 
 
 def __dir__() -> list[str]:

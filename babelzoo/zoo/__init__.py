@@ -4,7 +4,8 @@ Names load on first use so that listing the registry (``hubconf.py``) does not i
 
 from __future__ import annotations
 
-import importlib
+from .._lazy import lazy_getattr
+
 
 _API = {
     **dict.fromkeys(["AudioConfig", "ConfigError", "FusionConfig", "KnowledgeConfig", "ModelConfig", "TextConfig",
@@ -17,10 +18,4 @@ _API = {
 __all__ = sorted(_API)
 
 
-def __getattr__(name: str):
-    module = _API.get(name)
-    if module is None:
-        raise AttributeError(f"module 'babelzoo.zoo' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _API)
