@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from babelzoo.knowledge.codex import load_codex  # noqa: E402
-from babelzoo.knowledge.kge import LinkPredictionData, create_kge  # noqa: E402
+from babelzoo.knowledge.kge import LinkPredictionData, create_kge, save_kge  # noqa: E402
 from babelzoo.knowledge.link_prediction import KGETrainConfig, evaluate, train_kge  # noqa: E402
 
 PAPER_MRR = {"transe": 0.354, "complex": 0.465}  # CoDEx paper, CoDEx-S test, filtered MRR
@@ -46,7 +46,8 @@ SETTINGS = {
 }
 
 
-def run(name: str, data: LinkPredictionData, minutes: float, epochs: int | None, log_every: int) -> dict:
+def run(name: str, data: LinkPredictionData, minutes: float, epochs: int | None, log_every: int,
+        save: Path | None = None) -> dict:
     model_kwargs, train_kwargs = SETTINGS[name]
     model_kwargs = dict(model_kwargs)
     dim = model_kwargs.pop("dim")
@@ -63,6 +64,9 @@ def run(name: str, data: LinkPredictionData, minutes: float, epochs: int | None,
 
     summary = train_kge(model, data, config, log=log)
     test = evaluate(model, data, "test")
+    if save is not None:  # a KG embedding folder the leaderboard's codex_link_prediction task reads (kind: kge)
+        save_kge(model, data.entities, data.relations, save / name, data="codex-s", best_epoch=summary["best_epoch"],
+                 test={k: round(v, 4) for k, v in test.items()})
     return {"model": name, "dim": dim, "model_kwargs": model_kwargs, "train": {**vars(config)},
             "best_epoch": summary["best_epoch"], "epochs_run": summary["epochs"],
             "train_cpu_seconds": round(summary["seconds"], 1),
@@ -84,6 +88,8 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=None, help="results JSON; a Markdown table is written beside it (.md)")
+    parser.add_argument("--save", type=Path, default=None,
+                        help="save each trained model in SAVE/NAME (kge.safetensors + kge.json) for the leaderboard")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     kb = load_codex("s", root=args.data_dir)
@@ -92,7 +98,7 @@ def main() -> None:
           f"{len(data.train)}/{len(data.valid)}/{len(data.test)} train/valid/test triples", flush=True)
     results = []
     for name in args.models.split(","):
-        result = run(name, data, args.max_minutes, args.epochs, args.eval_every)
+        result = run(name, data, args.max_minutes, args.epochs, args.eval_every, args.save)
         results.append(result)
         t = result["test"]
         paper = f"{result['paper_test_mrr']:.3f}" if result["paper_test_mrr"] else "  -  "

@@ -44,19 +44,18 @@ if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
 import babelzoo  # noqa: E402
-from babelzoo.datasets.multimodal import MultimodalDataset, collate_multimodal  # noqa: E402
+from babelzoo.datasets.multimodal import MultimodalDataset  # noqa: E402
 from babelzoo.datasets.multimodal_emoji import build_emoji_manifest, emoji_key, emoji_names  # noqa: E402
 from babelzoo.datasets.multimodal_espeak import Espeak, build_speech_manifest  # noqa: E402
 from babelzoo.datasets.multimodal_manifest import read_manifest  # noqa: E402
 from babelzoo.datasets.spm import SentencePieceTokenizer  # noqa: E402
-from babelzoo.objectives.itc import ITC, modality_inputs  # noqa: E402
+from babelzoo.evaluation.metrics import paired_recall_at_k  # noqa: E402
+from babelzoo.evaluation.tasks.multimodal import IMAGE_LANGS, KS, SPEECH_LANGS, embed_pairs, heldout_emoji  # noqa: E402
+from babelzoo.objectives.itc import ITC  # noqa: E402
 from babelzoo.train import Trainer  # noqa: E402
 from babelzoo.train.config import TrainConfig  # noqa: E402
 
-IMAGE_LANGS = ("en", "de", "fr", "es", "it", "pt", "ru", "tr", "id", "ar", "fa", "ja", "ko", "zh")
-SPEECH_LANGS = ("en", "de", "fr", "es", "ru", "zh")
 USE_LANGS = {"en", "de", "fr", "es", "it", "pt", "ru", "tr", "ar", "ja", "ko", "zh"}  # USE m-v3's 16 minus nl/pl/th
-KS = (1, 5, 10)
 SOURCE_LANG = "en"  # the captions of the zero-shot run
 
 
@@ -96,22 +95,9 @@ class Cached(torch.utils.data.Dataset):
         return self.items[index]
 
 
-def recall(similarity: np.ndarray, ks=KS) -> dict[str, float]:
-    """Query i's gold candidate is i; R@K = share of queries with gold among the K most similar.
-
-    Ties are broken at random, in expectation: with g candidates above the gold one and t tied
-    with it, P(rank < K) = clip(K − g, 0, t + 1) / (t + 1). (A text-only baseline that maps many
-    emoji to one unknown token would otherwise be credited with every tie.)"""
-    n = len(similarity)
-    gold = similarity[np.arange(n), np.arange(n)]
-    above = (similarity > gold[:, None]).sum(axis=1)
-    ties = (similarity == gold[:, None]).sum(axis=1) - 1
-    return {f"R@{k}": float((np.clip(k - above, 0, ties + 1) / (ties + 1)).mean()) for k in ks}
-
-
 def both_directions(sim: np.ndarray) -> dict[str, dict[str, float]]:
     """``sim`` [N modality items, N texts] → {"m2t": R@K, "t2m": R@K}."""
-    return {"m2t": recall(sim), "t2m": recall(sim.T)}
+    return {"m2t": paired_recall_at_k(sim, KS), "t2m": paired_recall_at_k(sim.T, KS)}
 
 
 def train(model, specials, dataset, steps: int, batch: int, out: Path, lr: float) -> dict:
@@ -125,30 +111,12 @@ def train(model, specials, dataset, steps: int, batch: int, out: Path, lr: float
             "final_loss": summary.get("final_loss"), **clock.read()}
 
 
-@torch.no_grad()
-def embed(model, examples, specials, batch: int = 256):
-    """Normalised modality and text embeddings of examples, in order."""
-    model.eval()
-    texts, others = [], []
-    for i in range(0, len(examples), batch):
-        b = collate_multimodal(examples[i:i + batch], specials)
-        out = model(b["input_ids"], b["attention_mask"], unimodal=True, **modality_inputs(b))
-        texts.append(out.text_embeds)
-        others.append(out.modality_embeds)
-    return torch.cat(others).numpy(), torch.cat(texts).numpy()
-
-
 def evaluate(model, test: Cached, languages, specials) -> dict:
     results = {}
     for lang in languages:
-        media, texts = embed(model, test.subset(lang).items, specials)
+        media, texts = embed_pairs(model, test.subset(lang).items, specials)
         results[lang] = both_directions(media @ texts.T)
     return results
-
-
-def split(keys: list[str], test: int, seed: int = 0) -> set[str]:
-    order = np.random.default_rng(seed).permutation(len(keys))
-    return {keys[i] for i in order[:test]}
 
 
 def tokenizer_for(records, vocab_size: int) -> SentencePieceTokenizer:
@@ -167,6 +135,8 @@ def train_and_evaluate(work: Path, name: str, new_model, train_data: Cached, tes
         torch.manual_seed(0)
         model = new_model()
         log = train(model, tok.specials, data, n_steps, args.batch, work / f"run_{name}_{run}", args.lr)
+        if args.save is not None:  # a checkpoint the leaderboard's image/speech tasks can load
+            log["checkpoint"] = str(model.save_pretrained(args.save / f"{name}_{run}", tokenizer=tok))
         clock = Clock()
         log["recall"] = evaluate(model, test, languages, tok.specials)
         log["eval"] = clock.read()
@@ -184,13 +154,13 @@ def image_benchmark(work: Path, args, held_out: set[str]) -> dict:
     test_records = [r for r in records if r.group in held_out]
     tok = tokenizer_for(train_records, args.vocab)
     encode = lambda text, lang: tok.encode(text, lang, add_special_tokens=False)  # noqa: E731
-    mean_std = dict(image_size=32, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))  # [-1, 1] for either tower
-    train_data = Cached(MultimodalDataset(train_records, encode, **mean_std))
-    test = Cached(MultimodalDataset(test_records, encode, **mean_std))
+    settings = dict(vocab_size=tok.specials.vocab_size, max_positions=64,
+                    vision={"image_size": 32, "patch_size": 8, "backbone": args.image_backbone})
+    config = babelzoo.model_config("vl_dual_tiny", **settings)  # pixels normalised as the tower expects
+    train_data = Cached(MultimodalDataset.from_records(train_records, encode, config))
+    test = Cached(MultimodalDataset.from_records(test_records, encode, config))
     data_time = clock.read()
-    vision = {"image_size": 32, "patch_size": 8, "backbone": args.image_backbone}
-    new_model = lambda: babelzoo.create_model("vl_dual_tiny", vocab_size=tok.specials.vocab_size,  # noqa: E731
-                                              max_positions=64, vision=vision)
+    new_model = lambda: babelzoo.create_model("vl_dual_tiny", **settings)  # noqa: E731
     runs = train_and_evaluate(work, "image", new_model, train_data, test, IMAGE_LANGS, tok, args.image_steps,
                               args.english_image_steps, args)
     clock = Clock()
@@ -228,9 +198,9 @@ def speech_benchmark(work: Path, args, held_out: set[str]) -> dict:
     test_records = [r for r in records if r.group in held_out]
     tok = tokenizer_for(train_records, args.vocab)
     encode = lambda text, lang: tok.encode(text, lang, add_special_tokens=False)  # noqa: E731
-    audio = babelzoo.model_config("speech_dual_tiny").audio
-    train_data = Cached(MultimodalDataset(train_records, encode, audio=audio))
-    test = Cached(MultimodalDataset(test_records, encode, audio=audio))
+    config = babelzoo.model_config("speech_dual_tiny", vocab_size=tok.specials.vocab_size, max_positions=64)
+    train_data = Cached(MultimodalDataset.from_records(train_records, encode, config))
+    test = Cached(MultimodalDataset.from_records(test_records, encode, config))
     data_time = clock.read()
     new_model = lambda: babelzoo.create_model("speech_dual_tiny", vocab_size=tok.specials.vocab_size,  # noqa: E731
                                               max_positions=64)
@@ -335,11 +305,13 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (1 avoids spinning threads on a shared machine)")
     parser.add_argument("--skip", choices=("image", "speech"), default=None)
+    parser.add_argument("--save", type=Path, default=None,
+                        help="save the trained models here (image_multilingual, image_english_only, ...) for "
+                             "python -m benchmarks.leaderboard --config benchmarks/configs/multimodal.yaml")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    keys = sorted(emoji_key(c) for c in emoji_names(IMAGE_LANGS))
-    held_out = split(keys, args.test)
+    held_out = heldout_emoji(args.test)
     clock = Clock()
     command = "python benchmarks/multimodal_retrieval.py " + " ".join(argv if argv is not None else sys.argv[1:])
     results = {"protocol": __doc__.split("Protocol (stored with the numbers). ")[1].split("\n\n")[0].replace("\n", " "),

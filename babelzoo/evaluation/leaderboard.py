@@ -18,6 +18,9 @@ from typing import Any, Callable, Optional, Sequence
 from .tasks import Result, TaskContext, TaskSkipped, load_tasks
 
 
+KINDS = ("zoo", "checkpoint", "random", "peer", "kge", "object")
+
+
 @dataclass
 class ModelSpec:
     """How to get a sentence encoder for the leaderboard.
@@ -25,7 +28,8 @@ class ModelSpec:
     ``kind``: ``zoo`` (a registered entry with pretrained weights), ``checkpoint`` (a directory),
     ``random`` (an entry with random weights, tokenised with ``tokenizer``: a checkpoint
     directory or a zoo entry whose tokenizer to borrow), ``peer`` (``muse_v3`` or
-    ``all_minilm_l6_v2``), or ``object`` (an encoder built in code, e.g. by the demo)."""
+    ``all_minilm_l6_v2``), ``kge`` (a KG embedding folder, for link prediction), or ``object``
+    (an encoder built in code, e.g. by the demo)."""
 
     name: str
     kind: str = "zoo"
@@ -44,8 +48,8 @@ class ModelSpec:
         if unknown:
             raise ValueError(f"unknown model spec key(s) {unknown} in {data}; valid keys: {', '.join(sorted(valid))}")
         spec = cls(**data)
-        if spec.kind not in ("zoo", "checkpoint", "random", "peer", "object"):
-            raise ValueError(f"model {spec.name!r}: unknown kind {spec.kind!r}; use zoo, checkpoint, random or peer")
+        if spec.kind not in KINDS:
+            raise ValueError(f"model {spec.name!r}: unknown kind {spec.kind!r}; use {', '.join(KINDS[:-1])}")
         return spec
 
 
@@ -62,10 +66,12 @@ def _tokenizer_from(source: str):
 
 
 def build_encoder(spec: ModelSpec):
-    from .encoders import BabelEncoder, USEEncoder, minilm_encoder
+    from .encoders import BabelEncoder, KGEModelEncoder, USEEncoder, minilm_encoder
 
     if spec.kind == "object":
         return spec.encoder
+    if spec.kind == "kge":
+        return KGEModelEncoder.load(spec.name, spec.source)
     if spec.kind == "peer":
         peers = {"muse_v3": USEEncoder, "all_minilm_l6_v2": minilm_encoder}
         if spec.source not in peers:

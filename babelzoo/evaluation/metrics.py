@@ -61,3 +61,16 @@ def bli_precision_at_1(src, tgt, gold: Sequence[Sequence[int]], method: str = "n
         raise ValueError(f"unknown BLI retrieval method {method!r}; use 'nn' or 'csls'")
     best = sim.argmax(axis=1)
     return float(np.mean([best[i] in set(g) for i, g in enumerate(gold)]))
+
+
+def paired_recall_at_k(sim: np.ndarray, ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """R@K for paired retrieval: query i's gold key is key i. Ties are broken at random, in
+    expectation: with g keys scored above the gold one and t tied with it,
+    P(gold in the top K) = clip(K − g, 0, t + 1) / (t + 1). (A baseline that gives many keys one
+    score would otherwise be credited with every tie.)"""
+    sim = np.asarray(sim)
+    n = len(sim)
+    gold = sim[np.arange(n), np.arange(n)]
+    above = (sim > gold[:, None]).sum(axis=1)
+    ties = (sim == gold[:, None]).sum(axis=1) - 1
+    return {f"R@{k}": float((np.clip(k - above, 0, ties + 1) / (ties + 1)).mean()) for k in ks}

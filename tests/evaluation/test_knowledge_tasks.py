@@ -169,3 +169,38 @@ def test_codex_task_on_the_standard_mirror_without_entity_names(shared_data):
         pytest.skip("this mirror has CoDEx entity names")
     with pytest.raises(TaskSkipped, match="entities/en.json"):
         codex_link_prediction(TableEncoder({}), TaskContext(data_dir=shared_data))
+
+
+def test_a_kg_embedding_model_on_the_leaderboard(tmp_path):
+    import torch
+
+    from babelzoo.evaluation.leaderboard import ModelSpec, run_matrix
+    from babelzoo.knowledge.kge import create_kge, save_kge
+
+    folder, _ = _codex_folder(tmp_path)
+    data = LinkPredictionData.from_kb(read_codex(folder, size="s"))
+    model = create_kge("distmult", 5, 1, 5)
+    with torch.no_grad():  # score(h, r, t) = e_h · e_t: 1 for h = t, else 0
+        model.entity.weight.copy_(torch.eye(5))
+        model.relation.weight.fill_(1.0)
+    save_kge(model, data.entities, data.relations, tmp_path / "distmult", data="toy")
+    specs = [ModelSpec("distmult", "kge", str(tmp_path / "distmult"))]
+    results, cells = run_matrix(specs, ["codex_link_prediction", "gettext_retrieval"],
+                                TaskContext(data_dir=tmp_path, log=lambda s: None), log=lambda s: None)
+    assert [c.status for c in cells] == ["ok", "skipped"]
+    assert "does not encode text" in cells[1].detail
+    # test triples (A, r, C), (B, r, D). Each query's own entity scores 1, every other 0; ties count half.
+    # tail (A, r, ?): A above C; B filtered (train); D, E tie → 3. tail (B, r, ?): B above; A, C, E tie → 3.5.
+    # head (?, r, C): C above; B, D, E tie → 3.5. head (?, r, D): D above; A, C, E tie → 3.5.
+    mrr = next(r for r in results if r.metric == "MRR")
+    assert mrr.value == pytest.approx((1 / 3 + 3 / 3.5) / 4)
+    assert mrr.protocol["kge"] == "distmult" and mrr.protocol["tail_mrr"] == pytest.approx((1 / 3 + 1 / 3.5) / 2,
+                                                                                          abs=1e-4)
+    assert next(r for r in results if r.metric == "Hits@1").value == 0.0
+    other = tmp_path / "codex-other"
+    other.mkdir()
+    save_kge(model, ["A", "B", "C", "D", "X"], data.relations, other, data="elsewhere")
+    with pytest.raises(ValueError, match="trained on other entities than this CoDEx-S folder .* e.g. E, X"):
+        from babelzoo.evaluation.encoders import KGEModelEncoder
+
+        codex_link_prediction(KGEModelEncoder.load("other", other), TaskContext(data_dir=tmp_path))

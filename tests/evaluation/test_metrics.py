@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from babelzoo.evaluation.metrics import accuracy_at_1, bli_precision_at_1, csls_matrix, recall_at_k
+from babelzoo.evaluation.metrics import accuracy_at_1, bli_precision_at_1, csls_matrix, paired_recall_at_k, recall_at_k
 
 
 def test_accuracy_at_1_on_a_known_matrix():
@@ -36,3 +36,14 @@ def test_csls_on_a_tiny_example():
 def test_unknown_bli_method():
     with pytest.raises(ValueError, match="unknown BLI retrieval method 'knn'"):
         bli_precision_at_1(np.eye(2), np.eye(2), [[0], [1]], "knn")
+
+
+def test_paired_recall_breaks_ties_at_random_in_expectation():
+    sim = np.array([[0.9, 0.1, 0.5, 0.2],   # gold first: rank 1
+                    [0.8, 0.3, 0.8, 0.1],   # two above gold: rank 3
+                    [0.4, 0.6, 0.6, 0.6],   # tied with two others, none above: rank 1, 2 or 3
+                    [0.5, 0.5, 0.5, 0.5]])  # all four tied: rank 1..4
+    got = paired_recall_at_k(sim, ks=(1, 2, 3))
+    assert got["R@1"] == pytest.approx((1 + 0 + 1 / 3 + 1 / 4) / 4)
+    assert got["R@2"] == pytest.approx((1 + 0 + 2 / 3 + 2 / 4) / 4)
+    assert got["R@3"] == pytest.approx((1 + 1 + 1 + 3 / 4) / 4)

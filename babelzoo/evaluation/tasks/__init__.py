@@ -46,7 +46,7 @@ class TaskSkipped(RuntimeError):
 
 TASKS: Registry[Callable[..., list[Result]]] = Registry("task")
 
-_MODULES = ("retrieval", "lexicon", "knowledge")
+_MODULES = ("retrieval", "lexicon", "knowledge", "multimodal")
 
 
 def load_tasks() -> Registry:

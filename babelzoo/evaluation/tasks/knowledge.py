@@ -192,6 +192,26 @@ def text_link_prediction(encoder, kb, data, split: str = "test", lang: str = "en
             **rank_metrics(ranks["head"], "head_")}
 
 
+def kge_link_prediction(encoder, data, context: TaskContext) -> list[Result]:
+    """Filtered link prediction on the test split with a trained KG embedding model, whose entity
+    and relation tables must follow ``data``'s ids (trained on the same graph)."""
+    from ...knowledge.link_prediction import evaluate
+
+    for what, mine, theirs in (("entities", encoder.entities, data.entities),
+                               ("relations", encoder.relations, data.relations)):
+        if list(mine) != list(theirs):
+            unknown = sorted(set(mine) ^ set(theirs))[:3]
+            raise ValueError(f"model {encoder.name!r} was trained on other {what} than this CoDEx-S folder "
+                             f"({len(mine)} vs {len(theirs)}{', e.g. ' + ', '.join(unknown) if unknown else ', in another order'})")
+    metrics = evaluate(encoder.model, data, "test")
+    protocol = {**encoder.protocol, "split": "test", "n": len(data.test), "filtered": True, "ties": "half",
+                "query": "(h, r, ?) and (?, r, t) over the model's entity table", "candidates": data.num_entities,
+                "head_mrr": round(metrics["head_mrr"], 4), "tail_mrr": round(metrics["tail_mrr"], 4)}
+    context.log(f"  codex_link_prediction (KG embeddings): MRR {metrics['mrr']:.3f}, Hits@10 {metrics['hits@10']:.3f}")
+    return [Result("codex_link_prediction", encoder.name, family, metrics[metric], protocol, family=family)
+            for metric, family in (("mrr", "MRR"), ("hits@1", "Hits@1"), ("hits@10", "Hits@10"))]
+
+
 def _labelled_share(kb, entities: Sequence[str], lang: str) -> float:
     return sum(1 for e in entities if kb.labels(e, lang)) / max(len(entities), 1)
 
@@ -204,11 +224,15 @@ def codex_link_prediction(encoder, context: TaskContext) -> list[Result]:
     from ...knowledge.codex import read_codex
     from ...knowledge.kge import LinkPredictionData
 
+    from ..encoders import KGEModelEncoder
+
     folder = context.data_dir / "codex-s" if context.data_dir is not None else None
     if folder is None or not folder.is_dir():
         raise TaskSkipped("CoDEx-S needs --data-dir with a codex-s/ folder")
     kb = read_codex(folder, name="codex-s", size="s")
     data = LinkPredictionData.from_kb(kb)
+    if isinstance(encoder, KGEModelEncoder):
+        return kge_link_prediction(encoder, data, context)
     share = _labelled_share(kb, data.entities, "en")
     if share < 0.9:
         raise TaskSkipped(f"{folder} has English labels for {share:.0%} of its entities; the text protocol "

@@ -1,0 +1,1 @@
+"""The parts of ``benchmarks/speed.py``, one file per section of its report."""
