@@ -60,7 +60,7 @@ from benchmarks._speed.common import CONFIGS, DTYPES, load_average, machine, mat
 from benchmarks._speed.inference import inference_section  # noqa: E402
 from benchmarks._speed.memory import memory_probe, memory_section  # noqa: E402
 from benchmarks._speed.report import markdown, targets  # noqa: E402
-from benchmarks._speed.trainer import import_time, trainer_section  # noqa: E402
+from benchmarks._speed.trainer import FIRST_USE, import_time, trainer_section  # noqa: E402
 from benchmarks._speed.training import add_mfu, train_section  # noqa: E402
 
 
@@ -136,6 +136,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     if "trainer" not in skip and device.type == "cpu":
         report["trainer"] = trainer_section(texts, tok, args, log)
     report["import_s"] = import_time()
+    report["import_first_use_s"] = import_time(FIRST_USE)
     again = {d: matmul_peak(device, DTYPES[d] or torch.float32, size) for d in peak_dtypes}
     report["peaks"] = {d: {k: max(peaks[d][k], again[d][k]) for k in ("wall", "cpu_time")} for d in peak_dtypes}
     if "training" in report:

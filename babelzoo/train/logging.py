@@ -38,8 +38,10 @@ class RunLogger:
             except ImportError:
                 tqdm = None
             if tqdm is not None:
+                # A log file (not a terminal) gets a line every 30 s rather than ten a second.
+                interactive = sys.stderr.isatty()
                 self._bar = tqdm(total=total_steps, initial=start_step, desc="train", dynamic_ncols=True,
-                                 file=sys.stderr, smoothing=0.1)
+                                 file=sys.stderr, smoothing=0.1, mininterval=0.1 if interactive else 30.0)
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
