@@ -25,44 +25,24 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from babelzoo.knowledge.codex import load_codex  # noqa: E402
-from babelzoo.knowledge.kge import LinkPredictionData, create_kge, save_kge  # noqa: E402
-from babelzoo.knowledge.link_prediction import KGETrainConfig, evaluate, train_kge  # noqa: E402
+from babelzoo.knowledge.kge import LinkPredictionData, save_kge  # noqa: E402
+from babelzoo.knowledge.kge_recipes import CODEX_S, train_by_recipe  # noqa: E402
+from babelzoo.knowledge.link_prediction import evaluate  # noqa: E402
 
 PAPER_MRR = {"transe": 0.354, "complex": 0.465}  # CoDEx paper, CoDEx-S test, filtered MRR
-
-# name -> (model kwargs, training config)
-SETTINGS = {
-    "transe": ({"dim": 256, "reciprocal": True, "p": 2, "gamma": 0.0},
-               dict(loss="1vsall", lr=0.003, batch_size=512, label_smoothing=0.1, epochs=200)),
-    "distmult": ({"dim": 256, "reciprocal": True},
-                 dict(loss="1vsall", lr=0.003, batch_size=512, regularizer="n3", regularization_weight=0.005,
-                      epochs=200)),
-    "complex": ({"dim": 256, "reciprocal": True},
-                dict(loss="1vsall", lr=0.003, batch_size=512, regularizer="n3", regularization_weight=0.005,
-                     epochs=200)),
-    "rotate": ({"dim": 128, "gamma": 6.0},
-               dict(loss="self_adversarial", lr=0.003, batch_size=512, negatives=64, adversarial_temperature=1.0,
-                    epochs=400)),
-}
 
 
 def run(name: str, data: LinkPredictionData, minutes: float, epochs: int | None, log_every: int,
         save: Path | None = None) -> dict:
-    model_kwargs, train_kwargs = SETTINGS[name]
-    model_kwargs = dict(model_kwargs)
-    dim = model_kwargs.pop("dim")
-    torch.manual_seed(0)
-    model = create_kge(name, data.num_entities, data.num_relations, dim, **model_kwargs)
-    if epochs is not None:
-        train_kwargs = {**train_kwargs, "epochs": epochs}
-    config = KGETrainConfig(eval_every=log_every, patience=4, max_seconds=minutes * 60, clock="cpu", **train_kwargs)
     cpu_start, wall_start = time.process_time(), time.perf_counter()
 
     def log(row: dict) -> None:
         print(f"  {name} epoch {row['epoch']:4d}  loss {row['loss']:.4f}  valid MRR {row['mrr']:.4f}  "
               f"{row['seconds']:.0f} CPU s", flush=True)
 
-    summary = train_kge(model, data, config, log=log)
+    model, summary, config = train_by_recipe(name, data, minutes, epochs, log_every, log)
+    model_kwargs = dict(CODEX_S[name][0])
+    dim = model_kwargs.pop("dim")
     test = evaluate(model, data, "test")
     if save is not None:  # a KG embedding folder the leaderboard's codex_link_prediction task reads (kind: kge)
         save_kge(model, data.entities, data.relations, save / name, data="codex-s", best_epoch=summary["best_epoch"],

@@ -28,8 +28,10 @@ class ModelSpec:
     ``kind``: ``zoo`` (a registered entry with pretrained weights), ``checkpoint`` (a directory),
     ``random`` (an entry with random weights, tokenised with ``tokenizer``: a checkpoint
     directory or a zoo entry whose tokenizer to borrow), ``peer`` (``muse_v3`` or
-    ``all_minilm_l6_v2``), ``kge`` (a KG embedding folder, for link prediction), or ``object``
-    (an encoder built in code, e.g. by the demo)."""
+    ``all_minilm_l6_v2``), ``kge`` (a KG embedding folder, for link prediction; with ``recipe``,
+    a missing folder is first trained on the data dir's CoDEx-S by that
+    :mod:`~babelzoo.knowledge.kge_recipes` recipe), or ``object`` (an encoder built in code, e.g.
+    by the demo)."""
 
     name: str
     kind: str = "zoo"
@@ -39,6 +41,7 @@ class ModelSpec:
     prefix: str = ""
     max_length: int = 128
     overrides: dict[str, Any] = field(default_factory=dict)
+    recipe: Optional[str] = None
     encoder: Any = None
 
     @classmethod
@@ -65,12 +68,33 @@ def _tokenizer_from(source: str):
     return tokenizer
 
 
-def build_encoder(spec: ModelSpec):
+def train_kge_folder(spec: ModelSpec, data_dir: Optional[Path], log: Callable[[str], None]) -> None:
+    """Train ``spec.recipe`` on CoDEx-S (``data_dir/codex-s``) and save it to ``spec.source``."""
+    from ..knowledge.codex import read_codex
+    from ..knowledge.kge import LinkPredictionData, save_kge
+    from ..knowledge.kge_recipes import train_by_recipe
+
+    folder = data_dir / "codex-s" if data_dir is not None else None
+    if folder is None or not folder.is_dir():
+        raise FileNotFoundError(f"model {spec.name!r}: {spec.source} has no KG embeddings yet, and training recipe "
+                                f"{spec.recipe!r} needs --data-dir with a codex-s/ folder")
+    data = LinkPredictionData.from_kb(read_codex(folder, name="codex-s", size="s"))
+    log(f"[model {spec.name}] training {spec.recipe} on {folder} (saved to {spec.source})")
+    model, summary, _ = train_by_recipe(spec.recipe, data)
+    save_kge(model, data.entities, data.relations, spec.source, data="codex-s", recipe=spec.recipe,
+             best_epoch=summary["best_epoch"], valid={k: round(v, 4) for k, v in summary["valid"].items()})
+
+
+def build_encoder(spec: ModelSpec, data_dir: Optional[Path] = None, log: Callable[[str], None] = print):
     from .encoders import BabelEncoder, KGEModelEncoder, USEEncoder, minilm_encoder
 
     if spec.kind == "object":
         return spec.encoder
     if spec.kind == "kge":
+        from ..knowledge.kge import KGE_CONFIG
+
+        if spec.recipe and not (Path(spec.source) / KGE_CONFIG).is_file():
+            train_kge_folder(spec, data_dir, log)
         return KGEModelEncoder.load(spec.name, spec.source)
     if spec.kind == "peer":
         peers = {"muse_v3": USEEncoder, "all_minilm_l6_v2": minilm_encoder}
@@ -119,7 +143,7 @@ def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskCo
     for spec in specs:
         start = time.perf_counter()
         try:
-            encoder = build_encoder(spec)
+            encoder = build_encoder(spec, context.data_dir, log)
         except Exception as err:  # a broken model is one failed row, not a failed run
             detail = f"{type(err).__name__}: {err}"
             log(f"[model {spec.name}] failed to load: {detail}")

@@ -204,3 +204,26 @@ def test_a_kg_embedding_model_on_the_leaderboard(tmp_path):
         from babelzoo.evaluation.encoders import KGEModelEncoder
 
         codex_link_prediction(KGEModelEncoder.load("other", other), TaskContext(data_dir=tmp_path))
+
+
+def test_a_kge_row_with_a_recipe_trains_once_then_reuses_its_folder(tmp_path):
+    from babelzoo.evaluation.leaderboard import ModelSpec, run_matrix
+    from babelzoo.knowledge.kge import load_kge
+
+    _codex_folder(tmp_path)
+    spec = ModelSpec.from_dict({"name": "distmult", "kind": "kge", "source": str(tmp_path / "kge"),
+                                "recipe": "distmult"})
+    lines = []
+    results, cells = run_matrix([spec], ["codex_link_prediction"], TaskContext(data_dir=tmp_path, log=lambda s: None),
+                                log=lines.append)
+    assert cells[0].status == "ok" and any("training distmult on" in line for line in lines)
+    model, entities, _ = load_kge(tmp_path / "kge")
+    assert sorted(entities) == ["A", "B", "C", "D", "E"] and model.dim == 256  # DistMult recipe: 256 dimensions
+    first = [r.value for r in results]
+    lines.clear()
+    again, cells = run_matrix([spec], ["codex_link_prediction"], TaskContext(data_dir=tmp_path, log=lambda s: None),
+                              log=lines.append)
+    assert [r.value for r in again] == first and not any("training" in line for line in lines)
+    missing = ModelSpec("other", "kge", str(tmp_path / "none"), recipe="transe")
+    _, cells = run_matrix([missing], ["codex_link_prediction"], TaskContext(data_dir=None), log=lambda s: None)
+    assert cells[0].status == "failed" and "needs --data-dir with a codex-s/ folder" in cells[0].detail
