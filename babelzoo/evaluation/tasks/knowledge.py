@@ -237,8 +237,8 @@ def codex_link_prediction(encoder, context: TaskContext) -> list[Result]:
     if share < 0.9:
         raise TaskSkipped(f"{folder} has English labels for {share:.0%} of its entities; the text protocol "
                           f"ranks entities by their names, so it needs entities/en.json (CoDEx repository, "
-                          f"data/entities/en/entities.json). The structural KG-embedding results come from "
-                          f"benchmarks/codex_link_prediction.py")
+                          f"data/entities/en/entities.json). KG embedding models (leaderboard rows of kind kge) need "
+                          f"no names")
     langs = ["en"] + [lang for lang in (context.languages or ()) if lang in CODEX_LANGS and lang != "en"
                       and _labelled_share(kb, data.entities, lang) >= 0.9]
     results = []
