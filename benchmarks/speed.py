@@ -62,6 +62,7 @@ from benchmarks._speed.memory import memory_probe, memory_section  # noqa: E402
 from benchmarks._speed.report import markdown, targets  # noqa: E402
 from benchmarks._speed.trainer import FIRST_USE, import_time, trainer_section  # noqa: E402
 from benchmarks._speed.training import add_mfu, train_section  # noqa: E402
+from babelzoo.train.allocator import keep_cpu_buffers  # noqa: E402
 
 
 def main(argv: Optional[list[str]] = None) -> dict:
@@ -84,10 +85,14 @@ def main(argv: Optional[list[str]] = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     p.add_argument("--out", default=None)
+    p.add_argument("--default-malloc", action="store_true",
+                   help="leave glibc's mmap threshold alone (default: babelzoo.train.allocator.keep_cpu_buffers, "
+                        "as babelzoo's trainer does, for both sides)")
     p.add_argument("--memory-probe", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    kept = keep_cpu_buffers() if not args.default_malloc else False  # both sides share the process
     args.device = args.device or ("cuda" if args.gpu else "cpu")
     if args.memory_probe:
         name, side, dname = args.memory_probe.split(",")
@@ -117,7 +122,9 @@ def main(argv: Optional[list[str]] = None) -> dict:
         print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
 
     report: dict[str, Any] = {"command": "python benchmarks/speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                              "args": vars(args), "machine": machine(device), "load_start": load_average()}
+                              "args": vars(args), "machine": machine(device), "load_start": load_average(),
+                              "allocator": "glibc M_MMAP_MAX=0, M_TRIM_THRESHOLD=2 GiB (both sides)" if kept
+                              else "default"}
     log(f"machine {report['machine']}; load {report['load_start']}")
     size = 4096 if device.type == "cuda" else 1024
     peak_dtypes = sorted(set(dtypes) | {"fp32"})

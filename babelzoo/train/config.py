@@ -97,6 +97,8 @@ class TrainConfig:
     tensorboard: bool = True
     measure_mfu: bool = True
     peak_flops: Optional[float] = None
+    # --- runtime --------------------------------------------------------------------------------
+    keep_cpu_buffers: bool = True  # CPU: reuse large buffers between steps (babelzoo.train.allocator)
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -35,6 +35,7 @@ from torch import nn
 
 from ..zoo.config import ModelConfig
 from . import distributed as D
+from .allocator import keep_cpu_buffers
 from .checkpoint import CheckpointManager, read_model, read_part, rng_state, set_rng_state
 from .config import TrainConfig
 from .data import DataStream
@@ -102,6 +103,8 @@ class Trainer:
         cfg = self.config
         self.info = D.init_distributed(cfg.device)
         self.device = self.info.device
+        if self.device.type == "cpu" and cfg.keep_cpu_buffers:
+            keep_cpu_buffers()
         self._seed_everything(cfg.seed + self.info.rank)
         self.module = TrainModule(self.model, self.objectives).to(self.device)
         self.precision = Precision(cfg.precision, self.device)

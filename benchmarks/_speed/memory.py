@@ -60,6 +60,8 @@ def memory_section(name: str, dtypes: list[str], args, log) -> dict:
             cmd = [sys.executable, str(REPO / "benchmarks" / "speed.py"), "--memory-probe", f"{name},{side},{dname}",
                    "--device", args.device, "--batch", str(args.batch), "--seq", str(args.seq),
                    "--data-dir", args.data_dir, "--seed", str(args.seed), "--threads", str(torch.get_num_threads())]
+            if args.default_malloc:
+                cmd.append("--default-malloc")
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 raise RuntimeError(f"memory probe {name}/{side}/{dname} failed:\n{done.stderr[-3000:]}")

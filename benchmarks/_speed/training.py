@@ -9,7 +9,8 @@ import torch
 from babelzoo.objectives.mlm import MLM
 from babelzoo.train.flops import count_flops, model_flops_per_token
 
-from .common import CONFIGS, DTYPES, SIDES, TrainStep, build_pair, load_average, loss_fn, median, paired_ratio, timed
+from .common import (CONFIGS, DTYPES, SIDES, TrainStep, build_pair, load_average, loss_fn, matmul_peak, median,
+                     paired_ratio, timed)
 
 
 def loss_check(ours, hf, batch, objective) -> dict[str, float]:
@@ -62,6 +63,9 @@ def train_section(name: str, dtypes: list[str], batch: dict, tok, args, device, 
             for side in SIDES:
                 steps[side].forward_backward()
                 steps[side].update()
+        # The machine's speed can drift during a run: a matmul peak measured right before this
+        # cell's repeats gives a second MFU ("adjacent") beside the one against the run's best peak.
+        adjacent = matmul_peak(device, dtype or torch.float32, 4096 if device.type == "cuda" else 1024)
         times = {side: {"step": [], "fwd_bwd": [], "step_cpu": []} for side in SIDES}
         for i in range(args.repeats):
             for side in (SIDES if i % 2 == 0 else SIDES[::-1]):
@@ -86,6 +90,7 @@ def train_section(name: str, dtypes: list[str], batch: dict, tok, args, device, 
         if device.type == "cpu":
             out["ratio_cpu_time"] = paired_ratio(times, "step_cpu")
         out["load_average"] = load_average()
+        out["adjacent_peak"] = adjacent
         result["dtypes"][dname] = out
         log(f"[{name} {dname}] babelzoo {out['babelzoo']['tokens_per_s']:.0f} tok/s, transformers "
             f"{out['transformers']['tokens_per_s']:.0f} tok/s, ratio {out['ratio']:.2f} "
@@ -104,6 +109,8 @@ def add_mfu(training: dict, peaks: dict) -> None:
                 row = out[side]
                 row["mfu"] = row["tokens_per_s"] * result["model_flops_per_token"] / peak["wall"]
                 row["hfu"] = row["tokens_per_s"] * row["executed_flops_per_token"] / peak["wall"]
+                if "adjacent_peak" in out:
+                    row["mfu_adjacent"] = row["tokens_per_s"] * result["model_flops_per_token"] / out["adjacent_peak"]["wall"]
                 if "cpu_time_tokens_per_s" in row:
                     row["mfu_cpu_time"] = row["cpu_time_tokens_per_s"] * result["model_flops_per_token"] / peak["cpu_time"]
                 if "profile" in row:  # how fast the matrix multiplies alone run (executed FLOPs)
