@@ -25,6 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from babelzoo.knowledge.codex import load_codex  # noqa: E402
+from benchmarks._results import write_results  # noqa: E402
 from babelzoo.knowledge.kge import LinkPredictionData, save_kge  # noqa: E402
 from babelzoo.knowledge.kge_recipes import CODEX_S, train_by_recipe  # noqa: E402
 from babelzoo.knowledge.link_prediction import evaluate  # noqa: E402
@@ -94,10 +95,7 @@ def main() -> None:
                   "machine": {"threads": args.threads, "processor": platform.processor() or platform.machine(),
                               "torch": torch.__version__},
                   "results": results}
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        out.with_suffix(".md").write_text(
+        write_results(args.out, report,
             "# CoDEx-S link prediction\n\n"
             f"Test split, filtered ranking (head and tail averaged, ties count half), {len(data.test)} triples, "
             f"{data.num_entities} entities. Model selection on valid MRR. CPU time is process time over "
@@ -112,8 +110,7 @@ def main() -> None:
                 + (f", label smoothing {r['train']['label_smoothing']}" if r['train']['label_smoothing'] else "")
                 + f"; best epoch {r['best_epoch']} of {r['epochs_run']}"
                 for r in results) + "\n\nRegenerate: `python benchmarks/codex_link_prediction.py --data-dir "
-            "../shared/data/codex-s --threads 1 --out benchmarks/results/codex_link_prediction.json`\n",
-            encoding="utf-8")
+            "../shared/data/codex-s --threads 1 --out benchmarks/results/codex_link_prediction.json`\n")
 
 
 def markdown_table(results: list[dict]) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import platform
 import sys
 import time
@@ -30,6 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from babelzoo.knowledge.memory import RetrievalMemory, recall_at_k  # noqa: E402
+from benchmarks._results import write_results  # noqa: E402
 
 
 def clustered(n: int, dim: int, clusters: int, generator: torch.Generator, centres=None) -> tuple:
@@ -140,10 +140,7 @@ def main() -> None:
                   "k": args.k, "threads": args.threads, "data": "1000 Gaussian clusters, sigma 0.35, L2-normalised",
                   "metric": "cosine", "faiss": faiss.__version__, "torch": torch.__version__,
                   "processor": platform.processor() or platform.machine(), "results": rows}
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        out.with_suffix(".md").write_text(
+        write_results(args.out, report,
             "# Retrieval-memory search\n\n"
             f"{header}; cosine similarity; keys drawn around 1,000 Gaussian centres (sigma 0.35), "
             f"L2-normalised; queries from the same distribution, not in the memory. Recall@{args.k} against "
@@ -152,7 +149,7 @@ def main() -> None:
             f"index time. faiss {faiss.__version__}, torch {torch.__version__}.\n\n" + table +
             f"\n\nRegenerate: `python benchmarks/memory_search.py --n {args.n} --dim {args.dim} --queries "
             f"{args.queries} --indexes {args.indexes} --repeats {args.repeats} --threads {args.threads} "
-            f"--out {args.out}`\n", encoding="utf-8")
+            f"--out {args.out}`\n")
 
 
 def markdown_table(rows: list[dict]) -> str:

@@ -30,7 +30,6 @@ utterance's length.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -54,6 +53,7 @@ from babelzoo.evaluation.tasks.multimodal import IMAGE_LANGS, KS, SPEECH_LANGS, 
 from babelzoo.objectives.itc import ITC  # noqa: E402
 from babelzoo.train import Trainer  # noqa: E402
 from babelzoo.train.config import TrainConfig  # noqa: E402
+from benchmarks._results import write_results  # noqa: E402
 
 USE_LANGS = {"en", "de", "fr", "es", "it", "pt", "ru", "tr", "ar", "ja", "ko", "zh"}  # USE m-v3's 16 minus nl/pl/th
 SOURCE_LANG = "en"  # the captions of the zero-shot run
@@ -285,9 +285,7 @@ def _write(out, results: dict, clock: Clock) -> None:
     """Write what is done so far (JSON and Markdown), so that a long run keeps its finished stages."""
     if out is not None:
         results["total"] = clock.read()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        out.with_suffix(".md").write_text(markdown(results), encoding="utf-8")
+        write_results(out, results, markdown(results))
 
 
 def main(argv=None) -> int:

@@ -56,6 +56,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
+from benchmarks._results import write_results  # noqa: E402
 from benchmarks._speed.common import CONFIGS, DTYPES, load_average, machine, matmul_peak, mlm_batches, sentences, tokenizer  # noqa: E402
 from benchmarks._speed.inference import inference_section  # noqa: E402
 from benchmarks._speed.memory import memory_probe, memory_section  # noqa: E402
@@ -150,11 +151,8 @@ def main(argv: Optional[list[str]] = None) -> dict:
         add_mfu(report["training"], report["peaks"])
     report["load_end"] = load_average()
     report["targets"] = targets(report)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1, default=str) + "\n")
     table = markdown(report)
-    out.with_suffix(".md").write_text(table)
+    write_results(args.out, report, table, indent=1)
     print(table)
     return report
 

@@ -56,6 +56,7 @@ from babelzoo.train.cli import build_tokenizer  # noqa: E402
 from babelzoo.train.config import TrainConfig  # noqa: E402
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
+from benchmarks._results import write_results  # noqa: E402
 
 LANGS = ("en", "de", "fr", "cs")
 TATOEBA_OF = {"de": "deu", "fr": "fra", "cs": "ces"}
@@ -286,9 +287,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(table)
     print(f"\ntotal CPU {report['cpu_s']:.0f}s, wall {report['wall_s']:.0f}s ({torch.get_num_threads()} threads)")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        args.out.with_suffix(".md").write_text(table + "\n", encoding="utf-8")
+        write_results(args.out, report, table, indent=1)
     return 0
 
 
