@@ -32,6 +32,7 @@ from typing import Iterator, Optional, Sequence
 import torch
 from torch import nn
 
+from ..zoo.dropout import Dropout
 from ..zoo.layers import SelfAttention
 from .base import KBError
 
@@ -78,7 +79,7 @@ class ErnieFeedForward(nn.Module):
         self.entity_up = nn.Linear(entity_dim, inner, bias=False)  # W̃_e (b̃ is up.bias)
         self.entity_down = nn.Linear(inner, entity_dim)  # W_e, b_e
         self.entity_norm = nn.LayerNorm(entity_dim, eps=eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.stream = stream
         for linear in (self.entity_attention.qkv, self.entity_attention.out, self.entity_up, self.entity_down):
             nn.init.normal_(linear.weight, std=init_std)  # BERT-style, new weights only

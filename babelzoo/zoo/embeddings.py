@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .config import TextConfig
+from .dropout import Dropout
 from .positions import sinusoidal_table
 
 
@@ -26,7 +27,7 @@ class TextEmbeddings(nn.Module):
         self.segment = nn.Embedding(config.segment_vocab_size, dim) if config.segment_vocab_size else None
         self.language = nn.Embedding(config.num_languages, dim) if config.num_languages else None
         self.norm = nn.LayerNorm(dim, eps=config.layer_norm_eps) if config.embedding_layer_norm else None
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.project = nn.Linear(dim, config.hidden_size) if dim != config.hidden_size else None
 
     def default_positions(self, input_ids: Optional[torch.Tensor], shape: torch.Size, device) -> torch.Tensor:

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
+from .dropout import Dropout
 from .encoder import TransformerEncoder
 from .layers import FeedForward, SelfAttention, attend, build_attention_mask
 from .model import BabelModel, EncoderOutput
@@ -89,7 +90,7 @@ class CrossAttentionBlock(nn.Module):
         self.cross_norm = nn.LayerNorm(hidden_size, eps=eps)
         self.ffn = FeedForward(hidden_size, intermediate_size, act)
         self.ffn_norm = nn.LayerNorm(hidden_size, eps=eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], context: torch.Tensor,
                 context_mask: Optional[torch.Tensor]) -> torch.Tensor:
@@ -144,7 +145,7 @@ class FusionModel(nn.Module):
         self.modality_token = None if deep_backbone else nn.Parameter(torch.zeros(1, 1, hidden))
         self.type_embedding = nn.Embedding(2, hidden)
         self.modality_norm = nn.LayerNorm(hidden, eps=text.layer_norm_eps) if text.embedding_layer_norm else None
-        self.dropout = nn.Dropout(text.dropout)
+        self.dropout = Dropout(text.dropout)
         self.modality_encoder = None
         if fusion.mode != "single_stream" and not deep_backbone:
             # Positions of patches/frames are absolute (added by the front end), and a speech or

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .dropout import Dropout, dropout as drop
+
 ACTIVATIONS = {
     "gelu": nn.GELU,
     "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
@@ -86,21 +88,30 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
     ``mask`` is a bool mask broadcastable to [B, H, Lq, Lk] (True = attend); ``bias`` is an
     additive float bias (relative positions), already on the scale of q·k/√d. ``value_bias``
-    ([Lq, Lk, D], NEZHA) adds Σ_j p_ij a_ij to each output: SDPA does not expose the
-    probabilities p, so that single case computes the softmax explicitly.
+    ([Lq, Lk, D], NEZHA) adds Σ_j p_ij a_ij to each output.
+
+    ``torch.nn.functional.scaled_dot_product_attention`` serves every case it has a kernel for.
+    Two cases compute softmax(q·kᵀ/√d + bias) explicitly: NEZHA's value term (SDPA does not
+    expose the probabilities p) and dropout on the CPU, where SDPA has no fused kernel and
+    falls back to its reference math, which upcasts bf16/fp16 to fp32 and draws its mask with
+    ``bernoulli_``. The explicit form runs the two matrix products at the autocast precision
+    and drops out with :func:`~babelzoo.zoo.dropout.dropout`; without dropout it equals SDPA.
     """
     attn_mask = mask
     if bias is not None:
         bias = bias.to(q.dtype)
         attn_mask = bias if mask is None else torch.where(mask, bias, torch.tensor(float("-inf"), dtype=q.dtype,
                                                                                     device=q.device))
-    if value_bias is None:
+    if value_bias is None and not (dropout > 0 and q.device.type == "cpu"):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout)
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-1, -2)
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
-    probs = F.dropout(scores.softmax(dim=-1), p=dropout, training=dropout > 0)
-    return probs @ v + torch.einsum("bhij,ijd->bhid", probs, value_bias.to(probs.dtype))
+    probs = drop(scores.softmax(dim=-1, dtype=torch.float32).to(scores.dtype), dropout)
+    out = probs @ v
+    if value_bias is not None:
+        out = out + torch.einsum("bhij,ijd->bhid", probs, value_bias.to(probs.dtype))
+    return out
 
 
 def select_rows(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -190,7 +201,7 @@ class TransformerBlock(nn.Module):
         self.attention_norm = nn.LayerNorm(hidden_size, eps=eps)
         self.ffn = FeedForward(hidden_size, intermediate_size, act)
         self.ffn_norm = nn.LayerNorm(hidden_size, eps=eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
                 bias: Optional[torch.Tensor] = None, relative: Optional[torch.Tensor] = None,
