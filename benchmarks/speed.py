@@ -6,6 +6,7 @@ transformers, babelzoo, ...) so that a busy machine slows both sides alike.
     python benchmarks/speed.py --quick                    # smoke run (tiny repeats, small only)
     python benchmarks/speed.py --configs base --dtypes bf16
     python benchmarks/speed.py --gpu                      # CUDA: bf16 + fp16, batch 32 × 512
+    python benchmarks/speed.py --configs base --compile   # babelzoo's model through torch.compile
 
 What each number is (medians over the timed repeats, after warm-up):
 
@@ -86,6 +87,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     p.add_argument("--out", default=None)
+    p.add_argument("--compile", action="store_true", help="training section: torch.compile babelzoo's model (nn.Module.compile)")
     p.add_argument("--default-malloc", action="store_true",
                    help="leave glibc's mmap threshold alone (default: babelzoo.train.allocator.keep_cpu_buffers, "
                         "as babelzoo's trainer does, for both sides)")

@@ -99,6 +99,9 @@ class TrainConfig:
     peak_flops: Optional[float] = None
     # --- runtime --------------------------------------------------------------------------------
     keep_cpu_buffers: bool = True  # CPU: reuse large buffers between steps (babelzoo.train.allocator)
+    # torch.compile the model's forward from the second step on (the first runs eagerly and counts
+    # the FLOPs); a compile takes tens of seconds, and repays it on GPUs, not on a 2-core CPU
+    compile: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -97,6 +97,7 @@ class Trainer:
         self.updates = 0     # optimizer steps applied (not skipped)
         self.flops_per_token: Optional[float] = None
         self._stop_signal: Optional[str] = None
+        self._compiled = False
 
     # --- set-up --------------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -269,6 +270,11 @@ class Trainer:
                 metrics[k] = metrics.get(k, 0.0) + float(v) / accum
         result = self.precision.step(self.optimizer, self.params, cfg.max_grad_norm)
         self.optimizer.zero_grad(set_to_none=True)
+        if cfg.compile and not self._compiled:
+            # After the first step: FlopCounterMode does not see inside compiled graphs.
+            # nn.Module.compile keeps the module (and so its state-dict keys) as it is.
+            self.model.compile()
+            self._compiled = True
         lr = self.optimizer.param_groups[0]["lr"]
         if not result.skipped:
             self.updates += 1

@@ -51,6 +51,8 @@ def train_section(name: str, dtypes: list[str], batch: dict, tok, args, device, 
               "loss_check": loss_check(ours, hf, batch, objective),
               "model_flops_per_token": model_flops_per_token(ours, args.seq, masked / tokens), "dtypes": {}}
     log(f"[{name}] loss check {result['loss_check']}")
+    if args.compile:  # after the eager loss check; the warm-up steps below pay the compile
+        ours.compile()
     models = {"babelzoo": ours, "transformers": hf}
     for dname in dtypes:
         dtype = DTYPES[dname]

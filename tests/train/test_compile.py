@@ -1,0 +1,39 @@
+"""TrainConfig.compile: the model's forward goes through torch.compile from the second step on,
+with the same losses and weights as eager training and the same checkpoint keys."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.trainer import Trainer
+from tiny_objectives import FIRST, FixedMaskMLM, one_thread, tiny_model  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def fit(output_dir, compile: bool):
+    # Rows of one length: one compiled graph, no recompilation for new shapes.
+    data = [[FIRST + (3 * i + 5 * j) % 60 for j in range(12)] for i in range(32)]
+    config = TrainConfig(output_dir=str(output_dir), max_steps=4, batch_size=8, lr=3e-3, optimizer="adamw",
+                         checkpoint_every=4, progress=False, tensorboard=False, peak_flops=1e10, compile=compile)
+    model = tiny_model(dropout=0.0)
+    summary = Trainer(model, FixedMaskMLM(), data, config).fit()
+    losses = [json.loads(line)["loss"] for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+    return model, summary, losses
+
+
+def test_compiled_training_matches_eager_training(tmp_path):
+    eager_model, eager, eager_losses = fit(tmp_path / "eager", compile=False)
+    model, compiled, losses = fit(tmp_path / "compiled", compile=True)
+    assert model._compiled_call_impl is not None and eager_model._compiled_call_impl is None
+    assert losses == pytest.approx(eager_losses, rel=1e-5)
+    assert losses[-1] < losses[0]
+    assert compiled["flops_per_token"] == eager["flops_per_token"]  # counted on the eager first step
+    a = load_file(tmp_path / "eager" / "checkpoints" / "step-00000004" / "model.safetensors")
+    b = load_file(tmp_path / "compiled" / "checkpoints" / "step-00000004" / "model.safetensors")
+    assert list(a) == list(b) and not any("_orig_mod" in key for key in b)
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-5)
