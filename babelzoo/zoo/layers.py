@@ -1,9 +1,10 @@
 """Reusable Transformer blocks: one attention path, feed-forward, pre/post-LN blocks, heads.
 
 Every kind of attention mask goes through :func:`attend`, which calls
-``torch.nn.functional.scaled_dot_product_attention``: padding masks, causal and prefix masks,
-per-example [B, L, L] visibility matrices (K-BERT) and additive relative-position biases are
-all expressed as one ``attn_mask``.
+``torch.nn.functional.scaled_dot_product_attention`` (or writes the same softmax out where SDPA
+has no kernel for the case): padding masks, causal and prefix masks, per-example [B, L, L]
+visibility matrices (K-BERT) and additive relative-position biases are all expressed as one
+``attn_mask``.
 """
 
 from __future__ import annotations
@@ -107,7 +108,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-1, -2)
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
-    probs = drop(scores.softmax(dim=-1, dtype=torch.float32).to(scores.dtype), dropout)
+    # bf16/fp16 scores: softmax accumulated in fp32, as SDPA's kernels do.
+    accumulate = torch.promote_types(scores.dtype, torch.float32)
+    probs = drop(scores.softmax(dim=-1, dtype=accumulate).to(scores.dtype), dropout)
     out = probs @ v
     if value_bias is not None:
         out = out + torch.einsum("bhij,ijd->bhid", probs, value_bias.to(probs.dtype))
