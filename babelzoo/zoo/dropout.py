@@ -15,6 +15,8 @@ kernels.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -26,13 +28,11 @@ _INT64_MIN = -2 ** 63
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device=None) -> torch.Tensor:
     """bool tensor of ``shape``: True with probability 1 − p, independently per element, drawn
     from torch's default CPU generator as uniform 32-bit words."""
-    n = 1
-    for size in shape:
-        n *= size
+    n = math.prod(shape)
     words = torch.empty((n + 1) // 2, dtype=torch.int64, device=device).random_(_INT64_MIN, None)
     # Each int64 holds two independent uniform int32 words w ∈ [−2³¹, 2³¹): P(w < t) = p for
-    # t = round(p·2³²) − 2³¹.
-    threshold = round(p * _WORD) - _WORD // 2
+    # t = round(p·2³²) − 2³¹ (kept inside int32 for p within 2⁻³³ of 1).
+    threshold = min(round(p * _WORD), _WORD - 1) - _WORD // 2
     return words.view(torch.int32)[:n].view(shape) >= threshold
 
 
