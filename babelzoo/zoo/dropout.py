@@ -36,12 +36,17 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device=None) -> tor
     return words.view(torch.int32)[:n].view(shape) >= threshold
 
 
+def _check(p: float) -> float:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    return p
+
+
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """``torch.nn.functional.dropout`` with the draw above on CPU tensors."""
     if not training or p == 0.0:
         return x
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    _check(p)
     if x.device.type != "cpu" or p == 1.0:
         return F.dropout(x, p, True)
     return x.mul(keep_mask(x.shape, p, x.device)).mul_(1.0 / (1.0 - p))
@@ -52,9 +57,7 @@ class Dropout(nn.Module):
 
     def __init__(self, p: float = 0.5):
         super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-        self.p = p
+        self.p = _check(p)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return dropout(x, self.p, self.training)
