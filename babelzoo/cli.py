@@ -4,6 +4,7 @@
     babelzoo info NAME               a model's card, config and parameter count
     babelzoo demo                    the end-to-end main job on embedded data
     babelzoo pretrain --config R     pre-train from a YAML recipe
+    babelzoo finetune --config R     fine-tune, select on the source dev set, test every language
     babelzoo convert ...             Hugging Face checkpoint import/export
     babelzoo eval ...                leaderboard tasks on a model
     babelzoo kb info|link|train-kge  knowledge bases: counts, entity linking, KG embeddings
@@ -22,6 +23,7 @@ from typing import Callable, Sequence
 DELEGATED: dict[str, tuple[str, str, str]] = {
     "demo": ("babelzoo.demo", "main", "build corpora and a tokenizer, pre-train, evaluate, print a leaderboard"),
     "pretrain": ("babelzoo.train.cli", "pretrain_main", "pre-train from a YAML recipe"),
+    "finetune": ("babelzoo.finetune.cli", "finetune_main", "fine-tune from a YAML recipe; zero-shot test on every language"),
     "convert": ("babelzoo.zoo.convert.cli", "convert_main", "import/export Hugging Face checkpoints"),
     "eval": ("babelzoo.evaluation.cli", "eval_main", "run a leaderboard config (task × model matrix)"),
     "kb": ("babelzoo.knowledge.cli", "kb_main", "knowledge bases: info, entity linking, KG embedding training"),

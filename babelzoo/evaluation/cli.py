@@ -16,7 +16,8 @@ import yaml
 from .leaderboard import ModelSpec, run_matrix, write_outputs
 from .tasks import TaskContext
 
-STANDARD_SET_OF_TASK = {"tatoeba": "tatoeba", "multi30k": "multi30k", "codex_link_prediction": "codex-s"}
+STANDARD_SET_OF_TASK = {"tatoeba": "tatoeba", "multi30k": "multi30k", "codex_link_prediction": "codex-s",
+                        "sib200_probe": "sib200", "flores_retrieval": "sib200", "sib200": "sib200", "udpos": "ud"}
 CONFIG_KEYS = ("title", "data_dir", "languages", "limit", "seed", "tasks", "models", "out")
 
 
@@ -38,7 +39,8 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="babelzoo eval", description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--data-dir", type=Path, default=None,
-                        help="standard benchmark data (tatoeba/, multi30k/, codex-s/); default: $BABELZOO_DATA_DIR")
+                        help="standard benchmark data (tatoeba/, multi30k/, codex-s/, sib200/, ud/); "
+                             "default: $BABELZOO_DATA_DIR")
     parser.add_argument("--models", nargs="+", default=None, help="only these model names from the config")
     parser.add_argument("--tasks", nargs="+", default=None, help="only these tasks")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: the config's `out`)")

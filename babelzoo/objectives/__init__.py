@@ -14,6 +14,8 @@ name                        objective
 ``xlco``                    cross-lingual contrast (InfoXLM)
 ``translation_ranking``     additive-margin translation ranking (LaBSE)
 ``dea`` / ``entity_mlm``    entity alignment (ERNIE) / entity-level masked LM (ERNIE 1.0), from :mod:`babelzoo.knowledge`
+``sequence_classification`` fine-tuning: cross-entropy of the model's sequence head
+``token_classification``    fine-tuning: cross-entropy of the model's token head on first sub-words
 ==========================  ===============================================================
 
 ``build_objective(name, specials, model.config, **options)`` instantiates one;
@@ -21,6 +23,7 @@ name                        objective
 """
 
 from .base import OBJECTIVES, Loss, Objective, register_objective
+from .classification import Labelled, SequenceClassification, Tagged, TokenClassification, align_first_subword
 from .clm import CLM
 from .clmlm import CLMLM
 from .clpc import CLPC
@@ -46,5 +49,6 @@ __all__ = [
     "MaskingConfig", "Mixture", "NSP", "NegativeMiner", "OBJECTIVES", "Objective", "Pair", "RTD",
     "RandomNegatives", "SOP", "Sentence", "TLM", "TranslationRanking", "XLCo", "additive_margin_loss",
     "build_objective", "gather_with_grad", "info_nce", "register_objective", "span_length_distribution",
-    "word_starts_from_pieces",
+    "word_starts_from_pieces", "Labelled", "SequenceClassification", "Tagged", "TokenClassification",
+    "align_first_subword",
 ]

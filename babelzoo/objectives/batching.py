@@ -113,16 +113,6 @@ def encoder_inputs(model: nn.Module, batch: dict[str, torch.Tensor], use_languag
     return kwargs
 
 
-def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str = "cls") -> torch.Tensor:
-    """Sentence vectors [B, H]: the first ([CLS]) token, or the mean over real tokens."""
-    if mode == "cls":
-        return hidden[:, 0]
-    if mode == "mean":
-        weights = mask.to(hidden.dtype).unsqueeze(-1)
-        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
-    raise ValueError(f"unknown pooling {mode!r}; choose 'cls' or 'mean'")
-
-
 def pair_rows(src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor,
               rows: torch.Tensor, cols: torch.Tensor, specials: SpecialIds) -> dict[str, torch.Tensor]:
     """Build ``[CLS] src_i [SEP] tgt_j [SEP]`` for every (i, j) in zip(rows, cols), on the

@@ -22,9 +22,10 @@ from torch import nn
 
 from ..datasets.specials import SpecialIds
 from ..zoo.config import ModelConfig, TextConfig
+from ..zoo.layers import pool
 from .base import Loss, Objective, register_objective
 from .batching import (check_vocab, encoder_inputs, frame_rows, language_index, languages_known, pad, pair_rows,
-                       pool, truncate, unwrap)
+                       truncate, unwrap)
 from .examples import ExampleError, as_pair, require_nonempty
 from .negatives import NegativeMiner, build_miner
 

@@ -16,7 +16,8 @@ from torch import nn
 
 from ..datasets.specials import SpecialIds
 from .base import Objective
-from .batching import check_vocab, encoder_inputs, language_index, languages_known, pad, pool, truncate
+from ..zoo.layers import pool
+from .batching import check_vocab, encoder_inputs, language_index, languages_known, pad, truncate
 from .examples import ExampleError, as_pair, require_nonempty
 
 

@@ -64,6 +64,8 @@ class TrainConfig:
     objectives: dict = field(default_factory=dict)
     mixture: str = "sum"
     data: dict = field(default_factory=dict)
+    # the fine-tuning task of `babelzoo finetune` (babelzoo.finetune.recipe.TaskSpec)
+    task: dict = field(default_factory=dict)
     # --- run ------------------------------------------------------------------------------------
     output_dir: str = "runs/default"
     seed: int = 0
@@ -83,6 +85,12 @@ class TrainConfig:
     warmup_steps: int = 0
     min_lr_ratio: float = 0.0
     max_grad_norm: float = 1.0
+    # layer-wise learning-rate decay (ELECTRA, Clark et al. 2020): layer l of L gets
+    # lr · decay^(L + 1 − l), the embeddings (l = 0) the smallest, the heads (l = L + 1) lr itself
+    layer_lr_decay: float = 1.0
+    # --- evaluation and model selection (a Trainer given an evaluator) --------------------------
+    eval_every: int = 0        # evaluate every N steps, and always at the end (0: only at the end)
+    patience: int = 0          # stop after N evaluations without a new best (0: never stop early)
     # --- precision and distribution -------------------------------------------------------------
     precision: str = "fp32"
     distributed: str = "auto"
@@ -115,7 +123,7 @@ class TrainConfig:
         for name in ("max_steps", "batch_size", "grad_accum", "checkpoint_every", "keep_checkpoints", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be at least 1")
-        for name in ("num_workers", "warmup_steps"):
+        for name in ("num_workers", "warmup_steps", "eval_every", "patience"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be non-negative")
         for name in ("lr", "eps"):
@@ -124,6 +132,8 @@ class TrainConfig:
         if self.weight_decay < 0 or self.max_grad_norm < 0:
             raise ConfigError("TrainConfig.weight_decay and max_grad_norm must be non-negative "
                               "(max_grad_norm=0 disables clipping)")
+        if not 0.0 < self.layer_lr_decay <= 1.0:
+            raise ConfigError(f"TrainConfig.layer_lr_decay={self.layer_lr_decay!r} must be in (0, 1] (1: no decay)")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ConfigError(f"TrainConfig.min_lr_ratio={self.min_lr_ratio!r} must be in [0, 1]")
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):

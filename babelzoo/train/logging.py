@@ -18,6 +18,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 
+# Record keys of evaluations (the trainer's evaluator names its metrics "dev/..."): shown as they
+# are on the progress bar, not averaged with the training metrics.
+EVAL_PREFIXES = ("dev/", "best ")
+
+
 class RunLogger:
     def __init__(self, output_dir: str | Path, total_steps: int, start_step: int = 0, enabled: bool = True,
                  progress: bool = True, tensorboard: bool = True, log_every: int = 10):
@@ -26,6 +31,7 @@ class RunLogger:
         self.window: list[dict[str, Any]] = []
         self.totals = {"tokens": 0, "time": 0.0, "data_time": 0.0, "steps": 0, "skipped": 0, "flops": 0.0}
         self.last: dict[str, Any] = {}
+        self.evaluation: dict[str, Any] = {}  # the latest evaluation, shown with every progress line
         self._file = self._bar = self._tb = None
         self._started = time.perf_counter()
         if not enabled:
@@ -84,9 +90,12 @@ class RunLogger:
         self._file.write(json.dumps(record, allow_nan=True) + "\n")
         self._file.flush()
         step = record["step"]
+        evaluated = {k: v for k, v in record.items() if k.startswith(EVAL_PREFIXES)}
+        if evaluated:
+            self.evaluation = evaluated
         if self._bar is not None:
             self._bar.update(1)
-        if step % self.log_every == 0 or step == self.total:
+        if step % self.log_every == 0 or step == self.total or evaluated:
             avg = self._window_average()
             if self._bar is not None:
                 self._bar.set_postfix_str(self._format(avg), refresh=False)
@@ -99,7 +108,8 @@ class RunLogger:
 
     def _window_average(self) -> dict[str, float]:
         keys = {k for r in self.window for k, v in r.items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"
+                and not k.startswith(EVAL_PREFIXES)}
         out = {}
         for key in sorted(keys):
             values = [r[key] for r in self.window if key in r and isinstance(r[key], (int, float))
@@ -111,12 +121,12 @@ class RunLogger:
             out["tokens_per_s"] = tokens / time_
         return out
 
-    @staticmethod
-    def _format(avg: dict[str, float]) -> str:
+    def _format(self, avg: dict[str, float]) -> str:
         parts = [f"loss {avg.get('loss', float('nan')):.4f}", f"lr {avg.get('lr', 0.0):.2e}",
                  f"tok/s {avg.get('tokens_per_s', 0.0):,.0f}"]
         if "mfu" in avg:
             parts.append(f"MFU {100 * avg['mfu']:.1f}%")
+        parts += [f"{k} {v:.4f}" for k, v in self.evaluation.items() if isinstance(v, (int, float))]
         return " ".join(parts)
 
     def summary(self, extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:

@@ -10,6 +10,8 @@ norm only hurts).
 from __future__ import annotations
 
 import math
+import re
+
 import torch
 from torch import nn
 
@@ -99,26 +101,60 @@ def decay_exclusions(module: nn.Module) -> set[int]:
     return excluded
 
 
-def param_groups(module: nn.Module, weight_decay: float) -> list[dict]:
-    """Two groups over the trainable parameters (each tied parameter once): decayed + adapted,
-    and excluded (see :func:`decay_exclusions`)."""
+def param_groups(module: nn.Module, weight_decay: float, layer_lr_decay: float = 1.0,
+                 num_layers: int | None = None) -> list[dict]:
+    """Groups over the trainable parameters (each tied parameter once): decayed + adapted, and
+    excluded (see :func:`decay_exclusions`). With ``layer_lr_decay < 1`` each of the two is
+    split by depth (:func:`layer_depth`), and every group carries its ``lr_scale``
+    decay^(L + 1 − depth)."""
     excluded = decay_exclusions(module)
-    decay, no_decay = [], []
-    for param in module.parameters():  # parameters() already yields a tied tensor once
+    decayed = layer_lr_decay < 1.0
+    if decayed and not num_layers:
+        raise ValueError("layer_lr_decay < 1 needs the encoder's number of layers")
+    buckets: dict[tuple[int, bool], list[nn.Parameter]] = {}
+    for name, param in module.named_parameters():  # named_parameters() yields a tied tensor once
         if param.requires_grad:
-            (no_decay if id(param) in excluded else decay).append(param)
-    groups = [dict(params=decay, weight_decay=weight_decay, adapt=True),
-              dict(params=no_decay, weight_decay=0.0, adapt=False)]
-    return [g for g in groups if g["params"]]
+            depth = layer_depth(name, num_layers) if decayed else 0
+            buckets.setdefault((depth, id(param) in excluded), []).append(param)
+    groups = []
+    for (depth, no_decay), params in sorted(buckets.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        scale = layer_lr_decay ** (num_layers + 1 - depth) if decayed else 1.0
+        groups.append(dict(params=params, weight_decay=0.0 if no_decay else weight_decay, adapt=not no_decay,
+                           lr_scale=scale))
+    return groups
+
+
+_LAYER = re.compile(r"(?:^|\.)encoder\.layers\.(\d+)\.")
+_EMBEDDINGS = re.compile(r"(?:^|\.)embeddings\.")
+
+
+def layer_depth(name: str, num_layers: int) -> int:
+    """0 for the embeddings, i + 1 for encoder layer i, L + 1 for everything above (pooler,
+    task and pre-training heads)."""
+    match = _LAYER.search(name)
+    if match:
+        return int(match.group(1)) + 1
+    return 0 if _EMBEDDINGS.search(name) else num_layers + 1
+
+
+def _num_layers(module: nn.Module) -> int | None:
+    for sub in module.modules():
+        config = getattr(sub, "config", None)
+        text = getattr(config, "text", None)
+        if text is not None and hasattr(text, "num_layers"):
+            return text.num_layers
+    return None
 
 
 def build_optimizer(module: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
     """LAMB or AdamW over :func:`param_groups` of ``module`` (model + objectives' heads).
-    Every group records its ``base_lr`` for :class:`Schedule` from the start, so that the
-    optimizer's state dict has the same layout before and after the first step."""
-    groups = param_groups(module, config.weight_decay)
+    Every group records its ``base_lr`` (lr × its layer-decay scale) for :class:`Schedule` from
+    the start, so that the optimizer's state dict has the same layout before and after the
+    first step."""
+    groups = param_groups(module, config.weight_decay, config.layer_lr_decay, _num_layers(module))
     for g in groups:
-        g["base_lr"] = config.lr
+        g["base_lr"] = config.lr * g.pop("lr_scale")
+        g["lr"] = g["base_lr"]
     if config.optimizer == "lamb":
         return LAMB(groups, lr=config.lr, betas=config.betas, eps=config.eps, weight_decay=config.weight_decay)
     for g in groups:

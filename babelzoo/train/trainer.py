@@ -43,6 +43,7 @@ from .flops import count_flops, measure_matmul_peak
 from .logging import RunLogger
 from .optim import build_optimizer, build_schedule
 from .precision import Precision
+from .selection import BEST_DIR, Evaluator, Selection, save_best
 
 
 class TrainModule(nn.Module):
@@ -89,9 +90,11 @@ class Trainer:
     directory loads with ``from_pretrained`` complete with its tokenizer."""
 
     def __init__(self, model: nn.Module, objectives: nn.Module, data: Any, config: TrainConfig,
-                 tokenizer: Any = None):
+                 tokenizer: Any = None, evaluator: Optional[Evaluator] = None):
         self.model, self.objectives, self.data, self.config = model, objectives, data, config
         self.tokenizer = tokenizer
+        self.evaluator = evaluator
+        self.selection = Selection(evaluator.metric, config.patience) if evaluator is not None else None
         self.output_dir = Path(config.output_dir)
         self.step = 0        # optimizer steps attempted (batches consumed)
         self.updates = 0     # optimizer steps applied (not skipped)
@@ -160,6 +163,7 @@ class Trainer:
                          "min_ratio": schedule.min_ratio, "updates": self.updates},
             "flops_per_token": self.flops_per_token,
             "config": self.config.to_dict(),
+            "selection": self.selection.state_dict() if self.selection is not None else None,
         }
         optimizer = self._optimizer_state()
         extra = self.tokenizer.save if self.tokenizer is not None else None
@@ -193,6 +197,11 @@ class Trainer:
         trainer = read_part(path, "trainer")
         self.step, self.updates = int(trainer["step"]), int(trainer["updates"])
         self.flops_per_token = trainer.get("flops_per_token")
+        if self.selection is not None:
+            if trainer.get("selection") is None:
+                raise ValueError(f"checkpoint {path} was written by a run without evaluation; this run selects on "
+                                 f"{self.selection.metric!r}: choose a new output_dir")
+            self.selection.load_state_dict(trainer["selection"])
         self.precision.load_state_dict(trainer["precision"])
         self.stream.load_state_dict(trainer["data"])
         rng_file = path / f"rng-rank{self.info.rank}.json"
@@ -301,6 +310,53 @@ class Trainer:
             record["mfu"] = record["flops"] / step_time / (self.peak * world)
         return record
 
+    # --- evaluation and model selection --------------------------------------------------------
+    @property
+    def _stopped_early(self) -> bool:
+        return self.selection is not None and self.selection.should_stop
+
+    def evaluate(self) -> dict[str, float]:
+        """Run the evaluator on the model (eval mode, no autograd, the run's precision), update
+        the selection and, on a new best, write the model to ``output_dir/best``. Every rank
+        evaluates the same data (so every rank agrees when to stop); rank 0 writes."""
+        was_training = self.wrapped.training
+        self.model.eval()
+        try:
+            with torch.no_grad(), self.precision.autocast():
+                metrics = {k: float(v) for k, v in self.evaluator(self.model).items()}
+        finally:
+            self.wrapped.train(was_training)
+        improved = self.selection.update(self.step, metrics)
+        if improved:
+            self._save_best()
+        return {**metrics, f"best {self.selection.metric}": self.selection.best}
+
+    def _save_best(self) -> None:
+        state = self._full_state()  # a collective under FSDP: every rank takes part
+        if not self.info.is_main:
+            return
+        from ..zoo.pretrained import CONFIG_NAME, WEIGHTS_NAME, save_weights
+
+        model = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.") and k not in self.alias}
+        config = getattr(self.model, "config", None)
+
+        def write(directory: Path) -> None:
+            save_weights(model, directory / WEIGHTS_NAME)
+            if isinstance(config, ModelConfig):
+                config.to_json(directory / CONFIG_NAME)
+            if self.tokenizer is not None:
+                self.tokenizer.save(directory)
+
+        save_best(self.output_dir / BEST_DIR, write)
+
+    def _selection_summary(self) -> dict[str, Any]:
+        s = self.selection
+        if s is None:
+            return {}
+        return {"selection_metric": s.metric, "best": s.best, "best_step": s.best_step,
+                "best_dir": str(self.output_dir / BEST_DIR) if s.best_step is not None else None,
+                "stopped_early": s.should_stop, "evaluations": s.history}
+
     def fit(self) -> dict[str, Any]:
         """Train to ``max_steps`` (or until a signal); return the run summary."""
         cfg = self.config
@@ -318,16 +374,20 @@ class Trainer:
             last_checkpoint = resumed
             self.wrapped.train()
             with self._signals():
-                while self.step < cfg.max_steps and self._stop_signal is None:
+                while self.step < cfg.max_steps and self._stop_signal is None and not self._stopped_early:
                     record = self.train_step()
+                    if self.evaluator is not None and (self.step == cfg.max_steps or
+                                                       (cfg.eval_every and self.step % cfg.eval_every == 0)):
+                        record.update(self.evaluate())
                     logger.log(record)
                     if (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps
-                            or self._stop_signal is not None):
+                            or self._stop_signal is not None or self._stopped_early):
                         last_checkpoint = self.save_checkpoint()
             summary = logger.summary({
                 "checkpoint": str(last_checkpoint) if last_checkpoint else None,
                 "resumed_from": str(resumed) if resumed else None,
                 "stopped_by_signal": self._stop_signal,
+                **self._selection_summary(),
                 "flops_per_token": self.flops_per_token,
                 "peak_flops": self.peak,
                 "peak_dtype": str(self.precision.dtype or torch.float32).replace("torch.", ""),

@@ -225,12 +225,57 @@ class FusionConfig(_Config):
     _positive: ClassVar = ("num_layers", "projection_dim")
 
 
+@dataclass(frozen=True)
+class HeadConfig(_Config):
+    """A task head on the encoder (:mod:`babelzoo.zoo.heads`), saved and loaded with the model.
+
+    ``kind`` names a registered head: ``sequence_classification`` (one label per text or text
+    pair), ``token_classification`` (one label per token; fine-tuning labels each word's first
+    sub-word) or ``probe`` (a linear classifier on frozen features of any layer). ``labels`` are
+    the class names in logit order. Sequence heads pool ``layer`` (-1: the last; 0: the
+    embeddings) by ``pooling``: ``pooler`` (the model's pooler, BERT), ``cls`` (the first token)
+    or ``mean`` (the mean of the real tokens); ``hidden_layer`` adds RoBERTa's dense + tanh
+    before the output. ``dropout`` (None: the text config's) is applied before each linear map.
+    ``freeze_encoder`` trains the head alone (a probe always does).
+    """
+
+    kind: str = "sequence_classification"
+    labels: tuple = ()
+    pooling: str = "cls"
+    hidden_layer: bool = False
+    layer: int = -1
+    dropout: Optional[float] = None
+    freeze_encoder: bool = False
+
+    _choices: ClassVar = {"pooling": ("pooler", "cls", "mean")}
+
+    def validate(self) -> None:
+        name = type(self).__name__
+        _check(isinstance(self.kind, str) and bool(self.kind), name, "kind", self.kind, "must name a registered head")
+        _check(isinstance(self.labels, tuple) and len(self.labels) >= 2
+               and all(isinstance(x, str) and x for x in self.labels), name, "labels", self.labels,
+               "must list at least two non-empty label names")
+        _check(len(set(self.labels)) == len(self.labels), name, "labels", self.labels, "must not repeat a label")
+        _check(isinstance(self.layer, int) and not isinstance(self.layer, bool), name, "layer", self.layer,
+               "must be an integer hidden-state index")
+        if self.dropout is not None:
+            _check(isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0, name, "dropout",
+                   self.dropout, "must be in [0, 1) or None")
+        for flag in ("hidden_layer", "freeze_encoder"):
+            _check(isinstance(getattr(self, flag), bool), name, flag, getattr(self, flag), "must be true or false")
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.labels)
+
+
 _SUBCONFIGS: dict[str, type[_Config]] = {
     "text": TextConfig,
     "vision": VisionConfig,
     "audio": AudioConfig,
     "knowledge": KnowledgeConfig,
     "fusion": FusionConfig,
+    "head": HeadConfig,
 }
 
 
@@ -244,12 +289,28 @@ class ModelConfig:
     audio: Optional[AudioConfig] = None
     knowledge: Optional[KnowledgeConfig] = None
     fusion: Optional[FusionConfig] = None
+    head: Optional[HeadConfig] = None
 
     def __post_init__(self) -> None:
         for name, cls in _SUBCONFIGS.items():
             value = getattr(self, name)
             if value is not None and not isinstance(value, cls):
                 raise ConfigError(f"ModelConfig.{name} must be a {cls.__name__}, got {type(value).__name__}")
+        if self.head is not None:
+            self._check_head(self.head)
+
+    def _check_head(self, head: HeadConfig) -> None:
+        text = self.text
+        layers = text.num_layers + 1  # hidden states: the embeddings, then every layer
+        _check(-layers <= head.layer < layers, "HeadConfig", "layer", head.layer,
+               f"must index the model's {layers} hidden states (0 = embeddings, -1 = last)")
+        if head.pooling == "pooler" and head.kind != "token_classification":
+            _check(text.pooler, "HeadConfig", "pooling", head.pooling,
+                   "needs a model with a pooler (TextConfig.pooler=true)")
+            _check(head.layer in (-1, text.num_layers), "HeadConfig", "layer", head.layer,
+                   "must be the last layer with pooling='pooler' (the pooler reads the last layer)")
+        if self.fusion is not None:
+            raise ConfigError("ModelConfig.head: task heads sit on text encoders; this model has a fusion part")
 
     # --- serialisation -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -319,6 +380,8 @@ class ModelConfig:
                                   f"({', '.join(_SUBCONFIGS)}) given as a dict or a dotted key")
         config = dataclasses.replace(self, **top) if top else self
         for part, values in changes.items():
-            current = getattr(config, part) or _SUBCONFIGS[part]()
-            config = dataclasses.replace(config, **{part: current.replace(**values)})
+            current = getattr(config, part)
+            values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+            new = _SUBCONFIGS[part].from_dict(values) if current is None else current.replace(**values)
+            config = dataclasses.replace(config, **{part: new})
         return config

@@ -101,6 +101,8 @@ def create_model(name: str, pretrained: bool = False, weights: str | Path | None
     ``overrides`` change its config (``hidden_size=128``; other parts as dicts:
     ``vision={"image_size": 64}``). ``pretrained=True`` loads the entry's published weights;
     ``weights`` loads a checkpoint directory, file or URL instead. Loading is strict.
+    ``head={"kind": ..., "labels": [...]}`` adds a freshly initialised task head
+    (:mod:`babelzoo.zoo.heads`) on top of the loaded encoder.
 
     ``text_tower`` starts a fusion model's text encoder from a text model: a zoo name (built
     with its pretrained weights) or a :class:`BabelModel`. The fusion config takes the tower's
@@ -112,6 +114,13 @@ def create_model(name: str, pretrained: bool = False, weights: str | Path | None
     from .pretrained import load_weights_into, resolve_pretrained
 
     entry = model_entry(name)
+    if "head" in overrides and (pretrained or weights is not None):
+        # Weights are for the encoder: load them, then add the fresh head.
+        from .heads import with_head
+
+        head = overrides.pop("head")
+        model = create_model(name, pretrained=pretrained, weights=weights, text_tower=text_tower, **overrides)
+        return model if head is None else with_head(model, head)
     if text_tower is not None:
         if pretrained or weights is not None:
             raise ValueError("text_tower starts the text encoder from a text model; pretrained/weights load a "

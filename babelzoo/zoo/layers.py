@@ -241,6 +241,18 @@ class MLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(hidden)))) + self.bias
 
 
+def pool(hidden: torch.Tensor, mask: Optional[torch.Tensor], mode: str = "cls") -> torch.Tensor:
+    """Sentence vectors [B, H]: the first ([CLS]) token, or the mean over real tokens."""
+    if mode == "cls":
+        return hidden[:, 0]
+    if mode == "mean":
+        if mask is None:
+            return hidden.mean(1)
+        weights = mask.to(hidden.dtype).unsqueeze(-1)
+        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+    raise ValueError(f"unknown pooling {mode!r}; choose 'cls' or 'mean'")
+
+
 class Pooler(nn.Module):
     """tanh(W h_0 + b) over the first token, as in BERT's next-sentence head."""
 

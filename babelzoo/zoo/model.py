@@ -49,6 +49,34 @@ class BabelModel(nn.Module):
         self.knowledge = None
         if config.knowledge is not None and config.knowledge.fusion == "ernie":
             self._build_knowledge(config.knowledge)
+        self.head = None
+        if config.head is not None:
+            self._build_head(config.head)
+
+    def _build_head(self, head) -> None:
+        """The task head, built after the encoder so that the encoder's initial weights are
+        the same with or without a head; a frozen encoder gets no gradients."""
+        from .heads import build_head
+
+        self.head = build_head(head, self.config.text)
+        self.head.apply(self._init_weights)
+        if self.encoder_frozen:
+            for name, param in self.named_parameters():
+                if not name.startswith("head."):
+                    param.requires_grad_(False)
+
+    @property
+    def encoder_frozen(self) -> bool:
+        """True when only the task head trains (a probe, or ``freeze_encoder``)."""
+        return self.head is not None and (self.head.freezes_encoder or self.config.head.freeze_encoder)
+
+    def train(self, mode: bool = True) -> "BabelModel":
+        super().train(mode)
+        if self.encoder_frozen:  # frozen features: no dropout in the encoder either
+            for name, child in self.named_children():
+                if name != "head":
+                    child.eval()
+        return self
 
     def _build_knowledge(self, knowledge) -> None:
         """ERNIE fusion layers and the entity table from the config's knowledge part, built after
@@ -152,6 +180,27 @@ class BabelModel(nn.Module):
             hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states, output_positions)
         pooled = self.pooler(hidden) if self.pooler is not None and output_positions is None else None
         return EncoderOutput(hidden, states, pooled, attention_mask)
+
+    def head_logits(self, input_ids: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None,
+                    **inputs) -> torch.Tensor:
+        """Logits of the task head: [B, C] for a sequence head, [B, L, C] for a token head.
+
+        For a token head, ``positions`` (bool [B, L]) asks for the labelled positions only
+        (``[N, C]``, equal to ``logits[positions]``): the last layer then runs its queries and
+        feed-forward at those positions alone. A frozen encoder runs without autograd."""
+        if self.head is None:
+            raise ValueError(f"model {self.config.architecture!r} has no task head; build it with "
+                             f"head={{'kind': ..., 'labels': [...]}} or babelzoo.zoo.heads.with_head")
+        if positions is not None and not self.head.per_token:
+            raise ValueError(f"positions select tokens; head {self.head.name!r} predicts one label per text")
+        fast = positions is not None and not self.head.needs_hidden_states
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_frozen):
+            out = self(input_ids, output_hidden_states=self.head.needs_hidden_states,
+                       output_positions=positions if fast else None, **inputs)
+        if fast:
+            return self.head.logits(out.last_hidden)
+        logits = self.head(out)
+        return logits[positions] if positions is not None else logits
 
     def mlm_logits(self, hidden: torch.Tensor, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Vocabulary logits from the tied MLM head, for all positions or only where the bool

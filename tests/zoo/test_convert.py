@@ -280,8 +280,8 @@ def test_extra_layer_is_unexpected(tmp_path):
 @pytest.mark.parametrize("changes, pattern", [
     (dict(model_type="gpt2"), r"unknown Hugging Face model_type 'gpt2'.*known: albert, bert, xlm-roberta"),
     (dict(model_type="xlm-robert"), r"did you mean 'xlm-roberta'"),
-    (dict(architectures=["BertForSequenceClassification"]), r"architecture 'BertForSequenceClassification' is "
-                                                             r"not supported"),
+    (dict(architectures=["BertForQuestionAnswering"]), r"architecture 'BertForQuestionAnswering' is "
+                                                        r"not supported"),
     (dict(position_embedding_type="relative_key"), r"position_embedding_type='relative_key'"),
     (dict(hidden_act="silu"), r"hidden_act='silu' is not supported"),
 ])

@@ -46,7 +46,7 @@ class TaskSkipped(RuntimeError):
 
 TASKS: Registry[Callable[..., list[Result]]] = Registry("task")
 
-_MODULES = ("retrieval", "lexicon", "knowledge", "multimodal")
+_MODULES = ("retrieval", "lexicon", "knowledge", "multimodal", "transfer_probe")
 
 
 def load_tasks() -> Registry:

@@ -8,14 +8,18 @@ engine (``keymap.py``) in both directions, so import and export cannot drift apa
     model = import_hf("path/to/hf-bert")          # strict: mismatches are errors naming keys
     export_hf(model, "out/")                      # transformers.AutoModel.from_pretrained("out/")
 
+A model with a task head (:mod:`babelzoo.zoo.heads`) converts to and from the family's fine-tuned
+classes (``BertForSequenceClassification``, ``XLMRobertaForTokenClassification``...): each such
+class is a :class:`TaskClass` whose table fills the key map's ``head`` group.
+
 On the command line: ``babelzoo convert --from-hf DIR --to DIR`` and
 ``babelzoo convert --to-hf DIR --from DIR``.
 """
 
 from .exporter import export_hf
 from .families import FAMILIES, family_for, family_for_model_type
-from .family import Family
+from .family import Family, TaskClass
 from .importer import import_hf
 from .keymap import KeyMap
 
-__all__ = ["FAMILIES", "Family", "KeyMap", "export_hf", "family_for", "family_for_model_type", "import_hf"]
+__all__ = ["FAMILIES", "Family", "KeyMap", "TaskClass", "export_hf", "family_for", "family_for_model_type", "import_hf"]

@@ -1,13 +1,16 @@
-"""BERT (Devlin et al. 2019): ``BertModel``, ``BertForMaskedLM``, ``BertForPreTraining``.
+"""BERT (Devlin et al. 2019): ``BertModel``, ``BertForMaskedLM``, ``BertForPreTraining``, and the
+fine-tuned ``BertForSequenceClassification`` / ``BertForTokenClassification``.
 
 Head-model checkpoints prefix the encoder with ``bert.`` and keep the MLM head under
-``cls.predictions``; ``BertModel`` checkpoints have no prefix and carry the pooler.
+``cls.predictions``; ``BertModel`` checkpoints have no prefix and carry the pooler. The sequence
+classifier is one Linear on the pooler's output; the token classifier one Linear per token, on an
+encoder without pooler.
 """
 
 from __future__ import annotations
 
 from ..config import TextConfig
-from .family import COMMON_REQUIRED, Family, common_text_from_hf, common_text_to_hf
+from .family import COMMON_REQUIRED, Family, TaskClass, common_text_from_hf, common_text_to_hf
 from .keymap import KeyMap
 
 KEYS = KeyMap(
@@ -48,6 +51,13 @@ def text_to_hf(text: TextConfig) -> dict:
     return common_text_to_hf(text)
 
 
+TASKS = (
+    TaskClass("BertForSequenceClassification", "sequence_classification", {"classifier.{p}": "head.out.{p}"},
+              pooler=True, head={"pooling": "pooler", "hidden_layer": False}),
+    TaskClass("BertForTokenClassification", "token_classification", {"classifier.{p}": "head.out.{p}"},
+              pooler=False),
+)
+
 FAMILY = Family(
     name="bert", model_type="bert", keys=KEYS, prefix="bert.",
     base_class="BertModel", mlm_class="BertForMaskedLM",
@@ -60,4 +70,5 @@ FAMILY = Family(
               "position_offset == 0": lambda t: t.position_offset == 0},
     tied={"cls.predictions.decoder.bias": "cls.predictions.bias"},
     heads_not_kept=("cls.seq_relationship.",),
+    tasks=TASKS,
 )

@@ -64,8 +64,7 @@ def _export(source: str, target: str, family: str | None) -> int:
     model = from_pretrained(source)
     fam = family_for(family or model.config.architecture)
     export_hf(model, target, family=fam.name)
-    kind = fam.mlm_class if model.config.text.mlm_head else fam.base_class
-    print(f"exported {source} as {kind} ({model.num_parameters():,} parameters"
+    print(f"exported {source} as {fam.hf_class(model.config)} ({model.num_parameters():,} parameters"
           f"{', with tokenizer' if getattr(model, 'tokenizer', None) is not None else ''}) -> {target}")
     return 0
 

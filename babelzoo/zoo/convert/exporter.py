@@ -1,6 +1,7 @@
 """Export a babelzoo model as a Hugging Face model directory that ``transformers`` loads with
-``AutoModel`` / ``AutoModelForMaskedLM``: ``config.json``, ``model.safetensors`` and the
-tokenizer's files."""
+``AutoModel`` / ``AutoModelForMaskedLM`` (or, with a task head, ``AutoModelForSequenceClassification``
+/ ``AutoModelForTokenClassification``): ``config.json``, ``model.safetensors`` and the tokenizer's
+files."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Optional
 
 from ..pretrained import CheckpointError, _atomic_write, model_state, save_weights
 from .families import family_for
+from .family import head_to_hf
 from .files import CONFIG
 from .importer import active_groups
 from .keymap import to_hf
@@ -23,8 +25,11 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
 
     A model with an MLM head is written as ``*ForMaskedLM`` (encoder under the ``bert.``/
     ``roberta.``/``albert.`` prefix, pooler kept when present), one without as ``*Model``. A
+    model with a task head is written as the family's class for that head kind
+    (``BertForSequenceClassification``...), with ``id2label``/``label2id`` from its labels. A
     model the family cannot hold (pre-LN, relative positions, language embeddings, another
-    modality...) is an error naming each unmet requirement.
+    modality, a head the HF class computes differently...) is an error naming each unmet
+    requirement.
     """
     config = model.config
     fam = family_for(family or config.architecture)
@@ -36,17 +41,28 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
     unmet = [need for need, ok in fam.required.items() if not ok(text)]
     if unmet:
         raise CheckpointError(f"cannot export {config.architecture!r} as {fam.model_type}: needs {unmet}")
+    task = None
+    if config.head is not None:
+        try:
+            task = fam.task_for(config.head.kind)
+        except CheckpointError as err:
+            raise CheckpointError(f"cannot export {config.architecture!r}: {err}") from None
+        unmet = task.unmet(config)
+        if unmet:
+            raise CheckpointError(f"cannot export {config.architecture!r} with its {config.head.kind} head as "
+                                  f"{task.name}: needs {unmet}")
 
-    state = to_hf(model_state(model), fam.keys.pairs(text.num_layers, active_groups(text)))
+    keys = fam.key_map(task)
+    state = to_hf(model_state(model), keys.pairs(text.num_layers, active_groups(config)))
     if text.mlm_head and not text.tie_word_embeddings:
         # an untied transformers 5 head adds its decoder's own bias; transformers 4 reads `bias`
         state.update({alias: state[target].clone() for alias, target in fam.tied.items()})
-    if text.mlm_head:
-        encoder_keys = fam.keys.hf_keys("base", text.num_layers) | fam.keys.hf_keys("pooler", text.num_layers)
+    if text.mlm_head or task is not None:
+        encoder_keys = keys.hf_keys("base", text.num_layers) | keys.hf_keys("pooler", text.num_layers)
         state = {(fam.prefix + k if k in encoder_keys else k): v for k, v in state.items()}
     dtype = next(iter(state.values())).dtype
-    hf_config = {"architectures": [fam.mlm_class if text.mlm_head else fam.base_class],
-                 "model_type": fam.model_type, **fam.text_to_hf(text),
+    hf_config = {"architectures": [fam.hf_class(config)], "model_type": fam.model_type, **fam.text_to_hf(text),
+                 **(head_to_hf(config.head) if task is not None else {}),
                  "dtype": str(dtype).removeprefix("torch.")}
 
     directory = Path(directory)

@@ -3,11 +3,12 @@ config translation. One :class:`Family` per module (``bert.py``, ``xlmr.py``, ``
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
-from ..config import TextConfig
+from ..config import ConfigError, HeadConfig, ModelConfig, TextConfig
 from ..pretrained import CheckpointError
 from .keymap import KeyMap
 
@@ -21,13 +22,46 @@ ACTIVATIONS_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 
 
+# What transformers' classification heads compute with ``problem_type`` unset or set to this: a
+# softmax over the labels, which is what a babelzoo head is.
+SINGLE_LABEL = "single_label_classification"
+
+
+@dataclass(frozen=True)
+class TaskClass:
+    """A Hugging Face class with a task head (``BertForSequenceClassification``...) and the
+    babelzoo head ``kind`` it holds. ``keys`` is its ``head`` key group (HF → ours, unprefixed);
+    ``pooler`` says whether its encoder keeps the pooler; ``head`` lists the
+    :class:`HeadConfig` fields the class fixes: import sets them, export requires them."""
+
+    name: str
+    kind: str
+    keys: Mapping[object, str]
+    pooler: bool
+    head: Mapping[str, Any] = field(default_factory=dict)
+
+    def unmet(self, config: ModelConfig) -> list[str]:
+        """What ``config`` (a model with a head of ``kind``) lacks to be written as this class."""
+        text, head = config.text, config.head
+        needs = {
+            "mlm_head=False (a task class holds no MLM head)": not text.mlm_head,
+            f"pooler={self.pooler} ({self.name} {'reads the' if self.pooler else 'has no'} pooler)":
+                text.pooler == self.pooler,
+            f"head layer == -1, the last layer (is {head.layer})": head.layer in (-1, text.num_layers),
+        }
+        for name, value in self.head.items():
+            needs[f"head {name} == {value!r} (is {getattr(head, name)!r})"] = getattr(head, name) == value
+        return [need for need, ok in needs.items() if not ok]
+
+
 @dataclass(frozen=True)
 class Family:
     """``name`` is the babelzoo architecture an import gets; ``patterns`` are the architecture
     names (wildcards) export recognises. ``heads_not_kept`` are key prefixes of pre-training
     heads that a babelzoo encoder does not hold (BERT's next-sentence classifier, ALBERT's
     sentence-order classifier): an objective owns such heads, so import drops them with a
-    warning that names them. ``tied`` maps HF alias keys to the key they must equal."""
+    warning that names them. ``tied`` maps HF alias keys to the key they must equal.
+    ``tasks`` are the fine-tuned classes that hold a babelzoo task head, one per head kind."""
 
     name: str
     model_type: str
@@ -44,9 +78,32 @@ class Family:
     tied: Mapping[str, str] = field(default_factory=dict)
     heads_not_kept: tuple[str, ...] = ()
     buffers: tuple[str, ...] = BUFFERS
+    tasks: tuple[TaskClass, ...] = ()
 
     def matches(self, architecture: str) -> bool:
         return any(fnmatch.fnmatchcase(architecture, p) for p in self.patterns)
+
+    def task_named(self, hf_class: str) -> Optional[TaskClass]:
+        return next((t for t in self.tasks if t.name == hf_class), None)
+
+    def task_for(self, kind: str) -> TaskClass:
+        """The class that holds a head of ``kind``; none is an error listing those there are."""
+        task = next((t for t in self.tasks if t.kind == kind), None)
+        if task is None:
+            known = ", ".join(f"{t.kind} ({t.name})" for t in self.tasks) or "none"
+            raise CheckpointError(f"a {kind!r} head has no Hugging Face {self.model_type} class; heads it "
+                                  f"can hold: {known}")
+        return task
+
+    def key_map(self, task: Optional[TaskClass]) -> KeyMap:
+        """The family's table, with ``task``'s head group filled in."""
+        return self.keys if task is None else dataclasses.replace(self.keys, head=task.keys)
+
+    def hf_class(self, config: ModelConfig) -> str:
+        """The class a model of ``config`` exports as."""
+        if config.head is not None:
+            return self.task_for(config.head.kind).name
+        return self.mlm_class if config.text.mlm_head else self.base_class
 
     def word_key(self) -> str:
         return next(hf for hf, ours in self.keys.base.items() if ours == "embeddings.word.weight")
@@ -114,3 +171,44 @@ COMMON_REQUIRED: dict[str, Callable[[TextConfig], bool]] = {
     "embedding_layer_norm": lambda t: t.embedding_layer_norm,
     "not causal": lambda t: not t.causal,
 }
+
+
+def head_from_hf(hf: Mapping[str, Any], task: TaskClass, where: str) -> HeadConfig:
+    """The :class:`HeadConfig` of a ``task`` checkpoint: labels from ``id2label`` in id order,
+    ``classifier_dropout`` as the head's dropout, the fields ``task`` fixes."""
+    problem = hf.get("problem_type")
+    if problem not in (None, SINGLE_LABEL):
+        raise CheckpointError(f"{where}: problem_type={problem!r} is not supported: babelzoo heads are "
+                              f"single-label classifiers (problem_type null or {SINGLE_LABEL!r})")
+    labels = _labels_from_hf(hf, where)
+    if len(labels) < 2:
+        raise CheckpointError(f"{where}: num_labels={len(labels)} is a regression head in transformers; "
+                              f"babelzoo heads classify into two or more labels")
+    dropout = hf.get("classifier_dropout")
+    try:
+        return HeadConfig(kind=task.kind, labels=labels, dropout=None if dropout is None else float(dropout),
+                          **task.head)
+    except ConfigError as err:
+        raise CheckpointError(f"{where}: {err}") from None
+
+
+def _labels_from_hf(hf: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    id2label = hf.get("id2label")
+    if id2label is None:  # transformers' default: num_labels (2 unless set) labels named LABEL_i
+        return tuple(f"LABEL_{i}" for i in range(int(hf.get("num_labels") or 2)))
+    try:
+        by_id = {int(k): v for k, v in id2label.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise CheckpointError(f"{where}: id2label must map label ids 0, 1, ... to names, got {id2label!r}") from None
+    if sorted(by_id) != list(range(len(by_id))):
+        raise CheckpointError(f"{where}: id2label ids {sorted(by_id)} must be 0 .. {len(by_id) - 1}")
+    if hf.get("num_labels") is not None and hf["num_labels"] != len(by_id):
+        raise CheckpointError(f"{where}: num_labels={hf['num_labels']} but id2label names {len(by_id)} labels")
+    return tuple(by_id[i] for i in range(len(by_id)))
+
+
+def head_to_hf(head: HeadConfig) -> dict:
+    """The HF config fields of a task head (``freeze_encoder`` has no HF meaning and is dropped)."""
+    return {"id2label": {str(i): label for i, label in enumerate(head.labels)},
+            "label2id": {label: i for i, label in enumerate(head.labels)},
+            "num_labels": head.num_labels, "classifier_dropout": head.dropout, "problem_type": SINGLE_LABEL}

@@ -5,21 +5,22 @@ wrong vocabulary size or a missing layer is reported in Hugging Face's names), t
 through the family's key table and loaded with :func:`load_state_strict`. The only keys left out
 are named in advance: index buffers (``position_ids``/``token_type_ids``), alias copies of tied
 tensors (checked equal first) and pre-training heads a babelzoo encoder does not hold (a warning
-names them).
+names them). A fine-tuned classifier (``*ForSequenceClassification``, ``*ForTokenClassification``,
+named by ``architectures``) becomes a task head (:mod:`babelzoo.zoo.heads`).
 """
 
 from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping, Optional
 
 import torch
 
 from ..config import ConfigError, ModelConfig, TextConfig
 from ..pretrained import CheckpointError, load_state_strict, model_state
 from .families import family_for_model_type
-from .family import Family
+from .family import Family, TaskClass, head_from_hf
 from .files import CONFIG, find_hf_weights, read_hf_config, read_hf_weights
 from .keymap import compare_shapes, to_hf, to_ours
 
@@ -34,6 +35,12 @@ def import_hf(directory: str | Path):
 
         model = import_hf("all-MiniLM-L6-v2/")
         out = model(input_ids, attention_mask=mask)
+
+    A ``BertFor{Sequence,Token}Classification`` or ``XLMRobertaFor{Sequence,Token}Classification``
+    directory gets the matching task head, its labels from ``id2label``::
+
+        model = import_hf("xlmr-ner/")
+        logits = model.head_logits(input_ids, attention_mask=mask)   # [B, L, num_labels]
     """
     from ..model import BabelModel
 
@@ -41,18 +48,20 @@ def import_hf(directory: str | Path):
     where = str(directory / CONFIG)
     hf = read_hf_config(directory)
     family = family_for_model_type(hf.get("model_type"), where)
-    for cls in hf.get("architectures") or []:
-        if cls not in family.classes:
-            raise CheckpointError(f"{where}: architecture {cls!r} is not supported; model_type "
-                                  f"{family.model_type!r} imports from {', '.join(family.classes)}")
+    task = _task_class(hf, family, where)
+    keys = family.key_map(task)
     weights = find_hf_weights(directory)
     state, names = _normalise(read_hf_weights(weights), family, str(weights))
 
-    has_pooler = bool(family.keys.hf_keys("pooler", 1) & set(state))
-    has_mlm = bool(family.keys.hf_keys("mlm", 1) & set(state))
+    # A task class that keeps the pooler needs it (a missing one is reported as missing keys);
+    # otherwise the checkpoint says: older classifiers may carry a pooler they never use.
+    has_pooler = (task is not None and task.pooler) or bool(keys.hf_keys("pooler", 1) & set(state))
+    has_mlm = bool(keys.hf_keys("mlm", 1) & set(state))
+    head = head_from_hf(hf, task, where) if task is not None else None
     try:
         text = TextConfig(**family.text_from_hf(hf, where), pooler=has_pooler, mlm_head=has_mlm,
                           tie_word_embeddings=bool(hf.get("tie_word_embeddings", True)))
+        config = ModelConfig(architecture=family.name, text=text, head=head)
     except ConfigError as err:
         raise CheckpointError(f"{where}: {err}") from None
     unmet = [need for need, ok in family.required.items() if not ok(text)]
@@ -60,11 +69,11 @@ def import_hf(directory: str | Path):
         raise CheckpointError(f"{where}: babelzoo cannot represent this {family.model_type} model: needs {unmet}")
     _drop_tied_aliases(state, family, text, names, str(weights))
 
-    model = BabelModel(ModelConfig(architecture=family.name, text=text))
-    pairs = family.keys.pairs(text.num_layers, active_groups(text))
+    model = BabelModel(config)
+    pairs = keys.pairs(text.num_layers, active_groups(config))
     expected = {k: tuple(v.shape) for k, v in to_hf(model_state(model), pairs).items()}
     prefixed = any(name.startswith(family.prefix) for name in names.values())
-    encoder_keys = family.keys.hf_keys("base", text.num_layers) | family.keys.hf_keys("pooler", text.num_layers)
+    encoder_keys = keys.hf_keys("base", text.num_layers) | keys.hf_keys("pooler", text.num_layers)
     shown = {k: family.prefix + k for k in expected if prefixed and k in encoder_keys}
     compare_shapes(expected, state, str(weights), {**shown, **names})
     load_state_strict(model, to_ours(state, pairs), str(weights))
@@ -72,7 +81,9 @@ def import_hf(directory: str | Path):
     return model
 
 
-def active_groups(text: TextConfig) -> list[str]:
+def active_groups(config: ModelConfig) -> list[str]:
+    """The key groups a model of ``config`` has."""
+    text = config.text
     groups = ["base"]
     if text.pooler:
         groups.append("pooler")
@@ -80,7 +91,25 @@ def active_groups(text: TextConfig) -> list[str]:
         groups.append("mlm")
         if not text.tie_word_embeddings:
             groups.append("decoder")
+    if config.head is not None:
+        groups.append("head")
     return groups
+
+
+def _task_class(hf: Mapping[str, Any], family: Family, where: str) -> Optional[TaskClass]:
+    """The task class ``architectures`` names, if any; an architecture the family does not
+    import is an error listing those it does."""
+    architectures = hf.get("architectures") or []
+    supported = (*family.classes, *(t.name for t in family.tasks))
+    for cls in architectures:
+        if cls not in supported:
+            raise CheckpointError(f"{where}: architecture {cls!r} is not supported; model_type "
+                                  f"{family.model_type!r} imports from {', '.join(supported)}")
+    tasks = sorted({cls for cls in architectures if family.task_named(cls) is not None})
+    if len(tasks) > 1:
+        raise CheckpointError(f"{where}: architectures names several task classes ({', '.join(tasks)}); "
+                              f"a babelzoo model holds one task head")
+    return family.task_named(tasks[0]) if tasks else None
 
 
 def _normalise(raw: Mapping[str, torch.Tensor], family: Family,

@@ -9,9 +9,12 @@ split into equal parts on export (BERT's separate query/key/value projections be
 * ``{i}`` is each layer index, ``0 .. num_layers - 1``.
 
 Groups say when a pair applies: ``base`` always; ``pooler`` and ``mlm`` when the model has that
-head; ``decoder`` when the MLM decoder is not tied to the word embeddings. ``base`` pairs carry the
-family's base-model prefix (``bert.``, ``roberta.``, ``albert.``) in head-model checkpoints; head
-pairs never do.
+head; ``decoder`` when the MLM decoder is not tied to the word embeddings; ``head`` when the model
+has a task head. The ``head`` table depends on the Hugging Face class (BERT's sequence classifier
+is one Linear, XLM-R's is dense + out_proj), so a family's own table leaves it empty and each of
+its task classes fills it in (:meth:`Family.key_map`). ``base`` pairs carry the family's
+base-model prefix (``bert.``, ``roberta.``, ``albert.``) in head-model checkpoints; head pairs
+never do.
 
 Both directions are total: a key that no pair covers is an error naming it, never dropped.
 """
@@ -25,7 +28,7 @@ import torch
 
 from ..pretrained import CheckpointError
 
-GROUPS = ("base", "pooler", "mlm", "decoder")
+GROUPS = ("base", "pooler", "mlm", "decoder", "head")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class KeyMap:
     pooler: Mapping[object, str] = field(default_factory=dict)
     mlm: Mapping[object, str] = field(default_factory=dict)
     decoder: Mapping[object, str] = field(default_factory=dict)
+    head: Mapping[object, str] = field(default_factory=dict)
 
     def pairs(self, num_layers: int, groups: Iterable[str]) -> list[Pair]:
         """Every rule of the wanted ``groups``, with ``{p}`` and ``{i}`` expanded."""

@@ -1,16 +1,18 @@
-"""XLM-R (Conneau et al. 2020): ``XLMRobertaModel`` and ``XLMRobertaForMaskedLM``.
+"""XLM-R (Conneau et al. 2020): ``XLMRobertaModel``, ``XLMRobertaForMaskedLM`` and the fine-tuned
+``XLMRobertaForSequenceClassification`` / ``XLMRobertaForTokenClassification``.
 
 RoBERTa's layout: position ids start at ``pad_token_id + 1`` (padding sits at ``pad_token_id``),
 so ``max_position_embeddings`` counts that offset (514 rows for 512 tokens); the encoder is
 prefixed ``roberta.`` in head-model checkpoints and the MLM head is ``lm_head``, whose activation
-is always the exact GELU.
+is always the exact GELU. Neither task class keeps the pooler: the sequence classifier reads the
+first token through its own dense + tanh layer (``classifier.dense``, then ``classifier.out_proj``).
 """
 
 from __future__ import annotations
 
 from ..config import TextConfig
 from .bert import KEYS as BERT_KEYS
-from .family import COMMON_REQUIRED, Family, common_text_from_hf, common_text_to_hf
+from .family import COMMON_REQUIRED, Family, TaskClass, common_text_from_hf, common_text_to_hf
 from .keymap import KeyMap
 
 KEYS = KeyMap(
@@ -39,6 +41,14 @@ def text_to_hf(text: TextConfig) -> dict:
     return {**common_text_to_hf(text), "bos_token_id": 0, "eos_token_id": 2}
 
 
+TASKS = (
+    TaskClass("XLMRobertaForSequenceClassification", "sequence_classification",
+              {"classifier.dense.{p}": "head.dense.{p}", "classifier.out_proj.{p}": "head.out.{p}"},
+              pooler=False, head={"pooling": "cls", "hidden_layer": True}),
+    TaskClass("XLMRobertaForTokenClassification", "token_classification", {"classifier.{p}": "head.out.{p}"},
+              pooler=False),
+)
+
 FAMILY = Family(
     name="xlmr", model_type="xlm-roberta", keys=KEYS, prefix="roberta.",
     base_class="XLMRobertaModel", mlm_class="XLMRobertaForMaskedLM",
@@ -52,4 +62,5 @@ FAMILY = Family(
               "activation == 'gelu' when there is an MLM head (RoBERTa's head always uses exact GELU)":
                   lambda t: not t.mlm_head or t.activation == "gelu"},
     tied={"lm_head.decoder.bias": "lm_head.bias"},
+    tasks=TASKS,
 )

@@ -1,0 +1,63 @@
+"""``babelzoo finetune --config RECIPE [--set key=value ...] [--data-dir DIR]``: fine-tune from a
+recipe, select on the source language's dev set, and print accuracy on every test file.
+
+Examples::
+
+    babelzoo finetune --config sib200_e5_small --data-dir ../shared/data
+    babelzoo finetune --config udpos_e5_small --data-dir ../shared/data --set task.epochs=2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from ..zoo.config import ConfigError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="babelzoo finetune", description=__doc__.split("\n")[0].strip("`"))
+    parser.add_argument("--config", required=True, help="recipe file, or the name of a shipped recipe")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a recipe key (YAML value; dotted keys reach into mappings); repeatable")
+    parser.add_argument("--data-dir", default=None, help="fills ${BABELZOO_DATA_DIR} in the recipe's paths")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved recipe and exit")
+    return parser
+
+
+def finetune_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``babelzoo finetune``; returns the exit status."""
+    from ..train.config import load_recipe, recipe_path
+    from .recipe import TaskSpec
+
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        cfg = load_recipe(recipe_path(args.config), args.overrides)
+        spec = TaskSpec.from_dict(cfg.task).resolve(args.data_dir)
+    except ConfigError as err:
+        print(f"babelzoo finetune: {err}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(json.dumps({**cfg.to_dict(), "task": spec.to_dict()}, indent=2))
+        return 0
+    from .run import run_finetune
+
+    try:
+        result = run_finetune(cfg, data_dir=args.data_dir)
+    except (ConfigError, ValueError, OSError) as err:
+        print(f"babelzoo finetune: {err}", file=sys.stderr)
+        return 2
+    tests = result.get("test", {})
+    if tests:
+        print(f"\n{'language':24s} accuracy      n")
+        for lang, row in tests.items():
+            print(f"{lang:24s} {row['accuracy']:8.4f} {row['n']:6d}")
+        print(f"{'mean':24s} {sum(r['accuracy'] for r in tests.values()) / len(tests):8.4f}")
+    print(f"dev (selection) {result.get('dev')}; results in {cfg.output_dir}/results.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(finetune_main())

@@ -1,0 +1,157 @@
+"""One fine-tuning run: build the model with its head, train on the source language with model
+selection on its dev set (the shared :class:`~babelzoo.train.Trainer`), then evaluate the best
+model on every test file.
+
+Zero-shot transfer by construction: the trainer and its evaluator receive the ``train`` and
+``dev`` examples only; the ``test`` files are opened after :meth:`Trainer.fit` has returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+from ..train.config import TrainConfig
+from ..zoo.config import ConfigError, HeadConfig
+from .data import Split, encode_rows, hold_out, label_set, read_rows
+from .evaluate import HeadEvaluator, accuracy, predict
+from .recipe import TaskSpec
+
+RESULTS = "results.json"
+
+
+def build_model(cfg: TrainConfig, spec: TaskSpec, labels: tuple[str, ...], base=None, tokenizer=None):
+    """(model with a fresh head, tokenizer). ``base``: an encoder to start from (else
+    ``spec.init`` decides: the zoo entry's pretrained weights, random weights, or a checkpoint)."""
+    from ..zoo.factory import create_model
+    from ..zoo.heads import with_head
+    from ..zoo.pretrained import from_pretrained
+
+    if tokenizer is None and cfg.tokenizer:
+        tokenizer = _recipe_tokenizer(cfg.tokenizer)
+    if base is None:
+        if spec.init == "pretrained":
+            base = create_model(cfg.model, pretrained=True, **cfg.model_overrides)
+        elif spec.init == "random":
+            if tokenizer is None:  # borrow the entry's own tokenizer, keep random weights
+                tokenizer = create_model(cfg.model, pretrained=True).tokenizer
+            torch.manual_seed(cfg.seed)
+            base = create_model(cfg.model, **{"vocab_size": tokenizer.vocab_size,
+                                              "pad_token_id": tokenizer.specials.pad, **cfg.model_overrides})
+        else:
+            base = from_pretrained(spec.init)
+    tokenizer = tokenizer if tokenizer is not None else getattr(base, "tokenizer", None)
+    if tokenizer is None:
+        raise ConfigError(f"model {cfg.model!r} has no tokenizer: give tokenizer: {{path: DIR}}")
+    torch.manual_seed(cfg.seed)  # the head's initial weights
+    model = with_head(base, HeadConfig.from_dict({**spec.head, "kind": spec.kind, "labels": labels}))
+    model.tokenizer = tokenizer
+    _freeze(model, spec.freeze)
+    return model, tokenizer
+
+
+def _recipe_tokenizer(spec: dict):
+    """``{path: DIR}`` (a saved tokenizer) or ``{from_model: NAME}`` (a zoo entry's own)."""
+    from ..datasets.tokenizer import load_tokenizer
+    from ..zoo.factory import create_model
+
+    if len(spec) != 1 or next(iter(spec)) not in ("path", "from_model"):
+        raise ConfigError(f"tokenizer: a fine-tuning recipe takes {{path: DIR}} or {{from_model: NAME}}, got {spec}")
+    if "from_model" in spec:
+        tokenizer = getattr(create_model(spec["from_model"], pretrained=True), "tokenizer", None)
+        if tokenizer is None:
+            raise ConfigError(f"tokenizer.from_model={spec['from_model']!r}: that model has no tokenizer")
+        return tokenizer
+    tokenizer = load_tokenizer(spec["path"])
+    if tokenizer is None:
+        raise ConfigError(f"tokenizer.path={spec['path']!r}: no tokenizer files there")
+    return tokenizer
+
+
+def _freeze(model, prefixes) -> None:
+    for prefix in prefixes:
+        hit = [p for name, p in model.named_parameters() if name.startswith(prefix)]
+        if not hit:
+            raise ConfigError(f"task.freeze: no parameter name starts with {prefix!r}")
+        for param in hit:
+            param.requires_grad_(False)
+
+
+def prepare_splits(cfg: TrainConfig, spec: TaskSpec):
+    """Train and dev rows (dev: the dev file, or a held-back share of train) and the label set."""
+    train_rows = read_rows(spec, spec.train, tuple(spec.labels) if spec.labels else None)
+    labels = label_set(spec, train_rows)
+    if spec.dev is not None:
+        dev_rows, selection = read_rows(spec, spec.dev, labels), spec.dev
+    else:
+        train_rows, dev_rows = hold_out(train_rows, spec.dev_fraction, cfg.seed)
+        selection = f"{spec.dev_fraction:g} of {spec.train} held back (seed {cfg.seed})"
+    return train_rows, dev_rows, labels, selection
+
+
+def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=None, tokenizer=None,
+                 log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Fine-tune as ``cfg`` says and evaluate on its test files; returns (and writes to
+    ``output_dir/results.json``) the per-language accuracies with their protocol."""
+    from ..objectives.classification import head_objective
+    from ..train.trainer import Trainer
+    from ..zoo.pretrained import WEIGHTS_NAME, load_state_strict, read_weights
+
+    spec = TaskSpec.from_dict(cfg.task).resolve(data_dir)
+    train_rows, dev_rows, labels, selection = prepare_splits(cfg, spec)
+    model, tokenizer = build_model(cfg, spec, labels, base, tokenizer)
+    objective_cls = head_objective(spec.kind)
+    objective = objective_cls(tokenizer.specials, max_length=spec.max_length)
+    eval_length = spec.eval_max_length or model.config.text.max_positions
+    scorer = objective_cls(tokenizer.specials, max_length=eval_length)
+    train = Split("train", spec.train, encode_rows(train_rows, tokenizer, labels, spec, spec.max_length))
+    dev = Split("dev", selection, encode_rows(dev_rows, tokenizer, labels, spec, eval_length))
+    if spec.epochs is not None:
+        world = int(os.environ.get("WORLD_SIZE", 1))
+        cfg = cfg.replace(max_steps=spec.steps(len(train), cfg.batch_size * cfg.grad_accum * world))
+    log(f"fine-tuning {cfg.model} ({spec.kind}, {len(labels)} labels) on {len(train)} examples, selecting on "
+        f"{len(dev)}; {cfg.max_steps} steps")
+    evaluator = HeadEvaluator(scorer, dev.examples, "dev", spec.eval_batch_size)
+    summary = Trainer(model, objective, train, cfg, tokenizer=tokenizer, evaluator=evaluator).fit()
+    if int(os.environ.get("RANK", 0)) != 0:
+        return {"summary": summary}
+    if summary.get("best_dir"):
+        best = Path(summary["best_dir"]) / WEIGHTS_NAME
+        load_state_strict(model, read_weights(best), str(best))
+    # The test files are read only now, after training and selection have ended.
+    start = time.perf_counter()
+    tests = {}
+    for lang, path in spec.test_files().items():
+        examples = encode_rows(read_rows(spec, path, labels), tokenizer, labels, spec, eval_length)
+        tests[lang] = {**accuracy(predict(model, scorer, examples, spec.eval_batch_size), examples), "file": str(path)}
+        log(f"  {lang}: {tests[lang]['accuracy']:.4f} ({tests[lang]['n']} {'words' if spec.token_level else 'texts'})")
+    result = {"protocol": protocol(cfg, spec, selection, summary, model), "labels": list(labels), "test": tests,
+              "dev": summary.get("best"), "train_tokens_per_s": summary.get("tokens_per_s"),
+              "test_seconds": time.perf_counter() - start, "summary": _jsonable(summary)}
+    out = Path(cfg.output_dir) / RESULTS
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    result["model"] = model
+    return result
+
+
+def protocol(cfg: TrainConfig, spec: TaskSpec, selection: str, summary: dict, model) -> dict[str, Any]:
+    """Everything a number depends on, stored beside it."""
+    head = model.config.head
+    return {"model": cfg.model, "init": spec.init, "head": head.kind, "pooling": head.pooling,
+            "layer": head.layer, "hidden_layer": head.hidden_layer, "train": spec.train, "selection": selection,
+            "selection_metric": summary.get("selection_metric"), "best_step": summary.get("best_step"),
+            "max_steps": cfg.max_steps, "epochs": spec.epochs, "batch_size": cfg.batch_size * cfg.grad_accum,
+            "lr": cfg.lr, "optimizer": cfg.optimizer, "schedule": cfg.schedule, "warmup_steps": cfg.warmup_steps,
+            "layer_lr_decay": cfg.layer_lr_decay, "weight_decay": cfg.weight_decay, "seed": cfg.seed,
+            "precision": cfg.precision, "max_length": spec.max_length, "prefix": spec.prefix,
+            "freeze": list(spec.freeze), "zero_shot": "trained and selected on the source language only"}
+
+
+def _jsonable(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if isinstance(v, (str, int, float, bool, list, dict, type(None)))}

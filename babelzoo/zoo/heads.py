@@ -1,0 +1,148 @@
+"""Task heads: what a fine-tuned encoder predicts, saved and loaded with the model.
+
+A head reads the encoder's output (:class:`~babelzoo.zoo.model.EncoderOutput`) and returns
+logits over ``config.labels``. Heads are registered by name, like objectives::
+
+    model = create_model("multilingual_e5_small", pretrained=True,
+                         head={"kind": "sequence_classification", "labels": ["neg", "pos"], "pooling": "mean"})
+    logits = model.head_logits(ids, attention_mask=mask)       # [B, 2]
+
+``sequence_classification``
+    one label per text (or text pair): pool a layer (the pooler, the first token or the mean of
+    the real tokens), optionally RoBERTa's dense + tanh, then a linear map. BERT's
+    ``BertForSequenceClassification`` is ``pooling="pooler"``; XLM-R's is ``pooling="cls",
+    hidden_layer=True``.
+``token_classification``
+    one label per token: a linear map on every position of a layer (``*ForTokenClassification``).
+``probe``
+    representation probing: a linear classifier on the pooled features of any layer of a frozen
+    encoder (the encoder's weights never change and it runs without dropout).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Optional
+
+import torch
+from torch import nn
+
+from ..registry import Registry
+from .config import HeadConfig, TextConfig
+from .dropout import Dropout
+from .layers import pool
+
+HEADS: Registry[type["TaskHead"]] = Registry("head")
+
+
+def register_head(cls: type["TaskHead"]) -> type["TaskHead"]:
+    """Class decorator: register a head under ``cls.name``."""
+    HEADS.register(cls, name=cls.name)
+    return cls
+
+
+class TaskHead(nn.Module):
+    """Base class: ``name`` (registry key), ``per_token`` (logits per position or per text) and
+    ``freezes_encoder`` (the encoder is frozen whatever the config says)."""
+
+    name: ClassVar[str] = ""
+    per_token: ClassVar[bool] = False
+    freezes_encoder: ClassVar[bool] = False
+
+    def __init__(self, config: HeadConfig, text: TextConfig):
+        super().__init__()
+        self.config = config
+        p = text.dropout if config.dropout is None else config.dropout
+        self.dropout = Dropout(p)
+
+    def features(self, out) -> torch.Tensor:
+        """The hidden states of ``config.layer``."""
+        if self.config.layer == -1:
+            return out.last_hidden
+        if out.hidden_states is None:
+            raise ValueError(f"head reads layer {self.config.layer}: run the encoder with output_hidden_states=True")
+        return out.hidden_states[self.config.layer]
+
+    @property
+    def needs_hidden_states(self) -> bool:
+        return self.config.layer != -1
+
+
+@register_head
+class SequenceClassificationHead(TaskHead):
+    """logits = W · drop(h) + b, with h the pooled layer (or tanh(W₁ · drop(pooled) + b₁) when
+    ``hidden_layer``, RoBERTa's classification head)."""
+
+    name = "sequence_classification"
+
+    def __init__(self, config: HeadConfig, text: TextConfig):
+        super().__init__(config, text)
+        hidden = text.hidden_size
+        self.dense = nn.Linear(hidden, hidden) if config.hidden_layer else None
+        self.out = nn.Linear(hidden, config.num_labels)
+
+    def pooled(self, out) -> torch.Tensor:
+        if self.config.pooling == "pooler":
+            if out.pooled is None:
+                raise ValueError("pooling='pooler' needs the model's pooler output")
+            return out.pooled
+        return pool(self.features(out), out.mask, self.config.pooling)
+
+    def forward(self, out) -> torch.Tensor:
+        h = self.pooled(out)
+        if self.dense is not None:
+            h = torch.tanh(self.dense(self.dropout(h)))
+        return self.out(self.dropout(h))
+
+
+@register_head
+class TokenClassificationHead(TaskHead):
+    """logits_i = W · drop(h_i) + b at every position i of the layer."""
+
+    name = "token_classification"
+    per_token = True
+
+    def __init__(self, config: HeadConfig, text: TextConfig):
+        super().__init__(config, text)
+        self.out = nn.Linear(text.hidden_size, config.num_labels)
+
+    def forward(self, out) -> torch.Tensor:
+        return self.logits(self.features(out))
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits of hidden states of any shape [..., H] (all positions, or selected ones)."""
+        return self.out(self.dropout(hidden))
+
+
+@register_head
+class LinearProbe(SequenceClassificationHead):
+    """A linear classifier on the pooled features of one layer of a frozen encoder."""
+
+    name = "probe"
+    freezes_encoder = True
+
+
+def build_head(config: HeadConfig, text: TextConfig) -> TaskHead:
+    """The registered head ``config.kind`` (an unknown name lists the known ones)."""
+    return HEADS.get(config.kind)(config, text)
+
+
+def with_head(model, head: HeadConfig | dict):
+    """A new model: ``model``'s config with ``head`` (a :class:`HeadConfig` or a dict of its
+    fields), the encoder's weights copied strictly and the head freshly initialised. A head the
+    model already had is replaced. The tokenizer comes along::
+
+        base = create_model("multilingual_e5_small", pretrained=True)
+        model = with_head(base, {"kind": "token_classification", "labels": UPOS_TAGS})
+    """
+    from .factory import build_model
+    from .pretrained import load_state_strict, model_state
+
+    if isinstance(head, dict):
+        head = HeadConfig.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in head.items()})
+    new = build_model(model.config.override(head=head))
+    encoder = {k: v for k, v in model_state(model).items() if not k.startswith("head.")}
+    state = {**encoder, **{k: v for k, v in model_state(new).items() if k.startswith("head.")}}
+    load_state_strict(new, state, f"{model.config.architecture} encoder")
+    if getattr(model, "tokenizer", None) is not None:
+        new.tokenizer = model.tokenizer
+    return new
