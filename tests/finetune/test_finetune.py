@@ -1,0 +1,171 @@
+"""Fine-tuning end to end on small real files written here: recipes, model selection on the
+source language only, per-language test accuracy, and the zero-shot guarantee by construction."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import babelzoo
+from babelzoo.datasets.wordpiece import WordPieceTokenizer
+from babelzoo.finetune import TaskSpec, run_finetune
+from babelzoo.finetune.cli import finetune_main
+from babelzoo.finetune.data import hold_out
+from babelzoo.train.config import TrainConfig, load_recipe, recipe_path
+from babelzoo.zoo.config import ConfigError
+from babelzoo.zoo.pretrained import read_weights
+
+WORDS = ["sun", "rain", "goal", "match", "vote", "law", "the", "is", "a", "big", "today", "again"]
+TOPICS = {"weather": ["sun", "rain"], "sport": ["goal", "match"], "politics": ["vote", "law"]}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def tokenizer_dir(tmp_path):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "##s"]
+    directory = tmp_path / "tokenizer"
+    WordPieceTokenizer(vocab).save(directory)
+    return directory
+
+
+def sentences(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    filler = ["the", "is", "a", "big", "today", "again"]
+    for i in range(n):
+        topic = list(TOPICS)[i % 3]
+        words = [filler[int(torch.randint(0, 6, (1,), generator=g))] for _ in range(4)]
+        words.insert(int(torch.randint(0, 5, (1,), generator=g)), TOPICS[topic][int(torch.randint(0, 2, (1,), generator=g))])
+        rows.append((i, topic, " ".join(words)))
+    return rows
+
+
+def write_tsv(path: Path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("index_id\tcategory\ttext\n" + "".join(f"{i}\t{c}\t{t}\n" for i, c, t in rows), encoding="utf-8")
+
+
+@pytest.fixture
+def topic_data(tmp_path):
+    root = tmp_path / "data" / "topics"
+    write_tsv(root / "eng" / "train.tsv", sentences(96, 0))
+    write_tsv(root / "eng" / "dev.tsv", sentences(24, 1))
+    for lang, seed in (("eng", 2), ("xx", 3), ("yy", 4)):
+        write_tsv(root / lang / "test.tsv", sentences(30, seed))
+    return tmp_path / "data"
+
+
+def recipe(tmp_path, tokenizer_dir, **task):
+    spec = {"kind": "sequence_classification", "init": "random", "train": "${BABELZOO_DATA_DIR}/topics/eng/train.tsv",
+            "dev": "${BABELZOO_DATA_DIR}/topics/eng/dev.tsv", "test": "${BABELZOO_DATA_DIR}/topics/*/test.tsv",
+            "label_column": "category", "id_column": "index_id", "epochs": 4, "head": {"pooling": "mean"}, **task}
+    return TrainConfig(model="xlmr_tiny", tokenizer={"path": str(tokenizer_dir)}, task=spec,
+                       model_overrides={"num_layers": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64,
+                                        "dropout": 0.0, "attention_dropout": 0.0},
+                       output_dir=str(tmp_path / "run"), optimizer="adamw", lr=1e-2, batch_size=8, eval_every=6,
+                       progress=False, tensorboard=False, measure_mfu=False, checkpoint_every=1000)
+
+
+def test_sequence_task_trains_selects_on_dev_and_tests_every_language(tmp_path, tokenizer_dir, topic_data):
+    result = run_finetune(recipe(tmp_path, tokenizer_dir), data_dir=topic_data, log=lambda _: None)
+    assert set(result["test"]) == {"eng", "xx", "yy"}
+    assert result["labels"] == ["politics", "sport", "weather"]
+    assert all(row["n"] == 30 for row in result["test"].values())
+    assert result["test"]["eng"]["accuracy"] >= 0.9  # the topic word decides the label
+    protocol = result["protocol"]
+    assert protocol["selection"].endswith("topics/eng/dev.tsv") and protocol["max_steps"] == 48
+    assert protocol["best_step"] == result["summary"]["best_step"] and protocol["pooling"] == "mean"
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert saved["test"]["xx"]["accuracy"] == result["test"]["xx"]["accuracy"]
+    best = babelzoo.from_pretrained(tmp_path / "run" / "best")
+    assert best.config.head.labels == ("politics", "sport", "weather")
+    assert all(torch.equal(v, result["model"].state_dict()[k]) for k, v in best.state_dict().items())
+
+
+def test_zero_shot_never_reads_a_target_language_label(tmp_path, tokenizer_dir, topic_data):
+    """By construction: rewrite every target-language test file (labels flipped) and the run
+    trains, evaluates and selects identically; only the reported target accuracy changes."""
+    first = run_finetune(recipe(tmp_path / "a", tokenizer_dir), data_dir=topic_data, log=lambda _: None)
+    root = topic_data / "topics"
+    rows = [line.split("\t") for line in (root / "xx" / "test.tsv").read_text().splitlines()[1:]]
+    flip = {"weather": "sport", "sport": "politics", "politics": "weather"}
+    write_tsv(root / "xx" / "test.tsv", [(i, flip[c], t) for i, c, t in rows])
+    second = run_finetune(recipe(tmp_path / "b", tokenizer_dir), data_dir=topic_data, log=lambda _: None)
+    assert first["summary"]["evaluations"] == second["summary"]["evaluations"]
+    assert first["summary"]["best_step"] == second["summary"]["best_step"]
+    a = read_weights(tmp_path / "a" / "run" / "best" / "model.safetensors")
+    b = read_weights(tmp_path / "b" / "run" / "best" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert first["test"]["eng"] == second["test"]["eng"]
+    assert first["test"]["xx"]["accuracy"] != second["test"]["xx"]["accuracy"]
+
+
+CONLLU = """# sent_id = s{n}
+1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_
+2\t{noun}\t{noun}\tNOUN\t_\t_\t3\tnsubj\t_\t_
+3\tis\tbe\tAUX\t_\t_\t0\troot\t_\t_
+4\tbig\tbig\tADJ\t_\t_\t3\tamod\t_\t_
+
+"""
+
+
+def test_token_task_holds_back_a_dev_share_and_scores_words(tmp_path, tokenizer_dir):
+    train = tmp_path / "en-ud-train.conllu"
+    train.write_text("".join(CONLLU.format(n=i, noun=["sun", "rain", "law", "vote"][i % 4]) for i in range(60)),
+                     encoding="utf-8")
+    cfg = recipe(tmp_path, tokenizer_dir, kind="token_classification", train=str(train), dev=None,
+                 dev_fraction=0.1, test={"en": str(train)}, label_column="label", id_column=None, head={})
+    result = run_finetune(cfg, log=lambda _: None)
+    assert result["labels"][:3] == ["ADJ", "ADP", "ADV"] and len(result["labels"]) == 17
+    assert result["test"]["en"]["n"] == 240 and result["test"]["en"]["truncated"] == 0
+    assert result["test"]["en"]["accuracy"] >= 0.95
+    assert "0.1 of" in result["protocol"]["selection"]
+
+
+def test_held_out_share_is_seeded_and_disjoint():
+    rows = list(range(100))
+    train, dev = hold_out(rows, 0.1, seed=3)
+    assert len(dev) == 10 and not set(train) & set(dev) and sorted(train + dev) == rows
+    assert hold_out(rows, 0.1, seed=3) == (train, dev) and hold_out(rows, 0.1, seed=4)[1] != dev
+
+
+@pytest.mark.parametrize("task, message", [
+    ({"train": "a.tsv", "dev": "b.tsv", "colour": 1}, "unknown task key"),
+    ({"train": "a.tsv"}, "hold back a share of train"),
+    ({"train": "a.tsv", "dev": "b.tsv", "dev_fraction": 0.1}, "give one"),
+    ({"train": "a.conllu", "dev": "b.conllu", "kind": "token_classification", "prefix": "query: "}, "sequence tasks"),
+    ({"train": "a.tsv", "dev": "b.tsv", "kind": "regression"}, "must be one of"),
+    ({"train": "a.tsv", "dev": "b.tsv", "head": {"labels": ["x"]}}, "come from task.kind and task.labels"),
+])
+def test_task_spec_errors_name_the_key(task, message):
+    with pytest.raises(ConfigError, match=message):
+        TaskSpec.from_dict(task)
+
+
+def test_unset_data_dir_is_named(monkeypatch):
+    monkeypatch.delenv("BABELZOO_DATA_DIR", raising=False)
+    spec = TaskSpec.from_dict({"train": "${BABELZOO_DATA_DIR}/x.tsv", "dev": "d.tsv"})
+    with pytest.raises(ConfigError, match="pass --data-dir"):
+        spec.resolve(None)
+
+
+@pytest.mark.parametrize("name", ["sib200_e5_small", "sib200_tiny", "udpos_e5_small", "udpos_tiny"])
+def test_shipped_finetune_recipes_are_valid(name, tmp_path):
+    cfg = load_recipe(recipe_path(name))
+    spec = TaskSpec.from_dict(cfg.task).resolve(tmp_path)
+    assert spec.train.startswith(str(tmp_path)) and cfg.eval_every > 0
+
+
+def test_cli_reports_a_bad_recipe_key_and_exits_2(tmp_path, capsys):
+    path = tmp_path / "r.yaml"
+    path.write_text("model: xlmr_tiny\ntask: {train: a.tsv, dev: b.tsv, colum: x}\n", encoding="utf-8")
+    assert finetune_main(["--config", str(path)]) == 2
+    assert "unknown task key(s) ['colum']" in capsys.readouterr().err
