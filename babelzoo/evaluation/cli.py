@@ -18,7 +18,7 @@ from .tasks import TaskContext
 
 STANDARD_SET_OF_TASK = {"tatoeba": "tatoeba", "multi30k": "multi30k", "codex_link_prediction": "codex-s",
                         "sib200_probe": "sib200", "flores_retrieval": "sib200", "sib200": "sib200", "udpos": "ud"}
-CONFIG_KEYS = ("title", "data_dir", "languages", "limit", "seed", "tasks", "models", "out")
+CONFIG_KEYS = ("title", "data_dir", "languages", "limit", "seed", "tasks", "models", "out", "task_options")
 
 
 def load_config(path: Path) -> dict[str, Any]:
@@ -69,7 +69,8 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
             if task in tasks:
                 ensure_standard_set(name, data_dir, mirror=args.mirror, log=print)
     context = TaskContext(data_dir=Path(data_dir) if data_dir else None, languages=config.get("languages"),
-                          seed=config.get("seed", 0), limit=args.limit or config.get("limit"))
+                          seed=config.get("seed", 0), limit=args.limit or config.get("limit"),
+                          options=dict(config.get("task_options") or {}))
     results, cells = run_matrix(specs, tasks, context)
     out = args.out or Path(config.get("out") or "leaderboard_out")
     paths = write_outputs(results, cells, out, {"config": str(args.config), "tasks": tasks,

@@ -54,7 +54,9 @@ def finetune_main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{'language':24s} accuracy      n")
         for lang, row in tests.items():
             print(f"{lang:24s} {row['accuracy']:8.4f} {row['n']:6d}")
-        print(f"{'mean':24s} {sum(r['accuracy'] for r in tests.values()) / len(tests):8.4f}")
+        print(f"{'mean':24s} {result['mean']:8.4f}")
+        if result.get("mean_zero_shot") is not None:
+            print(f"{'mean without the source':24s} {result['mean_zero_shot']:8.4f}")
     print(f"dev (selection) {result.get('dev')}; results in {cfg.output_dir}/results.json")
     return 0
 

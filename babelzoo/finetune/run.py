@@ -130,7 +130,10 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
         examples = encode_rows(read_rows(spec, path, labels), tokenizer, labels, spec, eval_length)
         tests[lang] = {**accuracy(predict(model, scorer, examples, spec.eval_batch_size), examples), "file": str(path)}
         log(f"  {lang}: {tests[lang]['accuracy']:.4f} ({tests[lang]['n']} {'words' if spec.token_level else 'texts'})")
+    targets = [row["accuracy"] for lang, row in tests.items() if lang != spec.source]
     result = {"protocol": protocol(cfg, spec, selection, summary, model), "labels": list(labels), "test": tests,
+              "mean": sum(r["accuracy"] for r in tests.values()) / len(tests) if tests else None,
+              "mean_zero_shot": sum(targets) / len(targets) if targets and spec.source else None,
               "dev": summary.get("best"), "train_tokens_per_s": summary.get("tokens_per_s"),
               "test_seconds": time.perf_counter() - start, "summary": _jsonable(summary)}
     out = Path(cfg.output_dir) / RESULTS
@@ -143,7 +146,7 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
 def protocol(cfg: TrainConfig, spec: TaskSpec, selection: str, summary: dict, model) -> dict[str, Any]:
     """Everything a number depends on, stored beside it."""
     head = model.config.head
-    return {"model": cfg.model, "init": spec.init, "head": head.kind, "pooling": head.pooling,
+    return {"model": cfg.model, "init": spec.init, "source": spec.source, "head": head.kind, "pooling": head.pooling,
             "layer": head.layer, "hidden_layer": head.hidden_layer, "train": spec.train, "selection": selection,
             "selection_metric": summary.get("selection_metric"), "best_step": summary.get("best_step"),
             "max_steps": cfg.max_steps, "epochs": spec.epochs, "batch_size": cfg.batch_size * cfg.grad_accum,

@@ -31,13 +31,15 @@ class Result:
 @dataclass
 class TaskContext:
     """What tasks may use: the standard data folder (None when absent), a language subset,
-    a seed and a cap on evaluation size for quick runs."""
+    a seed, a cap on evaluation size for quick runs, and per-task options (a fine-tuning
+    task's ``recipe`` and ``set`` overrides)."""
 
     data_dir: Optional[Path] = None
     languages: Optional[list[str]] = None
     seed: int = 0
     limit: Optional[int] = None
     log: Callable[[str], None] = print
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # per task, from the config's task_options
 
 
 class TaskSkipped(RuntimeError):
@@ -46,7 +48,7 @@ class TaskSkipped(RuntimeError):
 
 TASKS: Registry[Callable[..., list[Result]]] = Registry("task")
 
-_MODULES = ("retrieval", "lexicon", "knowledge", "multimodal", "transfer_probe")
+_MODULES = ("retrieval", "lexicon", "knowledge", "multimodal", "transfer_probe", "transfer")
 
 
 def load_tasks() -> Registry:

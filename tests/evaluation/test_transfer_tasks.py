@@ -1,0 +1,102 @@
+"""The fine-tuning leaderboard tasks (sib200, udpos) on a small SIB-200-shaped folder: one
+Result per test language with its protocol, the source language in its own column, peers
+skipped with a reason."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import babelzoo
+from babelzoo.datasets.wordpiece import WordPieceTokenizer
+from babelzoo.evaluation.encoders import BabelEncoder
+from babelzoo.evaluation.tasks import TaskContext, TaskSkipped, load_tasks
+
+TOPICS = {"sports": "goal", "travel": "train", "health": "doctor"}
+
+
+def write_split(path: Path, n: int, offset: int):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["index_id\tcategory\ttext"]
+    for i in range(n):
+        topic = list(TOPICS)[i % 3]
+        lines.append(f"{offset + i}\t{topic}\tthe {TOPICS[topic]} is big today")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture
+def setup(tmp_path):
+    root = tmp_path / "data" / "sib200"
+    for lang in ("eng_Latn", "xxx_Latn"):
+        write_split(root / lang / "train.tsv", 48, 0)
+        write_split(root / lang / "dev.tsv", 12, 100)
+        write_split(root / lang / "test.tsv", 15, 200)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "is", "big", "today", *TOPICS.values()]
+    tokenizer = WordPieceTokenizer(vocab)
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text("""model: xlmr_tiny
+task:
+  kind: sequence_classification
+  source: eng_Latn
+  train: ${BABELZOO_DATA_DIR}/sib200/eng_Latn/train.tsv
+  dev: ${BABELZOO_DATA_DIR}/sib200/eng_Latn/dev.tsv
+  test: ${BABELZOO_DATA_DIR}/sib200/*/test.tsv
+  label_column: category
+  id_column: index_id
+  epochs: 2
+  head: {pooling: mean}
+optimizer: adamw
+lr: 1.0e-2
+batch_size: 8
+eval_every: 4
+tensorboard: false
+measure_mfu: false
+""", encoding="utf-8")
+    model = babelzoo.create_model("xlmr_tiny", num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64,
+                                  vocab_size=len(vocab), pad_token_id=0)
+    encoder = BabelEncoder("tiny", model, tokenizer)
+    context = TaskContext(data_dir=tmp_path / "data", log=lambda _: None,
+                          options={"sib200": {"recipe": str(recipe), "set": ["task.epochs=3"]}})
+    return encoder, context
+
+
+def test_sib200_task_reports_every_language_with_its_protocol(setup):
+    encoder, context = setup
+    before = {k: v.clone() for k, v in encoder.model.state_dict().items()}
+    rows = load_tasks().get("sib200")(encoder, context)
+    assert [(r.metric, r.family) for r in rows] == [("acc eng_Latn", "acc en"), ("acc xxx_Latn", "acc zero-shot")]
+    assert rows[0].value == rows[1].value  # the two test files are the same sentences
+    protocol = rows[1].protocol
+    assert protocol["overrides"] == ["task.epochs=3"] and protocol["epochs"] == 3 and protocol["n"] == 15
+    assert protocol["source"] == "eng_Latn" and protocol["selection"].endswith("eng_Latn/dev.tsv")
+    # the encoder the other tasks use is left as it was
+    assert all(torch.equal(v, encoder.model.state_dict()[k]) for k, v in before.items())
+
+
+def test_language_subset_keeps_the_source(setup):
+    encoder, context = setup
+    context.languages = ["xxx_Latn"]
+    rows = load_tasks().get("sib200")(encoder, context)
+    assert {r.metric for r in rows} == {"acc eng_Latn", "acc xxx_Latn"}
+    context.languages = ["deu_Latn"]
+    with pytest.raises(TaskSkipped, match="none of"):
+        load_tasks().get("sib200")(encoder, context)
+
+
+def test_a_peer_is_skipped_with_a_reason(setup):
+    _, context = setup
+
+    class Peer:
+        name = "peer"
+
+    with pytest.raises(TaskSkipped, match="cannot be fine-tuned here"):
+        load_tasks().get("sib200")(Peer(), context)
+    with pytest.raises(TaskSkipped, match="needs --data-dir with a ud/ folder"):
+        load_tasks().get("udpos")(setup[0], context)
+
+
+def test_unknown_task_option_is_an_error(setup):
+    encoder, context = setup
+    context.options = {"sib200": {"recipie": "x"}}
+    with pytest.raises(ValueError, match=r"task_options.sib200: unknown key\(s\) \['recipie'\]"):
+        load_tasks().get("sib200")(encoder, context)
