@@ -35,6 +35,7 @@ def build_model(cfg: TrainConfig, spec: TaskSpec, labels: tuple[str, ...], base=
     if tokenizer is None and cfg.tokenizer:
         tokenizer = _recipe_tokenizer(cfg.tokenizer)
     if base is None:
+        torch.manual_seed(cfg.seed)  # parts the weights lack (a fresh pooler) start the same every run
         if spec.init == "pretrained":
             base = create_model(cfg.model, pretrained=True, **cfg.model_overrides)
         elif spec.init == "random":
