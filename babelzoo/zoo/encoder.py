@@ -10,7 +10,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .config import TextConfig
-from .layers import FeedForward, TransformerBlock, build_attention_mask, select_rows
+from .layers import FeedForward, Packing, TransformerBlock, build_attention_mask, select_rows
 from .positions import NezhaRelativePositions, T5RelativeBias
 
 
@@ -41,9 +41,14 @@ class TransformerEncoder(nn.Module):
     def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
                 output_hidden_states: bool = False,
-                output_positions: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
+                output_positions: Optional[torch.Tensor] = None,
+                unpad: bool = False) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
         """``output_positions`` (bool [B, L]): return ``x[output_positions]`` ([N, H]) only, and
-        run the last layer's queries, feed-forward and norms at those positions alone."""
+        run the last layer's queries, feed-forward and norms at those positions alone.
+        ``unpad``: run projections and feed-forward layers on the real tokens only
+        (:class:`~babelzoo.zoo.layers.Packing`); states at padding positions are then zeros."""
+        if unpad and attention_mask is not None and self._packable():
+            return self._packed(x, attention_mask, visible, causal, output_hidden_states, output_positions)
         length = x.shape[1]
         mask = build_attention_mask(attention_mask, visible, causal or self.config.causal, length)
         bias = self.t5_bias(length) if self.t5_bias is not None else None
@@ -73,6 +78,33 @@ class TransformerEncoder(nn.Module):
         return x, tuple(states) if states is not None else None
 
 
+    def _packable(self) -> bool:
+        # Row-wise layers only: ERNIE's entity fusion mixes the token stream with the entities.
+        return all(isinstance(self.layer(i).ffn, FeedForward) for i in range(self.config.num_layers))
+
+    def _packed(self, x, attention_mask, visible, causal, output_hidden_states, output_positions):
+        length = x.shape[1]
+        packing = Packing(attention_mask)
+        mask = build_attention_mask(attention_mask, visible, causal or self.config.causal, length)
+        bias = self.t5_bias(length) if self.t5_bias is not None else None
+        relative = self.nezha(length) if self.nezha is not None else None
+        x = packing.pack(x)
+        states = [x] if output_hidden_states else None
+        for i in range(self.config.num_layers):
+            x = self.layer(i)(x, mask, bias, relative, packing=packing)
+            if states is not None:
+                states.append(x)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+            if states is not None:
+                states[-1] = x
+        if output_positions is not None:
+            # positions among the real tokens, in row-major order like x[output_positions]
+            return x[output_positions.reshape(-1)[packing.index].bool()], None
+        unpacked = tuple(packing.unpack(s) for s in states) if states is not None else None
+        return packing.unpack(x), unpacked
+
+
 class RNNEncoder(nn.Module):
     """LSTM or GRU over the embeddings; bidirectional RNNs split ``hidden_size`` between the two
     directions so the output width is always ``hidden_size``. Padding is packed away, so padded
@@ -92,7 +124,8 @@ class RNNEncoder(nn.Module):
     def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
                 output_hidden_states: bool = False,
-                output_positions: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
+                output_positions: Optional[torch.Tensor] = None,
+                unpad: bool = False) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
         if visible is not None or causal:
             raise ValueError("RNN encoders take no visibility matrix or causal mask; use a Transformer encoder")
         length = x.shape[1]

@@ -141,6 +141,31 @@ def take_rows(x: Optional[torch.Tensor], index: torch.Tensor, dim: int = 1) -> O
     return x.gather(dim, index.view(shape).expand(expanded))
 
 
+class Packing:
+    """The real tokens of a padded [B, L] batch as one [N, ...] tensor, and back.
+
+    Projections and feed-forward layers treat every position alone, so they can run on the N
+    real tokens instead of the B·L padded ones; attention scatters its projections back into
+    the padded layout, where the padding mask applies as usual. On a batch whose lengths vary,
+    this removes the padding's share of the layer's matrix work::
+
+        packing = Packing(attention_mask)
+        x = packing.pack(hidden)          # [B, L, H] → [N, H]
+        hidden = packing.unpack(x)        # [N, H] → [B, L, H], zeros at padding
+    """
+
+    def __init__(self, attention_mask: torch.Tensor):
+        self.batch, self.length = attention_mask.shape
+        self.index = attention_mask.reshape(-1).nonzero().squeeze(1)
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(self.batch * self.length, *x.shape[2:]).index_select(0, self.index)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        full = x.new_zeros(self.batch * self.length, *x.shape[1:]).index_copy(0, self.index, x)
+        return full.view(self.batch, self.length, *x.shape[1:])
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention with one fused QKV projection."""
 
@@ -155,10 +180,24 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
                 bias: Optional[torch.Tensor] = None,
                 relative: Optional[torch.Tensor] = None,
-                rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+                rows: Optional[torch.Tensor] = None,
+                packing: Optional["Packing"] = None) -> torch.Tensor:
         """``relative`` is NEZHA's [L, L, D] table a_ij, added to keys and values. ``rows``
         ([B, K] positions, see :func:`select_rows`) computes queries, and so outputs [B, K, H],
-        at those positions only; keys and values still come from every position."""
+        at those positions only; keys and values still come from every position. With
+        ``packing``, ``x`` is [N, H], the real tokens only (see :class:`Packing`): the
+        projections run on them, attention on the padded layout."""
+        if packing is not None:
+            if rows is not None:
+                raise ValueError("query rows and packed tokens cannot be combined")
+            width = x.shape[-1]
+            qkv = packing.unpack(self.qkv(x)).view(packing.batch, packing.length, 3, self.num_heads, self.head_dim)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)
+            if relative is not None:
+                rel_scores = torch.einsum("bhid,ijd->bhij", q, relative.to(q.dtype)) / math.sqrt(self.head_dim)
+                bias = rel_scores if bias is None else bias + rel_scores
+            context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0)
+            return self.out(packing.pack(context.transpose(1, 2).reshape(packing.batch, packing.length, width)))
         b, length, width = x.shape
         if rows is None:
             queries = length
@@ -208,14 +247,15 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
                 bias: Optional[torch.Tensor] = None, relative: Optional[torch.Tensor] = None,
-                rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+                rows: Optional[torch.Tensor] = None, packing: Optional[Packing] = None) -> torch.Tensor:
         """``rows`` ([B, K] positions): the block's output [B, K, H] at those positions only
-        (every position still serves as a key and value)."""
+        (every position still serves as a key and value). ``packing``: ``x`` and the output
+        are the real tokens only, [N, H]."""
         residual = x if rows is None else take_rows(x, rows)
         if self.pre_norm:
-            x = residual + self.dropout(self.attention(self.attention_norm(x), mask, bias, relative, rows))
+            x = residual + self.dropout(self.attention(self.attention_norm(x), mask, bias, relative, rows, packing))
             return x + self.dropout(self.ffn(self.ffn_norm(x)))
-        x = self.attention_norm(residual + self.dropout(self.attention(x, mask, bias, relative, rows)))
+        x = self.attention_norm(residual + self.dropout(self.attention(x, mask, bias, relative, rows, packing)))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
 

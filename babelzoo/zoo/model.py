@@ -139,7 +139,8 @@ class BabelModel(nn.Module):
                 inputs_embeds: Optional[torch.Tensor] = None,
                 causal: bool = False,
                 output_hidden_states: bool = False,
-                output_positions: Optional[torch.Tensor] = None) -> EncoderOutput:
+                output_positions: Optional[torch.Tensor] = None,
+                unpad: bool = False) -> EncoderOutput:
         """Encode a batch.
 
         ``attention_mask`` [B, L] marks real tokens (1) and padding (0); ``visible`` [B, L, L]
@@ -155,6 +156,11 @@ class BabelModel(nn.Module):
 
             out = model(ids, attention_mask=mask, output_positions=labels.ne(-100))
             logits = model.mlm_logits(out.last_hidden)          # [N, V]
+
+        ``unpad=True`` runs every projection and feed-forward layer on the real tokens only
+        (attention still sees the padded layout and its mask), so a batch of mixed lengths
+        pays for its tokens, not for its padding; the states at padding positions are then zeros
+        rather than the (meaningless) values a padded pass gives them.
         """
         for name, value, part in (("pixel_values", pixel_values, "vision"),
                                   ("audio_features", audio_features, "audio"),
@@ -175,9 +181,10 @@ class BabelModel(nn.Module):
         if entities is not None:
             with self.knowledge.bind(entities):
                 hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states,
-                                              output_positions)
+                                              output_positions, unpad)
         else:
-            hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states, output_positions)
+            hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states, output_positions,
+                                          unpad)
         pooled = self.pooler(hidden) if self.pooler is not None and output_positions is None else None
         return EncoderOutput(hidden, states, pooled, attention_mask)
 
@@ -186,8 +193,9 @@ class BabelModel(nn.Module):
         """Logits of the task head: [B, C] for a sequence head, [B, L, C] for a token head.
 
         For a token head, ``positions`` (bool [B, L]) asks for the labelled positions only
-        (``[N, C]``, equal to ``logits[positions]``): the last layer then runs its queries and
-        feed-forward at those positions alone. A frozen encoder runs without autograd."""
+        (``[N, C]``, equal to ``logits[positions]``). The encoder runs unpadded (see
+        :meth:`forward`), so logits at padding positions of a token head are not meaningful;
+        a frozen encoder runs without autograd."""
         if self.head is None:
             raise ValueError(f"model {self.config.architecture!r} has no task head; build it with "
                              f"head={{'kind': ..., 'labels': [...]}} or babelzoo.zoo.heads.with_head")
@@ -196,7 +204,7 @@ class BabelModel(nn.Module):
         fast = positions is not None and not self.head.needs_hidden_states
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_frozen):
             out = self(input_ids, output_hidden_states=self.head.needs_hidden_states,
-                       output_positions=positions if fast else None, **inputs)
+                       output_positions=positions if fast else None, unpad=True, **inputs)
         if fast:
             return self.head.logits(out.last_hidden)
         logits = self.head(out)
