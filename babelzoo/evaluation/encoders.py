@@ -97,6 +97,28 @@ class BabelEncoder:
         return l2_normalise(out)
 
 
+class CachedEncoder:
+    """Any encoder, remembering every sentence it has embedded (per language): tasks that share
+    sentences (the SIB-200 probe and Flores retrieval, every language pair's English side) pay
+    for each once. Everything else is the wrapped encoder's (``.model``, ``.tokenizer``)."""
+
+    def __init__(self, encoder: Any):
+        self.encoder = encoder
+        self._vectors: dict[Optional[str], dict[str, np.ndarray]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.encoder, name)
+
+    def encode(self, sentences: Sequence[str], lang: Optional[str] = None) -> np.ndarray:
+        known = self._vectors.setdefault(lang, {})
+        missing = list(dict.fromkeys(s for s in sentences if s not in known))
+        if missing:
+            known.update(zip(missing, self.encoder.encode(missing, lang=lang)))
+        if not sentences:
+            return self.encoder.encode([], lang=lang)
+        return np.stack([known[s] for s in sentences])
+
+
 @dataclass
 class KGEModelEncoder:
     """A trained KG embedding model on the leaderboard (``babelzoo kb train-kge --out DIR``, or

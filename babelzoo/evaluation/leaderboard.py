@@ -133,6 +133,8 @@ class Cell:
 
 def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskContext,
                log: Callable[[str], None] = print) -> tuple[list[Result], list[Cell]]:
+    from .encoders import CachedEncoder
+
     registry = load_tasks()
     for task in tasks:
         registry.get(task)  # unknown names fail before any model is built
@@ -143,7 +145,7 @@ def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskCo
     for spec in specs:
         start = time.perf_counter()
         try:
-            encoder = build_encoder(spec, context.data_dir, log)
+            encoder = CachedEncoder(build_encoder(spec, context.data_dir, log))
         except Exception as err:  # a broken model is one failed row, not a failed run
             detail = f"{type(err).__name__}: {err}"
             log(f"[model {spec.name}] failed to load: {detail}")
@@ -211,6 +213,24 @@ def leaderboard_table(results: Sequence[Result], cells: Sequence[Cell], title: s
     return "\n".join(lines) + "\n"
 
 
+def per_language_tables(results: Sequence[Result], title: str = "babelzoo leaderboard") -> str:
+    """Markdown: per task, one row per number (a language, a direction), one column per model."""
+    lines = [f"# {title}: every number", ""]
+    by_task: dict[str, list[Result]] = defaultdict(list)
+    for row in results:
+        by_task[row.task].append(row)
+    for task, rows in by_task.items():
+        models = list(dict.fromkeys(r.model for r in rows))
+        metrics = list(dict.fromkeys(r.metric for r in rows))
+        value = {(r.model, r.metric): r.value for r in rows}
+        lines += [f"## {task}", "", "| metric | " + " | ".join(models) + " |", "|---|" + "---:|" * len(models)]
+        for metric in metrics:
+            cells = [f"{value[(m, metric)]:.3f}" if (m, metric) in value else "–" for m in models]
+            lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def write_outputs(results: Sequence[Result], cells: Sequence[Cell], out_dir: Path, meta: dict[str, Any],
                   title: str = "babelzoo leaderboard") -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -220,9 +240,11 @@ def write_outputs(results: Sequence[Result], cells: Sequence[Cell], out_dir: Pat
             "processor": platform.processor() or platform.machine()}
     payload = {"meta": meta, "results": [r.to_dict() for r in results],
                "cells": [c.__dict__ for c in cells]}
-    paths = {"results": out_dir / "results.json", "leaderboard": out_dir / "leaderboard.md"}
+    paths = {"results": out_dir / "results.json", "leaderboard": out_dir / "leaderboard.md",
+             "per_language": out_dir / "per_language.md"}
     paths["results"].write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     paths["leaderboard"].write_text(leaderboard_table(results, cells, title), encoding="utf-8")
+    paths["per_language"].write_text(per_language_tables(results, title), encoding="utf-8")
     paths.update(write_plots(results, out_dir))
     return paths
 

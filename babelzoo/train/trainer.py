@@ -284,7 +284,7 @@ class Trainer:
             # nn.Module.compile keeps the module (and so its state-dict keys) as it is.
             self.model.compile()
             self._compiled = True
-        lr = self.optimizer.param_groups[0]["lr"]
+        lr = max(g["lr"] for g in self.optimizer.param_groups)  # the top rate under layer-wise decay
         if not result.skipped:
             self.updates += 1
         self.schedule.apply(self.optimizer, self.updates)

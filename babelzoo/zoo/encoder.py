@@ -47,14 +47,14 @@ class TransformerEncoder(nn.Module):
         run the last layer's queries, feed-forward and norms at those positions alone.
         ``unpad``: run projections and feed-forward layers on the real tokens only
         (:class:`~babelzoo.zoo.layers.Packing`); states at padding positions are then zeros."""
-        if unpad and attention_mask is not None and self._packable():
-            return self._packed(x, attention_mask, visible, causal, output_hidden_states, output_positions)
         length = x.shape[1]
         mask = build_attention_mask(attention_mask, visible, causal or self.config.causal, length)
         bias = self.t5_bias(length) if self.t5_bias is not None else None
         relative = self.nezha(length) if self.nezha is not None else None
-        states = [x] if output_hidden_states else None
         last = self.config.num_layers - 1
+        # Packing needs row-wise layers: ERNIE's entity fusion mixes tokens with their entities.
+        packing = (Packing(attention_mask) if unpad and attention_mask is not None
+                   and all(isinstance(self.layer(i).ffn, FeedForward) for i in range(last + 1)) else None)
         rows = valid = None
         if output_positions is not None:
             if output_hidden_states:
@@ -62,47 +62,27 @@ class TransformerEncoder(nn.Module):
                                  "it cannot be combined with output_hidden_states")
             # Row-wise pruning needs a feed-forward that sees each position alone (not ERNIE's
             # entity fusion) and no per-pair table (NEZHA); otherwise the full layer runs.
-            if (self.nezha is None and isinstance(self.layer(last).ffn, FeedForward)
+            if (packing is None and self.nezha is None and isinstance(self.layer(last).ffn, FeedForward)
                     and bool(output_positions.any())):
                 rows, valid = select_rows(output_positions)
+        if packing is not None:
+            x = packing.pack(x)
+        states = [x] if output_hidden_states else None
         for i in range(self.config.num_layers):
-            x = self.layer(i)(x, mask, bias, relative, rows if i == last else None)
+            x = self.layer(i)(x, mask, bias, relative, rows if i == last else None, packing)
             if states is not None:
                 states.append(x)
         if self.final_norm is not None:
             x = self.final_norm(x)
             if states is not None:
                 states[-1] = x
+        if packing is not None:
+            if output_positions is not None:  # the selected real tokens, in row-major order
+                return x[output_positions.reshape(-1)[packing.index].bool()], None
+            return packing.unpack(x), tuple(packing.unpack(s) for s in states) if states is not None else None
         if output_positions is not None:
             x = x[valid] if rows is not None else x[output_positions.bool()]
         return x, tuple(states) if states is not None else None
-
-
-    def _packable(self) -> bool:
-        # Row-wise layers only: ERNIE's entity fusion mixes the token stream with the entities.
-        return all(isinstance(self.layer(i).ffn, FeedForward) for i in range(self.config.num_layers))
-
-    def _packed(self, x, attention_mask, visible, causal, output_hidden_states, output_positions):
-        length = x.shape[1]
-        packing = Packing(attention_mask)
-        mask = build_attention_mask(attention_mask, visible, causal or self.config.causal, length)
-        bias = self.t5_bias(length) if self.t5_bias is not None else None
-        relative = self.nezha(length) if self.nezha is not None else None
-        x = packing.pack(x)
-        states = [x] if output_hidden_states else None
-        for i in range(self.config.num_layers):
-            x = self.layer(i)(x, mask, bias, relative, packing=packing)
-            if states is not None:
-                states.append(x)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-            if states is not None:
-                states[-1] = x
-        if output_positions is not None:
-            # positions among the real tokens, in row-major order like x[output_positions]
-            return x[output_positions.reshape(-1)[packing.index].bool()], None
-        unpacked = tuple(packing.unpack(s) for s in states) if states is not None else None
-        return packing.unpack(x), unpacked
 
 
 class RNNEncoder(nn.Module):

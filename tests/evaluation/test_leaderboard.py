@@ -53,3 +53,13 @@ def test_table_averages_families_and_lists_missing_cells():
 def test_model_spec_rejects_unknown_keys():
     with pytest.raises(ValueError, match=r"unknown model spec key\(s\) \['layers'\]"):
         ModelSpec.from_dict({"name": "x", "layers": 3})
+
+
+def test_per_language_table_lists_every_number_of_every_model():
+    from babelzoo.evaluation.leaderboard import per_language_tables
+
+    rows = [Result("sib200", "a", "acc deu_Latn", 0.5), Result("sib200", "a", "acc fra_Latn", 0.25),
+            Result("sib200", "b", "acc deu_Latn", 0.75)]
+    text = per_language_tables(rows, "t")
+    assert "## sib200\n\n| metric | a | b |\n|---|---:|---:|\n| acc deu_Latn | 0.500 | 0.750 |\n" \
+           "| acc fra_Latn | 0.250 | – |" in text

@@ -83,14 +83,17 @@ def test_tasks_are_registered_with_their_standard_set():
 # --- flores_retrieval -----------------------------------------------------------------------------
 
 def test_flores_retrieval_accuracies(data):
-    encoder, lines = LetterCounts(), []
+    from babelzoo.evaluation.encoders import CachedEncoder
+
+    inner, lines = LetterCounts(), []
+    encoder = CachedEncoder(inner)  # as the leaderboard wraps every model
     results = flores_retrieval(encoder, TaskContext(data_dir=data, log=lines.append))
     assert values(results) == pytest.approx({"acc@1 eng_Latn->deu_Latn": 1.0, "acc@1 deu_Latn->eng_Latn": 1.0,
                                              "acc@1 eng_Latn->fra_Latn": 10 / 12, "acc@1 fra_Latn->eng_Latn": 10 / 12})
     assert {r.family for r in results} == {"acc@1 en→X", "acc@1 X→en"}
     assert all(r.protocol["split"] == "train+dev+test" and r.protocol["n"] == 12 for r in results)
     assert results[0].protocol["pooling"] == "letter counts"
-    assert [lang for lang, _ in encoder.calls].count("eng_Latn") == 1  # English encoded once for both
+    assert [lang for lang, _ in inner.calls].count("eng_Latn") == 1  # English encoded once for both
     assert lines == ["  flores_retrieval deu_Latn (1/2): 1.000 / 1.000",
                      "  flores_retrieval fra_Latn (2/2): 0.833 / 0.833"]
 
@@ -201,3 +204,23 @@ def test_flores_retrieval_on_the_mirror(shared_data):
     # Letter counts find 7-16 of 100 translations (chance: 1), on names and numbers; a row
     # misaligned by index_id would leave about 1.
     assert [r.value for r in results] == pytest.approx([0.16, 0.07, 0.10, 0.11])
+
+
+def test_cached_encoder_embeds_each_sentence_once_per_language():
+    from babelzoo.evaluation.encoders import CachedEncoder
+
+    class Counting:
+        name, protocol, calls = "counting", {}, []
+
+        def encode(self, sentences, lang=None):
+            self.calls.append((tuple(sentences), lang))
+            return np.array([[float(len(s)), 1.0] for s in sentences], dtype=np.float32)
+
+    inner = Counting()
+    cached = CachedEncoder(inner)
+    first = cached.encode(["ab", "c", "ab"], lang="en")
+    again = cached.encode(["c", "dddd"], lang="en")
+    other = cached.encode(["c"], lang="de")
+    assert first[:, 0].tolist() == [2.0, 1.0, 2.0] and again[:, 0].tolist() == [1.0, 4.0] and other[0, 0] == 1.0
+    assert inner.calls == [(("ab", "c"), "en"), (("dddd",), "en"), (("c",), "de")]
+    assert cached.name == "counting"

@@ -75,39 +75,17 @@ def parallel_pairs(source: Mapping[str, LabelledText], target: Mapping[str, Labe
     return [(row.text, target[index].text) for index, row in source.items()]
 
 
-class _SourceOnce:
-    """Forwards to ``encoder``, encoding the English side once: it is the same list of sentences
-    for every language pair, so it need not be encoded again for each."""
-
-    def __init__(self, encoder: Any):
-        self.encoder, self.name = encoder, encoder.name
-        self._key: Optional[tuple[str, ...]] = None
-        self._vectors: Optional[np.ndarray] = None
-
-    @property
-    def protocol(self) -> dict[str, Any]:
-        return self.encoder.protocol
-
-    def encode(self, sentences: Sequence[str], lang: Optional[str] = None) -> np.ndarray:
-        if lang != SOURCE:
-            return self.encoder.encode(sentences, lang=lang)
-        if self._key != tuple(sentences):
-            self._key, self._vectors = tuple(sentences), self.encoder.encode(sentences, lang=lang)
-        assert self._vectors is not None
-        return self._vectors
-
-
 @TASKS.register
 def flores_retrieval(encoder, context: TaskContext) -> list[Result]:
     """Flores-200 sentences of SIB-200: English↔X accuracy@1 (cosine nearest neighbour) over the
     rows of train+dev+test aligned by index_id (1,004 per language), for every language present."""
     folder = sib200_folder(context)
     langs = target_languages(folder, context.languages)
-    english, shared = _rows_by_id(folder, SOURCE), _SourceOnce(encoder)
+    english = _rows_by_id(folder, SOURCE)
     results: list[Result] = []
     for i, lang in enumerate(langs):
         pairs = parallel_pairs(english, _rows_by_id(folder, lang), SOURCE, lang)
-        results += bitext_results("flores_retrieval", shared, pairs, SOURCE, lang,
+        results += bitext_results("flores_retrieval", encoder, pairs, SOURCE, lang,
                                   {"split": "train+dev+test", "source": "SIB-200 (Flores-200 sentences)"},
                                   context.limit)
         context.log(f"  flores_retrieval {lang} ({i + 1}/{len(langs)}): "
