@@ -321,10 +321,16 @@ class Trainer:
         evaluates the same data (so every rank agrees when to stop); rank 0 writes."""
         was_training = self.wrapped.training
         self.model.eval()
+        if self.strategy == "fsdp":
+            # The evaluator calls the model, not the sharded root: gather the root's own
+            # parameters (embeddings, heads); each block gathers its own when it runs.
+            self.module.unshard()
         try:
             with torch.no_grad(), self.precision.autocast():
                 metrics = {k: float(v) for k, v in self.evaluator(self.model).items()}
         finally:
+            if self.strategy == "fsdp":
+                self.module.reshard()
             self.wrapped.train(was_training)
         improved = self.selection.update(self.step, metrics)
         if improved:
