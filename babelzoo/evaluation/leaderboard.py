@@ -133,7 +133,7 @@ class Cell:
 
 def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskContext,
                log: Callable[[str], None] = print) -> tuple[list[Result], list[Cell]]:
-    from .encoders import CachedEncoder
+    from .encoders import CachedEncoder, KGEModelEncoder
 
     registry = load_tasks()
     for task in tasks:
@@ -145,7 +145,9 @@ def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskCo
     for spec in specs:
         start = time.perf_counter()
         try:
-            encoder = CachedEncoder(build_encoder(spec, context.data_dir, log))
+            encoder = build_encoder(spec, context.data_dir, log)
+            if hasattr(encoder, "encode") and not isinstance(encoder, KGEModelEncoder):  # text encoders
+                encoder = CachedEncoder(encoder)
         except Exception as err:  # a broken model is one failed row, not a failed run
             detail = f"{type(err).__name__}: {err}"
             log(f"[model {spec.name}] failed to load: {detail}")
