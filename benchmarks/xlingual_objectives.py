@@ -69,8 +69,10 @@ ARMS = {
 DOCUMENT = 3  # sentences per CLMLM parallel document
 
 
-def objective_spec(names: Sequence[str], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """The mixture spec of one arm: the same options for an objective in every arm."""
+def objective_spec(names: Sequence[str], args: argparse.Namespace, language_ids: bool = True
+                   ) -> dict[str, dict[str, Any]]:
+    """The mixture spec of one arm: the same options for an objective in every arm.
+    ``language_ids=False`` for tokenizers without language tokens (a pretrained model's own)."""
     every = {
         "mlm": {"weight": args.w_mlm, "max_length": 64},
         "tlm": {"weight": args.w_tlm, "max_length": 128},
@@ -81,7 +83,8 @@ def objective_spec(names: Sequence[str], args: argparse.Namespace) -> dict[str, 
         "xlco": {"weight": args.w_xlco, "max_length": 64, "pooling": "mean", "normalize": True,
                  "temperature": args.xlco_temperature, "symmetric": True},
     }
-    return {name: dict(every[name]) for name in names}
+    extra = {} if language_ids else {"use_language_ids": False}
+    return {name: {**every[name], **extra} for name in names}
 
 
 class ParallelDocuments(torch.utils.data.Dataset):
@@ -115,10 +118,13 @@ def read_corpora(data_dir: Path, limit: Optional[int]):
     return mono_corpora, pairs
 
 
-def build_datasets(mono, pairs, tokenizer, fingerprint: str, cache: Path, batch_size: int, seed: int):
-    """``{objective: (dataset, sampler)}``: one language (pair) per batch (group_size = batch)."""
+def build_datasets(mono, pairs, tokenizer, fingerprint: Optional[str], cache: Path, batch_size: int, seed: int,
+                   encode_lang: bool = True):
+    """``{objective: (dataset, sampler)}``: one language (pair) per batch (group_size = batch).
+    ``encode_lang=False`` for tokenizers that know no languages (a pretrained model's own)."""
     def tok(corpus):
-        return TokenizedCorpus.from_corpus(corpus, tokenizer, cache_dir=cache, fingerprint=fingerprint)
+        return TokenizedCorpus.from_corpus(corpus, tokenizer, cache_dir=cache, fingerprint=fingerprint,
+                                           encode_lang=encode_lang)
 
     def grouped(corpora: dict) -> tuple:
         mixture = CorpusMixture(corpora)
@@ -178,6 +184,15 @@ def final_metrics(run_dir: Path, window: int = 100) -> dict[str, float]:
     return out
 
 
+def arm_config(spec: dict[str, dict[str, Any]], args: argparse.Namespace, out_dir: Path) -> TrainConfig:
+    """The training run of one arm: AdamW, linear decay after warm-up, fp32, one checkpoint."""
+    return TrainConfig(model=args.model, objectives=spec, mixture="sample", output_dir=str(out_dir),
+                       max_steps=args.steps, batch_size=args.batch_size, optimizer="adamw", lr=args.lr,
+                       weight_decay=0.01, schedule="linear", warmup_steps=args.warmup, precision="fp32",
+                       checkpoint_every=args.steps, keep_checkpoints=1, log_every=max(1, args.steps // 10),
+                       progress=False, tensorboard=False, measure_mfu=False, seed=args.seed, device="cpu")
+
+
 def run_arm(arm: str, args, tokenizer, data, work: Path) -> dict[str, Any]:
     names = ARMS[arm]
     spec = objective_spec(names, args)
@@ -188,12 +203,7 @@ def run_arm(arm: str, args, tokenizer, data, work: Path) -> dict[str, Any]:
     model = new_model(tokenizer, args.seed, args)
     torch.manual_seed(args.seed + 1)
     mixture = Mixture.from_spec(spec, tokenizer.specials, model.config, mode="sample")
-    cfg = TrainConfig(model=args.model, objectives=spec, mixture="sample", output_dir=str(out_dir),
-                      max_steps=args.steps, batch_size=args.batch_size, optimizer="adamw", lr=args.lr,
-                      weight_decay=0.01, schedule="linear", warmup_steps=args.warmup, precision="fp32",
-                      checkpoint_every=args.steps, keep_checkpoints=1, log_every=max(1, args.steps // 10),
-                      progress=False, tensorboard=False, measure_mfu=False, seed=args.seed, device="cpu")
-    summary = Trainer(model, mixture, {n: data[n] for n in names}, cfg).fit()
+    summary = Trainer(model, mixture, {n: data[n] for n in names}, arm_config(spec, args, out_dir)).fit()
     cpu_train, wall_train = time.process_time() - cpu0, time.perf_counter() - wall0
     results = evaluate(model, tokenizer, args.data_dir, args.limit, arm)
     return {"arm": arm, "objectives": spec, "steps": summary["steps"], "skipped_steps": summary["skipped_steps"],
@@ -221,29 +231,54 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arm_arguments(parser: argparse.ArgumentParser, steps: Optional[int], lr: Optional[float],
+                      warmup: Optional[int]) -> None:
+    """The options every arm shares: data, model, budget and objective weights."""
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("BABELZOO_DATA_DIR",
                                                                                REPO.parent / "shared" / "data")))
     parser.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
-    parser.add_argument("--work-dir", type=Path, default=REPO / "runs" / "xlingual_objectives")
     parser.add_argument("--out", type=Path, help="write JSON here (and the table beside it as .md)")
     parser.add_argument("--model", default="unicoder_tiny")
     parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--steps", type=int, default=steps, help="optimizer steps per arm")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--lr", type=float, default=lr)
+    parser.add_argument("--warmup", type=int, default=warmup)
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout")
     parser.add_argument("--train-limit", type=int, default=None, help="use only the first N training pairs")
-    parser.add_argument("--limit", type=int, default=None, help="evaluation pairs per language (default all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
     for name, weight in (("mlm", 1.0), ("tlm", 1.0), ("clwr", 0.5), ("clpc", 0.5), ("clmlm", 0.5), ("xlco", 1.0)):
         parser.add_argument(f"--w-{name}", type=float, default=weight, help=f"sampling weight of {name}")
     parser.add_argument("--clpc-miner", default="random", choices=["random", "hard"])
     parser.add_argument("--xlco-temperature", type=float, default=0.05)
+
+
+def multi30k_tokenizer(args: argparse.Namespace, mono, pairs, work: Path):
+    """(tokenizer, fingerprint): a unigram model trained on the Multi30k training sides."""
+    tok_cfg = TrainConfig(output_dir=str(work / f"tokenizer-{args.vocab_size}-{args.train_limit or 'all'}"),
+                          tokenizer={"vocab_size": args.vocab_size, "model_type": "unigram", "alpha": 0.3},
+                          seed=args.seed)
+    return build_tokenizer(tok_cfg, [*mono, *pairs])
+
+
+def finish(report: dict[str, Any], table: str, args: argparse.Namespace, start_cpu: float, start: float) -> None:
+    """Print the table and the run's cost; write both with ``--out``."""
+    report["cpu_s"] = round(time.process_time() - start_cpu, 1)
+    report["wall_s"] = round(time.perf_counter() - start, 1)
+    print()
+    print(table)
+    print(f"\ntotal CPU {report['cpu_s']:.0f}s, wall {report['wall_s']:.0f}s ({torch.get_num_threads()} threads)")
+    if args.out:
+        write_results(args.out, report, table, indent=1)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arm_arguments(parser, steps=3000, lr=1e-3, warmup=200)
+    parser.add_argument("--work-dir", type=Path, default=REPO / "runs" / "xlingual_objectives")
+    parser.add_argument("--limit", type=int, default=None, help="evaluation pairs per language (default all)")
     parser.add_argument("--random-baseline", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args(argv)
     if args.threads:
@@ -251,10 +286,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     start_cpu, start = time.process_time(), time.perf_counter()
     work = args.work_dir
     mono, pairs = read_corpora(args.data_dir, args.train_limit)
-    tok_cfg = TrainConfig(output_dir=str(work / f"tokenizer-{args.vocab_size}-{args.train_limit or 'all'}"),
-                          tokenizer={"vocab_size": args.vocab_size, "model_type": "unigram", "alpha": 0.3},
-                          seed=args.seed)
-    tokenizer, fingerprint = build_tokenizer(tok_cfg, [*mono, *pairs])
+    tokenizer, fingerprint = multi30k_tokenizer(args, mono, pairs, work)
     data = build_datasets(mono, pairs, tokenizer, fingerprint, work / "cache", args.batch_size, args.seed)
     print(f"data: Multi30k train, {len(mono[0])} sentences × {len(mono)} languages, {len(pairs)} directions; "
           f"tokenizer {tokenizer.specials.vocab_size} pieces ({time.perf_counter() - start:.0f}s)", flush=True)
@@ -280,14 +312,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{row['wall_s']['total']:.0f}s  {row['final_metrics']}", flush=True)
     report["by_layer_keys"] = "str(layer) -> task -> language -> {en2x, x2en}"
     report = json.loads(json.dumps(report))  # layer keys become strings, as in the file
-    report["cpu_s"] = round(time.process_time() - start_cpu, 1)
-    report["wall_s"] = round(time.perf_counter() - start, 1)
-    table = markdown(report)
-    print()
-    print(table)
-    print(f"\ntotal CPU {report['cpu_s']:.0f}s, wall {report['wall_s']:.0f}s ({torch.get_num_threads()} threads)")
-    if args.out:
-        write_results(args.out, report, table, indent=1)
+    finish(report, markdown(report), args, start_cpu, start)
     return 0
 
 

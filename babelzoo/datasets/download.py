@@ -52,8 +52,11 @@ def download(url: str, sha256: Optional[str] = None, directory: str | Path | Non
              filename: Optional[str] = None, progress: Optional[Callable[[int], None]] = None) -> Path:
     """Fetch ``url`` into ``directory`` (default: the cache) and return the local path.
 
-    A file already present with the right checksum is not fetched again. With ``sha256`` given, a
-    mismatch raises :class:`DownloadError` naming both digests and nothing is left behind.
+    The cache keeps one folder per URL (``downloads/<hash of the URL>/<file name>``), so two
+    sources with the same file name never share a copy. A copy is reused only when ``sha256``
+    is given and matches it: without a checksum nothing proves the copy is what the URL serves
+    now, so the URL is fetched again (a republished file is picked up). With ``sha256`` given,
+    a mismatch raises :class:`DownloadError` naming both digests and nothing is left behind.
     """
     if not is_url(url):
         path = Path(url)
@@ -62,10 +65,13 @@ def download(url: str, sha256: Optional[str] = None, directory: str | Path | Non
         _verify(path, sha256, url)
         return path
     name = filename or Path(urllib.parse.urlparse(url).path).name or "download"
-    target = Path(directory) if directory is not None else cache_dir() / "downloads"
+    if directory is not None:
+        target = Path(directory)
+    else:
+        target = cache_dir() / "downloads" / hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
     target.mkdir(parents=True, exist_ok=True)
     dest = target / name
-    if dest.exists() and (sha256 is None or sha256_of(dest) == sha256.lower()):
+    if dest.exists() and sha256 is not None and sha256_of(dest) == sha256.lower():
         return dest
     fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=target)
     digest = hashlib.sha256()

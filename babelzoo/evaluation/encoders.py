@@ -42,6 +42,13 @@ class BabelEncoder:
     use_language_ids: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Never longer than the model's positions: a long sentence is truncated, not an error
+        # that fails a whole task (the protocol records the length actually used).
+        text = getattr(getattr(self.model, "config", None), "text", None)
+        if text is not None and text.position_embedding != "none":
+            self.max_length = min(self.max_length, text.max_positions)
+
     @property
     def protocol(self) -> dict[str, Any]:
         return {"pooling": "mean", "layer": self.layer, "prefix": self.prefix, "max_length": self.max_length,

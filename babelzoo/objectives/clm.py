@@ -55,7 +55,7 @@ class CLM(Objective):
         labels = torch.where(p + 1 < lengths, shifted, torch.full_like(input_ids, IGNORE))
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels,
                  "truncated": torch.tensor(truncated)}
-        if languages_known([x.lang for x in sentences], self.name):
+        if self.use_language_ids and languages_known([x.lang for x in sentences], self.name):
             lang = torch.tensor([language_index(s, x.lang, f"example {i}") for i, x in enumerate(sentences)])
             batch["language_ids"] = lang[:, None] * attention_mask
         return batch

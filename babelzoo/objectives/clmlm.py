@@ -45,7 +45,7 @@ class CLMLM(MaskingObjective):
             if not document:
                 raise ExampleError(f"{self.name}: example {i} is an empty document")
             switched.append(self.code_switch(document, int(torch.randint(2, (1,)))))
-        use_langs = languages_known([lang for doc in switched for _, lang in doc], self.name)
+        use_langs = self.use_language_ids and languages_known([lang for doc in switched for _, lang in doc], self.name)
         room = self.max_length - 2
         rows, langs, truncated = [], [], 0
         for i, document in enumerate(switched):

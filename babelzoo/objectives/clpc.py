@@ -90,7 +90,7 @@ class CLPC(Objective):
                  "forbidden": forbidden_matrix(srcs, tgts), "truncated": torch.tensor(truncated)}
         check_vocab(batch["src_ids"], s, "source")
         check_vocab(batch["tgt_ids"], s, "target")
-        if languages_known([x.src_lang for x in pairs] + [x.tgt_lang for x in pairs], self.name):
+        if self.use_language_ids and languages_known([x.src_lang for x in pairs] + [x.tgt_lang for x in pairs], self.name):
             batch["src_lang"] = torch.tensor([language_index(s, x.src_lang, f"example {i} source")
                                               for i, x in enumerate(pairs)])
             batch["tgt_lang"] = torch.tensor([language_index(s, x.tgt_lang, f"example {i} target")

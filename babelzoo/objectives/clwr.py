@@ -88,7 +88,7 @@ class CLWR(Objective):
                  "target_ids": target_ids,
                  "target_mask": (torch.arange(target_ids.shape[1])[None] < target_lengths).long(),
                  "truncated": torch.tensor(truncated)}
-        if languages_known([x.src_lang for x in pairs], self.name):
+        if self.use_language_ids and languages_known([x.src_lang for x in pairs], self.name):
             src_lang = torch.tensor([language_index(s, x.src_lang, f"example {i} source") for i, x in enumerate(pairs)])
             batch["language_ids"] = src_lang[:, None] * attention_mask
         return batch

@@ -59,7 +59,7 @@ class DualEncoderObjective(Objective):
         attention_mask = (torch.arange(input_ids.shape[1])[None] < torch.tensor([len(r) for r in rows])[:, None]).long()
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "truncated": torch.tensor(truncated)}
         langs = [x.src_lang for x in pairs] + [x.tgt_lang for x in pairs]
-        if languages_known(langs, self.name):
+        if self.use_language_ids and languages_known(langs, self.name):
             ids = torch.tensor([language_index(s, code, f"example {i % len(pairs)}") for i, code in enumerate(langs)])
             batch["language_ids"] = ids[:, None] * attention_mask
         return batch

@@ -99,7 +99,7 @@ class MLM(MaskingObjective):
         masked = self.masker(input_ids)
         batch = {"input_ids": masked.input_ids, "attention_mask": attention_mask.long(), "labels": masked.labels,
                  "truncated": torch.tensor(truncated)}
-        if languages_known([x.lang for x in sentences], self.name):
+        if self.use_language_ids and languages_known([x.lang for x in sentences], self.name):
             lang = torch.tensor([language_index(s, x.lang, f"example {i}") for i, x in enumerate(sentences)])
             batch["language_ids"] = lang[:, None].expand_as(input_ids) * attention_mask
         return batch

@@ -127,7 +127,7 @@ class SentencePairCoherence(Objective):
         batch = {"input_ids": input_ids, "attention_mask": attention_mask,
                  "segment_ids": pad(segments, 0, input_ids.shape[1]), "labels": torch.tensor(labels),
                  "truncated": torch.tensor(truncated)}
-        if languages_known([g for row in langs for g in row], self.name):
+        if self.use_language_ids and languages_known([g for row in langs for g in row], self.name):
             ids = [[language_index(s, g, f"example {i}") for g in row] for i, row in enumerate(langs)]
             batch["language_ids"] = pad(ids, 0, input_ids.shape[1])
         return batch

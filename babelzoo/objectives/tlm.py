@@ -61,7 +61,7 @@ class TLM(MaskingObjective):
         batch = {"input_ids": masked.input_ids, "attention_mask": attention_mask, "labels": masked.labels,
                  "position_ids": pad(positions, 0, input_ids.shape[1]),
                  "segment_ids": pad(segments, 0, input_ids.shape[1]), "truncated": torch.tensor(truncated)}
-        if languages_known([x.src_lang for x in pairs] + [x.tgt_lang for x in pairs], self.name):
+        if self.use_language_ids and languages_known([x.src_lang for x in pairs] + [x.tgt_lang for x in pairs], self.name):
             src = torch.tensor([language_index(s, x.src_lang, f"example {i} source") for i, x in enumerate(pairs)])
             tgt = torch.tensor([language_index(s, x.tgt_lang, f"example {i} target") for i, x in enumerate(pairs)])
             batch["language_ids"] = torch.where(second.bool(), tgt[:, None], src[:, None]) * attention_mask

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..zoo.config import ModelConfig
+from ..zoo.config import ConfigError, ModelConfig
 from . import distributed as D
 from .allocator import keep_cpu_buffers
 from .checkpoint import CheckpointManager, read_model, read_part, rng_state, set_rng_state
@@ -83,6 +83,21 @@ def _aliases(module: nn.Module) -> dict[str, str]:
     return alias
 
 
+def check_lengths(model: nn.Module, objectives: nn.Module) -> None:
+    """Every objective's ``max_length`` must fit the model's positions; found when the run is
+    built, not when the first long batch arrives."""
+    config = getattr(model, "config", None)
+    text = getattr(config, "text", None)
+    if text is None or getattr(text, "position_embedding", "none") == "none":
+        return
+    named = getattr(objectives, "objectives", None)
+    for name, objective in (named.items() if hasattr(named, "items") else [("objective", objectives)]):
+        length = getattr(objective, "max_length", None)
+        if isinstance(length, int) and length > text.max_positions:
+            raise ConfigError(f"objectives.{name}.max_length={length} is longer than the model's "
+                              f"max_positions={text.max_positions}; lower max_length or use a model with more positions")
+
+
 class Trainer:
     """Train ``model`` with ``objectives`` (an :class:`~babelzoo.objectives.base.Objective` or a
     mixture of them) on ``data`` under ``config``. See the module docstring. A ``tokenizer``
@@ -91,6 +106,7 @@ class Trainer:
 
     def __init__(self, model: nn.Module, objectives: nn.Module, data: Any, config: TrainConfig,
                  tokenizer: Any = None, evaluator: Optional[Evaluator] = None):
+        check_lengths(model, objectives)
         self.model, self.objectives, self.data, self.config = model, objectives, data, config
         self.tokenizer = tokenizer
         self.evaluator = evaluator

@@ -10,7 +10,10 @@ It round-trips through JSON exactly, and every mistake is reported with the fiel
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import types
+import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Optional
@@ -25,6 +28,47 @@ def _check(cond: bool, cls: str, name: str, value: Any, why: str) -> None:
         raise ConfigError(f"{cls}.{name}={value!r} {why}")
 
 
+def _type_ok(value: Any, hint: Any) -> bool:
+    """Does ``value`` have the declared type? (bool is not an int here, an int is a float.)"""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_type_ok(v, args[0]) for v in value)
+        return len(args) == len(value) and all(_type_ok(v, a) for v, a in zip(value, args))
+    return True  # other annotations (mappings, classes) are checked by the config itself
+
+
+def _type_name(hint: Any) -> str:
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(arg) for arg in typing.get_args(hint))
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        return f"a list of {_type_name(args[0])}s" if args and args[-1] is Ellipsis else "a list"
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in fields(cls)}
+
+
 class _Config:
     """Shared behaviour of every sub-config: validation helpers, dict/JSON round trip, replace."""
 
@@ -35,6 +79,9 @@ class _Config:
 
     def __post_init__(self) -> None:
         cls = type(self).__name__
+        for name, hint in _hints(type(self)).items():
+            value = getattr(self, name)
+            _check(_type_ok(value, hint), cls, name, value, f"must be {_type_name(hint)}")
         for name, options in self._choices.items():
             value = getattr(self, name)
             _check(value in options, cls, name, value, f"must be one of {', '.join(map(repr, options))}")
@@ -63,11 +110,17 @@ class _Config:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = ""):
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where or cls.__name__}: expected a mapping of {cls.__name__} fields, "
+                              f"got {type(data).__name__}")
         unknown = sorted(set(data) - set(cls.field_names()))
         if unknown:
             raise ConfigError(f"unknown {cls.__name__} key(s) {unknown}{' in ' + where if where else ''}; "
                               f"valid keys: {', '.join(cls.field_names())}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        try:
+            return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        except ConfigError as err:
+            raise ConfigError(f"{where}: {err}" if where else str(err)) from None
 
     def replace(self, **changes):
         unknown = sorted(set(changes) - set(self.field_names()))
@@ -322,12 +375,21 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "") -> "ModelConfig":
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where or 'ModelConfig'}: expected a mapping, got {type(data).__name__}")
         valid = ["architecture", *_SUBCONFIGS]
         unknown = sorted(set(data) - set(valid))
         if unknown:
             raise ConfigError(f"unknown ModelConfig key(s) {unknown}{' in ' + where if where else ''}; "
                               f"valid keys: {', '.join(valid)}")
-        kwargs: dict[str, Any] = {"architecture": data.get("architecture", "custom")}
+        if data.get("text") is None:  # a text part is never implied: a default would be a 12-layer model
+            raise ConfigError(f"{where + ': ' if where else ''}ModelConfig.text is required (a mapping of "
+                              f"TextConfig fields), got {data.get('text')!r}" if "text" in data else
+                              f"{where + ': ' if where else ''}ModelConfig.text is missing")
+        architecture = data.get("architecture", "custom")
+        _check(isinstance(architecture, str) and bool(architecture), "ModelConfig", "architecture", architecture,
+               "must be a non-empty string")
+        kwargs: dict[str, Any] = {"architecture": architecture}
         for name, sub_cls in _SUBCONFIGS.items():
             sub = data.get(name)
             if sub is not None:
@@ -343,7 +405,10 @@ class ModelConfig:
     @classmethod
     def from_json(cls, source: str | Path) -> "ModelConfig":
         path = Path(source) if not str(source).lstrip().startswith("{") else None
-        text = path.read_text(encoding="utf-8") if path else str(source)
+        try:
+            text = path.read_text(encoding="utf-8") if path else str(source)
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:

@@ -52,3 +52,23 @@ def test_fetch_directory_unpacks_once(tmp_path, monkeypatch):
     out = fetch_directory(archive.as_uri(), sha256_of(archive))
     assert (out / "config.json").read_text() == "{}"
     assert fetch_directory(archive.as_uri(), sha256_of(archive)) == out
+
+
+def test_cache_is_keyed_by_url_not_file_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("BABELZOO_CACHE", str(tmp_path / "cache"))
+    first, second = tmp_path / "a" / "ckpt.tar.gz", tmp_path / "b" / "ckpt.tar.gz"
+    for path, body in ((first, b"model A"), (second, b"model B")):
+        path.parent.mkdir()
+        path.write_bytes(body)
+    assert download(first.as_uri()).read_bytes() == b"model A"
+    assert download(second.as_uri()).read_bytes() == b"model B"  # same name, other source
+    assert download(first.as_uri(), sha256_of(first)).read_bytes() == b"model A"
+
+
+def test_without_checksum_a_republished_url_is_fetched_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("BABELZOO_CACHE", str(tmp_path / "cache"))
+    src = tmp_path / "weights.bin"
+    src.write_bytes(b"version 1")
+    assert download(src.as_uri()).read_bytes() == b"version 1"
+    src.write_bytes(b"version 2")
+    assert download(src.as_uri()).read_bytes() == b"version 2"
