@@ -79,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import shutil
 
+    import torch
+
     from .datasets.text import MonolingualCorpus, ReadReport
     from .evaluation.encoders import BabelEncoder
     from .evaluation.leaderboard import ModelSpec, run_matrix, write_outputs
@@ -131,9 +133,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     data["entity_mlm"] = FactDataset(facts, tokenizer)
     # No language embeddings: a sentence's vector should not depend on a language tag that
     # retrieval may not know (Tatoeba's ISO 639-3 codes), and XLCo wants it language-agnostic.
-    model = create_model("unicoder_tiny", vocab_size=specials.vocab_size, pad_token_id=specials.pad,
-                         num_languages=0, max_positions=128)
-    mixture = Mixture.from_spec(objectives, specials, model.config, mode="sample")
+    # The initial weights (model and objective heads) come from the run's seed, so two fresh runs
+    # are identical; the caller's RNG state is left as it was.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = create_model("unicoder_tiny", vocab_size=specials.vocab_size, pad_token_id=specials.pad,
+                             num_languages=0, max_positions=128)
+        mixture = Mixture.from_spec(objectives, specials, model.config, mode="sample")
     print(f"[3/4] pre-training unicoder_tiny ({model.num_parameters():,} parameters) for {args.steps} steps "
           f"with {', '.join(objectives)}")
     Trainer(model, mixture, data, cfg).fit()
@@ -141,8 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     model.save_pretrained(args.out / "model", tokenizer)
 
     print("[4/4] evaluating beside peers")
-    random_model = create_model("unicoder_tiny", vocab_size=specials.vocab_size, pad_token_id=specials.pad,
-                                num_languages=0, max_positions=128)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed + 1)
+        random_model = create_model("unicoder_tiny", vocab_size=specials.vocab_size, pad_token_id=specials.pad,
+                                    num_languages=0, max_positions=128)
     specs = [ModelSpec("babelzoo demo (unicoder_tiny)", kind="object",
                        encoder=BabelEncoder("babelzoo demo (unicoder_tiny)", model, tokenizer)),
              ModelSpec("random init (unicoder_tiny)", kind="object",

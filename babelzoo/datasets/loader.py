@@ -167,6 +167,11 @@ class TokenizedCorpus(Dataset):
         return self._arrays
 
     @property
+    def fingerprint(self) -> str:
+        """The cache key: changes with the text, its languages, the read report or the tokenizer."""
+        return self.folder.name
+
+    @property
     def is_parallel(self) -> bool:
         return self.fields == ["src", "tgt"]
 

@@ -134,6 +134,9 @@ def build_tokenizer(cfg: TrainConfig, corpora: Sequence[Any]):
             raise ConfigError(f"tokenizer.path={spec['path']!r}: no tokenizer files in that directory")
     elif (saved / "tokenizer.json").is_file():
         tokenizer = load_tokenizer(saved)
+    elif (checkpoint := _checkpoint_with_tokenizer(cfg)) is not None:
+        # the run's own tokenizer, saved with its weights: never train a new one for old weights
+        tokenizer = load_tokenizer(checkpoint)
     else:
         if "vocab_size" not in spec:
             raise ConfigError("tokenizer: give {path: DIR} or sentencepiece options with vocab_size "
@@ -142,6 +145,16 @@ def build_tokenizer(cfg: TrainConfig, corpora: Sequence[Any]):
         tokenizer = SentencePieceTokenizer.train(_raw_sentences(corpora), **spec)
     tokenizer.save(saved)
     return tokenizer, _fingerprint(saved)
+
+
+def _checkpoint_with_tokenizer(cfg: TrainConfig) -> Optional[Path]:
+    """The newest verified checkpoint of this run that holds a tokenizer (resume only)."""
+    from .checkpoint import CheckpointManager
+
+    if not cfg.resume:
+        return None
+    latest = CheckpointManager(Path(cfg.output_dir) / "checkpoints", cfg.keep_checkpoints, 0).latest()
+    return latest if latest is not None and (latest / "tokenizer.json").is_file() else None
 
 
 def build_data(cfg: TrainConfig, tokenizer: Any, fingerprint: str, corpora: dict[str, list[Any]],

@@ -31,6 +31,7 @@ class RunLogger:
         self.window: list[dict[str, Any]] = []
         self.totals = {"tokens": 0, "time": 0.0, "data_time": 0.0, "steps": 0, "skipped": 0, "flops": 0.0}
         self.last: dict[str, Any] = {}
+        self.resumed_steps = 0  # steps counted from the records of earlier runs of this one
         self.evaluation: dict[str, Any] = {}  # the latest evaluation, shown with every progress line
         self._file = self._bar = self._tb = None
         self._started = time.perf_counter()
@@ -58,7 +59,8 @@ class RunLogger:
         self.progress_lines = progress and self._bar is None
 
     def truncate_after(self, step: int) -> None:
-        """Drop records of steps after ``step`` (a resumed run repeats them)."""
+        """Drop records of steps after ``step`` (a resumed run repeats them); the records kept
+        count towards the summary, so a resumed run's summary covers the whole run."""
         if not self.enabled:
             return
         path = self.output_dir / "metrics.jsonl"
@@ -68,23 +70,29 @@ class RunLogger:
         kept = []
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
-                if json.loads(line).get("step", 0) <= step:
-                    kept.append(line)
+                record = json.loads(line)
             except json.JSONDecodeError:  # a line cut short by a crash
                 continue
+            if record.get("step", 0) <= step:
+                kept.append(line)
+                self._count(record)
         path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
         self._file = open(path, "a", encoding="utf-8")
+        self.resumed_steps = self.totals["steps"]
 
-    def log(self, record: dict[str, Any]) -> None:
-        """Record one optimizer step (every rank may call; only rank 0 writes)."""
+    def _count(self, record: dict[str, Any]) -> None:
         self.totals["steps"] += 1
         self.totals["tokens"] += record.get("tokens", 0)
         self.totals["time"] += record.get("step_time", 0.0)
         self.totals["data_time"] += record.get("data_time", 0.0)
         self.totals["skipped"] += int(bool(record.get("skipped")))
         self.totals["flops"] += record.get("flops", 0.0)
-        self.window.append(record)
         self.last = record
+
+    def log(self, record: dict[str, Any]) -> None:
+        """Record one optimizer step (every rank may call; only rank 0 writes)."""
+        self._count(record)
+        self.window.append(record)
         if not self.enabled:
             return
         self._file.write(json.dumps(record, allow_nan=True) + "\n")
@@ -133,6 +141,7 @@ class RunLogger:
         t = self.totals
         out = {
             "steps": t["steps"],
+            "steps_this_run": t["steps"] - self.resumed_steps,
             "skipped_steps": t["skipped"],
             "tokens": t["tokens"],
             "train_time_s": t["time"],

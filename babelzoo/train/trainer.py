@@ -39,6 +39,7 @@ from .allocator import keep_cpu_buffers
 from .checkpoint import CheckpointManager, read_model, read_part, rng_state, set_rng_state
 from .config import TrainConfig
 from .data import DataStream
+from .identity import check_same_run, data_identity, objective_identity, saved_model_config
 from .flops import count_flops, measure_matmul_peak
 from .logging import RunLogger
 from .optim import build_optimizer, build_schedule
@@ -179,6 +180,8 @@ class Trainer:
                          "min_ratio": schedule.min_ratio, "updates": self.updates},
             "flops_per_token": self.flops_per_token,
             "config": self.config.to_dict(),
+            "data_identity": data_identity(self.data),
+            "objective_identity": objective_identity(self.objectives),
             "selection": self.selection.state_dict() if self.selection is not None else None,
         }
         optimizer = self._optimizer_state()
@@ -194,6 +197,15 @@ class Trainer:
         if not self.config.resume:
             raise FileExistsError(f"{self.checkpoints.root} already holds checkpoints (newest {path.name}) and "
                                   "resume is off: resume them (resume: true) or choose a new output_dir")
+        trainer = read_part(path, "trainer")
+        config = getattr(self.model, "config", None)
+        check_same_run(str(path), {"config": trainer.get("config"), "model": saved_model_config(path),
+                                   "objectives": trainer.get("objective_identity"),
+                                   "data": trainer.get("data_identity")},
+                       {"config": self.config.to_dict(),
+                        "model": config.to_dict() if isinstance(config, ModelConfig) else None,
+                        "objectives": objective_identity(self.objectives),
+                        "data": data_identity(self.data)}, int(trainer["step"]))
         state = {f"model.{k}": v for k, v in read_model(path).items()}
         state.update({f"objectives.{k}": v for k, v in read_part(path, "objectives").items()})
         for key, source in self.alias.items():
@@ -210,7 +222,6 @@ class Trainer:
         else:
             self.module.load_state_dict(state, strict=True)
             self.optimizer.load_state_dict(optim_state)
-        trainer = read_part(path, "trainer")
         self.step, self.updates = int(trainer["step"]), int(trainer["updates"])
         self.flops_per_token = trainer.get("flops_per_token")
         if self.selection is not None:

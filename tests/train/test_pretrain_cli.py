@@ -66,6 +66,26 @@ def test_pretrain_a_mixture_from_a_recipe(tmp_path, corpus):
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
 
 
+def test_resume_takes_the_tokenizer_from_the_checkpoint(tmp_path, corpus, monkeypatch):
+    from babelzoo.datasets.spm import SentencePieceTokenizer
+
+    path = recipe(tmp_path, corpus)
+    assert pretrain_main(["--config", str(path)]) == 0
+    run = tmp_path / "run"
+    saved = (run / "checkpoints/step-00000003/tokenizer.json").read_bytes()
+    for item in (run / "tokenizer").iterdir():
+        item.unlink()
+    (run / "tokenizer").rmdir()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a new tokenizer was trained for the old weights")
+
+    monkeypatch.setattr(SentencePieceTokenizer, "train", no_training)
+    assert pretrain_main(["--config", str(path), "--set", "max_steps=4"]) == 0
+    assert (run / "tokenizer/tokenizer.json").read_bytes() == saved
+    assert (run / "checkpoints/step-00000004/tokenizer.json").read_bytes() == saved
+
+
 @pytest.mark.parametrize("change, message", [
     (["--set", "learning_rate=1"], "unknown TrainConfig key 'learning_rate'"),
     (["--set", "data.mlm=[{kind: text, path: /no/such/file.txt, lang: de}]"], "/no/such/file.txt"),

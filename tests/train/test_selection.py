@@ -71,7 +71,7 @@ def test_early_stopping_ends_the_run_and_a_resume_does_not_restart_it(tmp_path):
     assert summary["steps"] == 6 and summary["stopped_early"] and summary["best_step"] == 2
     again = Trainer(tiny_model(), FixedMaskMLM(), corpus(64), config(tmp_path, eval_every=2, patience=2),
                     evaluator=ScriptedEvaluator([])).fit()
-    assert again["steps"] == 0 and again["best_step"] == 2
+    assert again["steps"] == 6 and again["steps_this_run"] == 0 and again["best_step"] == 2
 
 
 def test_a_resumed_run_selects_exactly_as_an_uninterrupted_one(tmp_path):

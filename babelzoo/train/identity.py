@@ -1,0 +1,117 @@
+"""What makes a run the same run: resume continues a checkpoint only when this run would have
+produced it.
+
+A checkpoint stores the :class:`~babelzoo.train.config.TrainConfig` it was trained under, the
+model's config and the identity of every dataset (tokenised corpora are keyed by their text,
+languages and tokenizer). On resume every field is compared except the few that only change how
+a run is watched or how long it goes on (:data:`RESUMABLE`); any other difference is refused with
+the list of differences, since continuing would silently mix two runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Optional
+
+from ..zoo.config import ConfigError
+
+# TrainConfig fields a resumed run may change: where and how it runs, logs and checkpoints, how
+# long it trains (max_steps, upward only), the learning rate and the evaluation cadence.
+RESUMABLE = frozenset({
+    "output_dir", "device", "num_workers", "distributed", "find_unused_parameters", "keep_cpu_buffers", "compile",
+    "max_steps", "lr", "eval_every", "patience", "checkpoint_every", "keep_checkpoints", "resume",
+    "log_every", "progress", "tensorboard", "measure_mfu", "peak_flops",
+})
+
+
+class ResumeMismatch(ConfigError):
+    """The checkpoint in ``output_dir`` was written by a different run."""
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key in value:
+            out.update(_flatten(value[key], f"{prefix}.{key}" if prefix else str(key)))
+        return out if out or not prefix else {prefix: {}}
+    return {prefix: value}
+
+
+def differences(saved: Any, current: Any, skip: frozenset = frozenset()) -> list[str]:
+    """``field: saved → current`` for every leaf that differs (JSON-normalised: tuples and
+    lists are equal)."""
+    saved, current = json.loads(json.dumps(saved)), json.loads(json.dumps(current))
+    a, b = _flatten(saved), _flatten(current)
+    lines = []
+    for key in sorted(set(a) | set(b)):
+        if key.split(".", 1)[0] in skip:
+            continue
+        old, new = a.get(key, "(absent)"), b.get(key, "(absent)")
+        if old != new:
+            lines.append(f"{key}: {old!r} (checkpoint) → {new!r} (now)")
+    return lines
+
+
+def data_identity(data: Any) -> Any:
+    """A JSON description of the datasets that changes when their content does: the cache key
+    of tokenised corpora (their text, languages and tokenizer), nested for mixtures and
+    ``{objective: data}`` mappings; None for data that carries no identity (in-memory lists)."""
+    if isinstance(data, Mapping):
+        return {str(k): data_identity(v) for k, v in data.items()}
+    if isinstance(data, tuple) and data:  # (dataset, sampler)
+        return data_identity(data[0])
+    fingerprint = getattr(data, "fingerprint", None)
+    if isinstance(fingerprint, str):
+        return fingerprint
+    keys, corpora = getattr(data, "keys", None), getattr(data, "corpora", None)
+    if isinstance(keys, list) and isinstance(corpora, list):  # a CorpusMixture
+        return {str(k): data_identity(c) for k, c in zip(keys, corpora)}
+    pairs = getattr(data, "pairs", None)  # parallel documents over a tokenised corpus
+    if pairs is not None and pairs is not data:
+        return data_identity(pairs)
+    return None
+
+
+def objective_identity(objectives: Any) -> dict[str, Any]:
+    """Each objective's class and scalar settings (max_length, temperature, ...), and a
+    mixture's mode and weights: what a Python caller (who builds objectives without a config)
+    would change to change the run."""
+    named = getattr(objectives, "objectives", None)
+    items = list(named.items()) if hasattr(named, "items") else [("objective", objectives)]
+    out: dict[str, Any] = {}
+    for name, objective in items:
+        settings = {k: v for k, v in vars(objective).items()
+                    if not k.startswith("_") and k != "training" and isinstance(v, (bool, int, float, str))}
+        out[str(name)] = {"class": type(objective).__name__, **settings}
+    if named is not None:
+        out["mixture"] = {"mode": getattr(objectives, "mode", None),
+                          "weights": {str(k): float(v) for k, v in getattr(objectives, "weights", {}).items()}}
+    return out
+
+
+def check_same_run(where: str, saved: Mapping[str, Any], current: Mapping[str, Any], step: int) -> None:
+    """Refuse to resume ``where`` (a checkpoint written at ``step``) when ``current`` differs
+    from ``saved`` outside :data:`RESUMABLE` (keys: ``config``, ``model``, ``objectives``, ``data``)."""
+    lines: list[str] = []
+    if saved.get("config") is not None:
+        lines += differences(saved["config"], current["config"], RESUMABLE)
+        max_steps = current["config"].get("max_steps")
+        if isinstance(max_steps, int) and max_steps < step:
+            lines.append(f"max_steps: {max_steps} is below the checkpoint's step {step} (it may only grow)")
+    for part in ("model", "objectives", "data"):
+        if saved.get(part) is not None and current.get(part) is not None:
+            lines += [f"{part}.{line}" for line in differences(saved[part], current[part])]
+    if lines:
+        raise ResumeMismatch(
+            f"{where} was written by a different run; resuming would mix the two. Differences:\n  "
+            + "\n  ".join(lines)
+            + f"\nChoose a new output_dir, or restore the settings. Fields that may change on resume: "
+              f"{', '.join(sorted(RESUMABLE))}")
+
+
+def saved_model_config(directory) -> Optional[dict]:
+    """The model config a checkpoint directory holds (None without ``config.json``)."""
+    path = directory / "config.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
