@@ -72,11 +72,15 @@ def _delegate(name: str) -> Callable[[Sequence[str]], int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``babelzoo COMMAND ...``: a user error is one line on stderr and exit status 2
+    (:mod:`babelzoo.errors`); a traceback means a bug."""
+    from .errors import run_command
+
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DELEGATED:
-        return int(_delegate(argv[0])(argv[1:]) or 0)
+        return run_command(argv[0], _delegate(argv[0]), argv[1:])
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    return run_command(args.command, lambda _: args.func(args), argv)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from .errors import command
+
 DEMO_LANGS = ("en", "de", "fr", "es", "ru", "zh-CN", "ja", "ar")
 TATOEBA_OF = {"de": "deu", "fr": "fra", "es": "spa", "ru": "rus", "zh-CN": "cmn", "ja": "jpn", "ar": "ara"}
 BLI_OF = {"de": "de", "fr": "fr", "es": "es", "ru": "ru", "zh-CN": "zh-hans", "ja": "ja", "ar": "ar"}
@@ -64,6 +66,7 @@ def build_knowledge(langs: Sequence[str]):
     return facts, report, pairs
 
 
+@command("demo")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="babelzoo demo", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="run folder (default runs/demo)")

@@ -20,10 +20,12 @@ import difflib
 import fnmatch
 from typing import Callable, Generic, Iterator, TypeVar
 
+from .errors import BabelzooError
+
 T = TypeVar("T")
 
 
-class RegistryError(KeyError):
+class RegistryError(BabelzooError, KeyError):
     """An unknown or duplicate registry name. Subclasses KeyError so ``except KeyError`` works."""
 
     def __str__(self) -> str:  # KeyError would quote the message

@@ -18,10 +18,12 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..errors import BabelzooError
+
 CHUNK = 1 << 20
 
 
-class DownloadError(RuntimeError):
+class DownloadError(BabelzooError, RuntimeError):
     """A download failed or its checksum did not match."""
 
 

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
+from ..errors import BabelzooError
+
 SUFFIXES = (".mo", ".po")
 
 
-class CatalogError(ValueError):
+class CatalogError(BabelzooError, ValueError):
     """A catalog that cannot be read: the message names the file and line or offset."""
 
 

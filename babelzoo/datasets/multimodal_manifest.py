@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
+from ..errors import BabelzooError
+
 KINDS = ("image", "audio")
 
 
-class MediaError(ValueError):
+class MediaError(BabelzooError, ValueError):
     """A manifest line, image or audio file that cannot be used; the message names it."""
 
 

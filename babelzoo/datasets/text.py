@@ -35,13 +35,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator, Literal, Optional, Sequence
 
+from ..errors import BabelzooError
+
 EmptyPolicy = Literal["skip", "error", "keep"]
 EMPTY_POLICIES = ("skip", "error", "keep")
 GZIP_MAGIC = b"\x1f\x8b"
 BOM = "\ufeff"
 
 
-class CorpusError(ValueError):
+class CorpusError(BabelzooError, ValueError):
     """A corpus file is malformed: the message names the file (and line) and what was wrong."""
 
 

@@ -26,6 +26,7 @@ from typing import ClassVar, Optional, Sequence, Union
 
 import torch
 
+from ..errors import BabelzooError
 from ._batching import as_list as _as_list
 from ._batching import check_texts as _check_texts
 from ._batching import expand_langs as _expand_langs
@@ -46,7 +47,7 @@ PAIR_STYLES = ("bert", "roberta")
 Lang = Union[str, None]
 
 
-class TokenizerError(ValueError):
+class TokenizerError(BabelzooError, ValueError):
     """A tokenizer directory or file that cannot be read, or an unusable request."""
 
 

@@ -13,6 +13,8 @@ from typing import Any, Sequence
 
 import yaml
 
+from ..errors import UsageError, command
+from ..zoo.config import ConfigError
 from .leaderboard import ModelSpec, run_matrix, write_outputs
 from .tasks import TaskContext
 
@@ -25,16 +27,17 @@ def load_config(path: Path) -> dict[str, Any]:
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
-        raise SystemExit(f"{path}: invalid YAML ({err})") from None
+        raise ConfigError(f"{path}: invalid YAML ({err})") from None
     unknown = sorted(set(config) - set(CONFIG_KEYS))
     if unknown:
-        raise SystemExit(f"{path}: unknown key(s) {unknown}; valid keys: {', '.join(CONFIG_KEYS)}")
+        raise ConfigError(f"{path}: unknown key(s) {unknown}; valid keys: {', '.join(CONFIG_KEYS)}")
     for key in ("tasks", "models"):
         if not config.get(key):
-            raise SystemExit(f"{path}: `{key}` must list at least one entry")
+            raise ConfigError(f"{path}: `{key}` must list at least one entry")
     return config
 
 
+@command("eval")
 def eval_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="babelzoo eval", description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, required=True)
@@ -56,13 +59,13 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
         known = {s.name for s in specs}
         missing = sorted(set(args.models) - known)
         if missing:
-            raise SystemExit(f"--models: {missing} not in {args.config}; known: {', '.join(sorted(known))}")
+            raise UsageError(f"--models: {missing} not in {args.config}; known: {', '.join(sorted(known))}")
         specs = [s for s in specs if s.name in args.models]
     tasks = args.tasks or list(config["tasks"])
     data_dir = args.data_dir or config.get("data_dir") or os.environ.get("BABELZOO_DATA_DIR")
     if args.fetch:
         if not data_dir:
-            raise SystemExit("--fetch needs --data-dir (where to put the standard sets)")
+            raise UsageError("--fetch needs --data-dir (where to put the standard sets)")
         from ..datasets.standard import ensure_standard_set
 
         for task, name in STANDARD_SET_OF_TASK.items():

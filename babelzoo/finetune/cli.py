@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Sequence
 
-from ..zoo.config import ConfigError
+from ..errors import command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,28 +27,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@command("finetune")
 def finetune_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``babelzoo finetune``; returns the exit status."""
     from ..train.config import load_recipe, recipe_path
     from .recipe import TaskSpec
 
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        cfg = load_recipe(recipe_path(args.config), args.overrides)
-        spec = TaskSpec.from_dict(cfg.task).resolve(args.data_dir)
-    except ConfigError as err:
-        print(f"babelzoo finetune: {err}", file=sys.stderr)
-        return 2
+    cfg = load_recipe(recipe_path(args.config), args.overrides)
+    spec = TaskSpec.from_dict(cfg.task).resolve(args.data_dir)
     if args.print_config:
         print(json.dumps({**cfg.to_dict(), "task": spec.to_dict()}, indent=2))
         return 0
     from .run import run_finetune
 
-    try:
-        result = run_finetune(cfg, data_dir=args.data_dir)
-    except (ConfigError, ValueError, OSError) as err:
-        print(f"babelzoo finetune: {err}", file=sys.stderr)
-        return 2
+    result = run_finetune(cfg, data_dir=args.data_dir)
     tests = result.get("test", {})
     if tests:
         print(f"\n{'language':24s} accuracy      n")

@@ -25,12 +25,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple, Optional, Protocol, runtime_checkable
 
+from ..errors import BabelzooError
 from ..registry import Registry, RegistryError
 
 ENTRY_POINT_GROUP = "babelzoo.knowledge_bases"
 
 
-class KBError(ValueError):
+class KBError(BabelzooError, ValueError):
     """A knowledge-base file, entity or query is invalid. File errors name ``file:line``."""
 
 

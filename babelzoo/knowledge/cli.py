@@ -19,17 +19,13 @@ import sys
 from collections import Counter
 from typing import Optional, Sequence
 
-from .base import KBError
+from ..errors import UsageError, command
 
 
 def _load(name: str):
-    from ..registry import RegistryError
     from .base import load_kb
 
-    try:
-        return load_kb(name)
-    except (KBError, RegistryError) as err:
-        raise SystemExit(f"babelzoo kb: {err}") from None
+    return load_kb(name)
 
 
 def language_counts(kb) -> Optional[dict[str, tuple[int, int]]]:
@@ -132,7 +128,7 @@ def train_kge_main(args: argparse.Namespace, out=None) -> dict:
     kb = _load(args.data)
     data = LinkPredictionData.from_kb(kb)
     if not len(data.valid) or not len(data.test):
-        raise SystemExit(f"babelzoo kb train-kge: {args.data} has no valid/test split (train.*, valid.*, test.* "
+        raise UsageError(f"train-kge: {args.data} has no valid/test split (train.*, valid.*, test.* "
                          f"files, CoDEx or OpenKE layouts): link prediction needs them for model selection and "
                          f"evaluation")
     print(f"{args.data}: {data.num_entities:,} entities, {data.num_relations} relations, "
@@ -148,8 +144,8 @@ def train_kge_main(args: argparse.Namespace, out=None) -> dict:
                                 max_seconds=None if args.max_minutes is None else args.max_minutes * 60, clock="cpu")
         torch.manual_seed(args.seed)
         model = create_kge(args.model, data.num_entities, data.num_relations, args.dim, **kwargs)
-    except (KBError, TypeError) as err:
-        raise SystemExit(f"babelzoo kb train-kge: {err}") from None
+    except TypeError as err:  # an option the chosen model does not take
+        raise UsageError(f"train-kge: {err}") from None
 
     def log(row: dict) -> None:
         print(f"  epoch {row['epoch']:4d}  loss {row['loss']:.4f}  valid MRR {row['mrr']:.4f}  "
@@ -207,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@command("kb")
 def kb_main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.action == "info":

@@ -26,11 +26,13 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ..errors import BabelzooError
+
 METRICS = ("cosine", "ip", "l2")
 FORMAT = 1
 
 
-class MemoryFormatError(ValueError):
+class MemoryFormatError(BabelzooError, ValueError):
     """Invalid memory input, or a saved memory that does not match what the caller expects."""
 
 

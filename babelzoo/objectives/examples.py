@@ -19,6 +19,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import torch
 
+from ..errors import BabelzooError
+
 
 class Sentence(NamedTuple):
     ids: list[int]
@@ -32,7 +34,7 @@ class Pair(NamedTuple):
     tgt_lang: Optional[str] = None
 
 
-class ExampleError(ValueError):
+class ExampleError(BabelzooError, ValueError):
     """An example has the wrong shape or content; the message names the example."""
 
 

@@ -28,13 +28,14 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 import torch
 
+from ..errors import BabelzooError
 from . import distributed as D
 
 MANIFEST = "manifest.json"
 PATTERN = re.compile(r"^step-(\d{8,})$")
 
 
-class CheckpointCorrupted(RuntimeError):
+class CheckpointCorrupted(BabelzooError, RuntimeError):
     """A checkpoint directory fails verification (missing files, wrong hashes, bad JSON)."""
 
 

@@ -39,6 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from ..errors import command
 from ..zoo.config import ConfigError
 from .config import TrainConfig, load_recipe, recipe_path
 
@@ -225,14 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@command("pretrain")
 def pretrain_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``babelzoo pretrain``; returns the exit status."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        cfg = load_recipe(recipe_path(args.config), args.overrides)
-    except ConfigError as err:
-        print(f"babelzoo pretrain: {err}", file=sys.stderr)
-        return 2
+    cfg = load_recipe(recipe_path(args.config), args.overrides)
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
         return 0

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Optional
 
+from ..errors import BabelzooError
 
-class ConfigError(ValueError):
+
+class ConfigError(BabelzooError, ValueError):
     """A configuration value or key is invalid; the message names the field."""
 
 

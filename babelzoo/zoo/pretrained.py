@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from ..datasets.download import download, fetch_directory, is_url
+from ..errors import BabelzooError
 from .config import ConfigError, ModelConfig
 
 CONFIG_NAME = "config.json"
@@ -25,7 +26,7 @@ WEIGHTS_NAME = "model.safetensors"
 PICKLE_NAMES = ("pytorch_model.bin", "model.bin", "model.pt")
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(BabelzooError, RuntimeError):
     """A checkpoint is missing, corrupted, or does not match the model."""
 
 

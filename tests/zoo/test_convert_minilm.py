@@ -116,8 +116,9 @@ def test_cli_round_trip_back_to_transformers(model, tmp_path, capsys):
 
 def test_cli_reports_errors(tmp_path, capsys):
     (tmp_path / "config.json").write_text('{"model_type": "gpt2"}')
-    assert convert_main(["--from-hf", str(tmp_path), "--to", str(tmp_path / "out")]) == 1
-    assert "unknown Hugging Face model_type 'gpt2'" in capsys.readouterr().err
+    assert convert_main(["--from-hf", str(tmp_path), "--to", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("babelzoo convert: ") and "unknown Hugging Face model_type 'gpt2'" in err
     with pytest.raises(SystemExit):
         convert_main(["--from-hf", str(tmp_path)])  # no --to
 

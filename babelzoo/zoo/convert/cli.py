@@ -10,6 +10,8 @@ import argparse
 import sys
 from typing import Sequence
 
+from ...errors import command
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="babelzoo convert", description=__doc__.split("\n")[0],
@@ -26,11 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@command("convert")
 def convert_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``babelzoo convert``; returns the exit status."""
-    from ...datasets.tokenizer import TokenizerError
-    from ..config import ConfigError
-    from ..pretrained import CheckpointError
 
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -38,13 +38,9 @@ def convert_main(argv: Sequence[str] | None = None) -> int:
         parser.error("--from-hf needs --to OUT_DIR (and takes neither --from nor --family)")
     if args.to_hf and (args.source is None or args.to):
         parser.error("--to-hf needs --from CHECKPOINT (and does not take --to)")
-    try:
-        if args.from_hf:
-            return _import(args.from_hf, args.to)
-        return _export(args.source, args.to_hf, args.family)
-    except (CheckpointError, ConfigError, TokenizerError) as err:
-        print(f"babelzoo convert: error: {err}", file=sys.stderr)
-        return 1
+    if args.from_hf:
+        return _import(args.from_hf, args.to)
+    return _export(args.source, args.to_hf, args.family)
 
 
 def _import(source: str, target: str) -> int:

@@ -1,0 +1,57 @@
+"""The one base of babelzoo's user errors, and the one way a ``babelzoo`` command reports them.
+
+A :class:`BabelzooError` is a mistake in what the user gave (a file, a line, a config field, a
+name) and its message names it. Every error class of the package derives from it (and keeps its
+standard base: a :class:`~babelzoo.zoo.config.ConfigError` is still a ``ValueError``). A command
+prints such an error as one line, ``babelzoo COMMAND: message``, and exits with
+:data:`USER_ERROR`; so does an ``OSError`` about a named file (missing, unreadable, disk full).
+Any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Callable, Sequence
+
+USER_ERROR = 2  # exit status of a command stopped by a user error (argparse uses it too)
+
+
+class BabelzooError(Exception):
+    """A mistake in a user's input; the message names the file, line or field."""
+
+
+class UsageError(BabelzooError):
+    """Command-line options that do not fit together."""
+
+
+def user_message(err: BaseException) -> str | None:
+    """The one-line message of a user error, or None for an exception that is a bug."""
+    if isinstance(err, BabelzooError):
+        return str(err)
+    if isinstance(err, OSError) and err.filename is not None:
+        return f"{err.filename}: {err.strerror or err}"
+    return None
+
+
+def run_command(name: str, main: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:
+    """Run a subcommand's ``main(argv)``; a user error becomes one line on stderr and exit 2."""
+    try:
+        return int(main(argv) or 0)
+    except (BabelzooError, OSError) as err:
+        message = user_message(err)
+        if message is None:
+            raise
+        print(f"babelzoo {name}: {message}", file=sys.stderr)
+        return USER_ERROR
+
+
+def command(name: str):
+    """Decorate a subcommand's ``main(argv=None)``: called from ``babelzoo`` or directly, a
+    user error is reported the same way (one line, exit 2)."""
+    def wrap(main: Callable[..., int | None]) -> Callable[..., int]:
+        @functools.wraps(main)
+        def run(argv: Sequence[str] | None = None) -> int:
+            return run_command(name, main, argv)
+        return run
+    return wrap
