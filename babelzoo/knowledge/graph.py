@@ -50,8 +50,10 @@ class GraphKB:
 
         self.name = name
         self.graph = nx.MultiDiGraph()
-        self._names: dict[str, dict[str, list[str]]] = {}  # lang -> entity -> [label, alias, ...]
-        self._relation_names: dict[str, dict[str, list[str]]] = {}
+        # lang -> entity -> {label: None, alias: None, ...}: an insertion-ordered set, so adding a
+        # name is O(1) however many an entity has
+        self._names: dict[str, dict[str, dict[str, None]]] = {}
+        self._relation_names: dict[str, dict[str, dict[str, None]]] = {}
         self._relations: dict[str, None] = {}  # insertion-ordered set
         self.splits: dict[str, list[Triple]] = {}  # train/valid/test when read from a split layout
         self.negatives: dict[str, list[Triple]] = {}  # known-false triples (CoDEx hard negatives)
@@ -125,7 +127,7 @@ class GraphKB:
         for code in (lang, *fallback):
             names = self._names.get(code, {}).get(entity)
             if names:
-                return names[0]
+                return next(iter(names))
         return entity
 
     def relation_label(self, relation: str, lang: str = "en",
@@ -133,7 +135,7 @@ class GraphKB:
         for code in (lang, *fallback):
             names = self._relation_names.get(code, {}).get(relation)
             if names:
-                return names[0]
+                return next(iter(names))
         return relation.replace("_", " ")
 
     def aliases(self, lang: Optional[str | Iterable[str]] = None) -> dict[str, list[str]]:
@@ -196,7 +198,7 @@ class GraphKB:
                 "entities": [[e, dict(self.graph.nodes[e])] for e in self.graph.nodes],
                 "relations": self.relations(),
                 "triples": [list(t) for t in self.triples()],
-                "names": self._names, "relation_names": self._relation_names,
+                "names": _as_lists(self._names), "relation_names": _as_lists(self._relation_names),
                 "splits": {k: [list(t) for t in v] for k, v in self.splits.items()},
                 "negatives": {k: [list(t) for t in v] for k, v in self.negatives.items()},
                 "type_prior": self.type_prior}
@@ -211,8 +213,8 @@ class GraphKB:
             kb.add_relation(relation)
         for h, r, t in data["triples"]:
             kb.add_triple(h, r, t)
-        kb._names = {lang: {e: list(n) for e, n in names.items()} for lang, names in data["names"].items()}
-        kb._relation_names = {lang: {e: list(n) for e, n in names.items()}
+        kb._names = {lang: {e: dict.fromkeys(n) for e, n in names.items()} for lang, names in data["names"].items()}
+        kb._relation_names = {lang: {e: dict.fromkeys(n) for e, n in names.items()}
                               for lang, names in data["relation_names"].items()}
         kb.splits = {k: [Triple(*t) for t in v] for k, v in data.get("splits", {}).items()}
         kb.negatives = {k: [Triple(*t) for t in v] for k, v in data.get("negatives", {}).items()}
@@ -242,13 +244,17 @@ def _check_id(value: Any, what: str) -> None:
 def _add_name(table: dict, key: str, lang: str, name: str, preferred: bool) -> None:
     if not isinstance(name, str) or not name.strip():
         raise KBError(f"name of {key!r} in {lang!r} must be a non-empty string, got {name!r}")
-    names = table.setdefault(lang, {}).setdefault(key, [])
-    if name in names:
-        if preferred and names[0] != name:
-            names.remove(name)
-            names.insert(0, name)
-        return
-    names.insert(0, name) if preferred else names.append(name)
+    names = table.setdefault(lang, {}).setdefault(key, {})
+    if not preferred:
+        names.setdefault(name)
+    elif next(iter(names), None) != name:  # the label goes first (a rebuild, once per label)
+        rest = [n for n in names if n != name]
+        names.clear()
+        names.update(dict.fromkeys([name, *rest]))
+
+
+def _as_lists(table: dict) -> dict[str, dict[str, list[str]]]:
+    return {lang: {key: list(names) for key, names in entries.items()} for lang, entries in table.items()}
 
 
 def _names_of(table: dict, key: str, lang: Optional[str]) -> list[str]:
@@ -263,9 +269,15 @@ def _names_of(table: dict, key: str, lang: Optional[str]) -> list[str]:
 # --- readers -----------------------------------------------------------------------------------
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of the non-blank, non-comment lines of a text file."""
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
+    """(line number, text) of the non-blank, non-comment lines of a UTF-8 text file (a leading
+    byte-order mark is not part of the first line)."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as err:
+                raise KBError(f"{path}:{number}: not UTF-8 text (byte {err.start + 1} of the line: "
+                              f"{raw[err.start:err.start + 1]!r})") from None
             text = line.rstrip("\r\n")
             if text.strip() and not text.lstrip().startswith("#"):
                 yield number, text
@@ -333,14 +345,21 @@ def read_names(path: str | Path, kb: GraphKB, kind: str = "entity") -> set[str]:
             item = _json_line(path, number, text)
             if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"].strip():
                 raise KBError(f"{path}:{number}: expected an object with a non-empty string 'id'")
+            unknown = sorted(set(item) - set(NAME_KEYS[kind]))
+            if unknown:
+                raise KBError(f"{path}:{number}: unknown key(s) {unknown}; {'an' if kind == 'entity' else 'a'} {kind} line takes "
+                              f"{', '.join(NAME_KEYS[kind])}")
             ident = item["id"].strip()
             if kind == "entity":
-                kb.add_entity(ident, item.get("type"))
+                kind_of = item.get("type")
+                if kind_of is not None and (not isinstance(kind_of, str) or not kind_of.strip()):
+                    raise KBError(f"{path}:{number}: 'type' must be a non-empty string, got {kind_of!r}")
+                kb.add_entity(ident, kind_of)
             else:
                 kb.add_relation(ident)
-            for lang, value in (item.get("labels") or {}).items():
+            for lang, value in _mapping(item, "labels", path, number).items():
                 add(ident, lang, _name_value(value, path, number), preferred=True)
-            for lang, values in (item.get("aliases") or {}).items():
+            for lang, values in _mapping(item, "aliases", path, number).items():
                 for value in values if isinstance(values, list) else [values]:
                     add(ident, lang, _name_value(value, path, number))
         else:
@@ -358,6 +377,16 @@ def read_names(path: str | Path, kb: GraphKB, kind: str = "entity") -> set[str]:
                 add(ident, lang, name, preferred=i == 0)
         declared.add(ident)
     return declared
+
+
+NAME_KEYS = {"entity": ("id", "type", "labels", "aliases"), "relation": ("id", "labels", "aliases")}
+
+
+def _mapping(item: dict, key: str, path: Path, number: int) -> dict:
+    value = item.get(key) or {}
+    if not isinstance(value, dict):
+        raise KBError(f"{path}:{number}: '{key}' must map language codes to names, got {type(value).__name__}")
+    return value
 
 
 def _name_value(value: Any, path: Path, number: int) -> str:

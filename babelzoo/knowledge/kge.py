@@ -82,6 +82,9 @@ class KGEModel(nn.Module, abc.ABC):
 
     def __init__(self, num_entities: int, num_relations: int, dim: int, reciprocal: bool = False):
         super().__init__()
+        for name, value in (("num_entities", num_entities), ("num_relations", num_relations), ("dim", dim)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise KBError(f"{type(self).__name__}: {name}={value!r} must be a positive integer")
         self.num_entities, self.num_base_relations, self.dim = num_entities, num_relations, dim
         self.reciprocal = reciprocal
         width = 2 * dim if self.complex_valued else dim

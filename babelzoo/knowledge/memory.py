@@ -313,6 +313,8 @@ class RetrievalMemory:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as err:
             raise MemoryFormatError(f"{meta_path}:{err.lineno}: invalid JSON ({err.msg})") from None
+        if not isinstance(meta, dict):
+            raise MemoryFormatError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
         for key in ("format", "dim", "metric", "index", "next_id", "hidden"):
             if key not in meta:
                 raise MemoryFormatError(f"{meta_path}: missing field {key!r}")
@@ -324,9 +326,20 @@ class RetrievalMemory:
         if metric is not None and meta["metric"] != metric:
             raise MemoryFormatError(f"{directory}: the saved memory uses metric {meta['metric']!r}, but "
                                     f"{metric!r} was expected")
-        index = faiss.read_index(str(directory / "index.faiss"))
+        if meta["metric"] not in METRICS:
+            raise MemoryFormatError(f"{meta_path}: metric {meta['metric']!r} must be one of {', '.join(METRICS)}")
+        try:
+            index = faiss.read_index(str(directory / "index.faiss"))
+        except RuntimeError as err:  # faiss reports a truncated or foreign file as a RuntimeError
+            raise MemoryFormatError(f"{directory / 'index.faiss'}: not a readable FAISS index "
+                                    f"({str(err).strip().splitlines()[-1]})") from None
         if index.d != meta["dim"]:
             raise MemoryFormatError(f"{directory}: index.faiss has dimension {index.d} but memory.json says {meta['dim']}")
+        expected = faiss.METRIC_L2 if meta["metric"] == "l2" else faiss.METRIC_INNER_PRODUCT
+        if index.metric_type != expected:
+            found = "l2" if index.metric_type == faiss.METRIC_L2 else "inner product"
+            raise MemoryFormatError(f"{directory}: memory.json says metric {meta['metric']!r}, but index.faiss "
+                                    f"ranks by {found}: its scores would be mislabelled")
         memory = cls.__new__(cls)
         memory.dim, memory.factory, memory.metric, memory.device = meta["dim"], meta["index"], meta["metric"], device
         if not isinstance(index, faiss.IndexIDMap2):  # read_index returns the concrete (owning) type

@@ -1,0 +1,81 @@
+"""Knowledge-base files, KG embeddings and saved FAISS memories: malformed input is an error
+naming file:line or the field, never a silently different knowledge base."""
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from babelzoo.knowledge.base import KBError
+from babelzoo.knowledge.graph import GraphKB, read_names, read_triples
+from babelzoo.knowledge.kge import create_kge
+from babelzoo.knowledge.memory import MemoryFormatError, RetrievalMemory
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_id(tmp_path):
+    path = tmp_path / "triples.tsv"
+    path.write_bytes("\ufeffQ17\tcurrency\tQ8146\nQ17\tborders\tQ148\n".encode("utf-8"))
+    triples = read_triples(path)
+    assert [t.head for t in triples] == ["Q17", "Q17"]
+    names = tmp_path / "entities.tsv"
+    names.write_bytes("\ufeffQ17\ten\tJapan\n".encode("utf-8"))
+    kb = GraphKB("t")
+    assert read_names(names, kb) == {"Q17"} and kb.label("Q17") == "Japan"
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "triples.tsv"
+    path.write_bytes(b"Q17\tcurrency\tQ8146\nQ142\tname\tFran\xe7e\n")
+    with pytest.raises(KBError, match=rf"{path}:2: not UTF-8 text \(byte 15 of the line"):
+        read_triples(path)
+
+
+@pytest.mark.parametrize("line, message", [
+    ({"id": "Q17", "lables": {"en": "Japan"}}, r"unknown key\(s\) \['lables'\]; an entity line takes id, type"),
+    ({"id": "Q17", "labels": ["Japan"]}, "'labels' must map language codes to names, got list"),
+    ({"id": "Q17", "aliases": "Nippon"}, "'aliases' must map language codes to names, got str"),
+    ({"id": "Q17", "type": ["country"]}, r"'type' must be a non-empty string, got \['country'\]"),
+])
+def test_a_malformed_jsonl_entity_names_the_line(tmp_path, line, message):
+    path = tmp_path / "entities.jsonl"
+    path.write_text(json.dumps({"id": "Q8146", "labels": {"en": "yen"}}) + "\n" + json.dumps(line) + "\n",
+                    encoding="utf-8")
+    with pytest.raises(KBError, match=rf"{path}:2: {message}"):
+        read_names(path, GraphKB("t"))
+
+
+def test_many_aliases_of_one_entity_are_added_in_linear_time():
+    kb = GraphKB("t")
+    start = time.perf_counter()
+    for i in range(200_000):
+        kb.add_label("Q1", "en", f"alias {i}")
+    kb.add_label("Q1", "en", "the label", preferred=True)
+    kb.add_label("Q1", "en", "alias 7")  # a repeat keeps one copy in its place
+    assert time.perf_counter() - start < 20  # a list-scanning insert takes minutes here
+    names = kb.labels("Q1", "en")
+    assert len(names) == 200_001 and names[0] == "the label" and names[1:3] == ["alias 0", "alias 1"]
+    assert kb.label("Q1", "en") == "the label"
+
+
+@pytest.mark.parametrize("dim", [0, -3])
+def test_kge_dimension_must_be_positive(dim):
+    with pytest.raises(KBError, match=rf"TransE: dim={dim} must be a positive integer"):
+        create_kge("transe", 10, 3, dim)
+
+
+def test_a_memory_whose_metric_disagrees_with_its_index_is_refused(tmp_path):
+    pytest.importorskip("faiss")
+    memory = RetrievalMemory(8, "Flat", metric="l2", device="cpu")
+    memory.add(np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32))
+    folder = memory.save(tmp_path / "mem")
+    meta = json.loads((folder / "memory.json").read_text())
+    meta["metric"] = "cosine"
+    (folder / "memory.json").write_text(json.dumps(meta))
+    with pytest.raises(MemoryFormatError, match="memory.json says metric 'cosine', but index.faiss ranks by l2"):
+        RetrievalMemory.load(folder)
+    (folder / "index.faiss").write_bytes((folder / "index.faiss").read_bytes()[:40])
+    meta["metric"] = "l2"
+    (folder / "memory.json").write_text(json.dumps(meta))
+    with pytest.raises(MemoryFormatError, match="index.faiss: not a readable FAISS index"):
+        RetrievalMemory.load(folder)
