@@ -138,7 +138,11 @@ def _decode(raw: bytes, path: Path, lineno: int, strip: bool = True) -> str:
                           f"({bad!r}); re-encode the file as UTF-8") from None
     if lineno == 1 and text.startswith(BOM):
         text = text[1:]
-    return text.strip() if strip else text.rstrip("\r\n")
+    text = text.rstrip("\r\n")
+    if "\r" in text:  # classic Mac line endings: the whole file would be one "line"
+        raise CorpusError(f"{path}:{lineno}: carriage return inside a line (CR-only line endings?); "
+                          "convert the file to \\n line endings")
+    return text.strip() if strip else text
 
 
 def iter_lines(path: str | Path, strip: bool = True) -> Iterator[tuple[int, str]]:

@@ -198,6 +198,13 @@ def build_run(cfg: TrainConfig):
     for name in cfg.objectives:
         sources, alphas[name] = _sources(name, cfg.data[name])
         corpora[name] = [_read(s, f"data.{name}[{i}]") for i, s in enumerate(sources)]
+        for i, corpus in enumerate(corpora[name]):
+            # what reading kept and dropped is said here, not left in a cache file
+            where = f"data.{name}[{i}] ({', '.join(corpus.report.files)})"
+            if not len(corpus):
+                raise ConfigError(f"{where}: no sentences to train on ({corpus.report})")
+            if corpus.report.skipped:
+                print(f"babelzoo pretrain: {where}: {corpus.report}", file=sys.stderr)
     tokenizer, fingerprint = build_tokenizer(cfg, [c for items in corpora.values() for c in items])
     specials = tokenizer.specials
     overrides = {"vocab_size": specials.vocab_size, "pad_token_id": specials.pad, **cfg.model_overrides}
