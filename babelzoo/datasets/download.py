@@ -8,6 +8,7 @@ into place atomically, so an interrupted or corrupted download never looks compl
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tarfile
@@ -105,6 +106,30 @@ def _verify(path: Path, sha256: Optional[str], label: str) -> None:
         actual = sha256_of(path)
         if actual != sha256.lower():
             raise DownloadError(f"sha256 mismatch for {label}: expected {sha256.lower()}, got {actual}")
+
+
+def manifest_problem(directory: str | Path, manifest: str = "manifest.json") -> Optional[str]:
+    """Why ``directory`` does not match its manifest (``{"files": {name: {size, sha256}}}``):
+    a missing or unreadable manifest, a missing file, a wrong size or digest; None when every
+    listed file is as recorded."""
+    directory = Path(directory)
+    path = directory / manifest
+    if not path.is_file():
+        return f"{directory}: no {manifest} (the save did not finish)"
+    try:
+        files = json.loads(path.read_text(encoding="utf-8"))["files"]
+        entries = [(name, int(meta["size"]), str(meta["sha256"])) for name, meta in files.items()]
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as err:
+        return f"{path}: unreadable manifest ({type(err).__name__}: {err})"
+    for name, size, digest in entries:
+        file = directory / name
+        if not file.is_file():
+            return f"{file}: missing"
+        if file.stat().st_size != size:
+            return f"{file}: {file.stat().st_size} bytes, manifest says {size}"
+        if sha256_of(file) != digest:
+            return f"{file}: sha256 does not match the manifest"
+    return None
 
 
 def extract(archive: str | Path, directory: str | Path) -> Path:

@@ -16,7 +16,6 @@ one is reported with a warning and the one before it is tried.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -28,6 +27,7 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 import torch
 
+from ..datasets.download import manifest_problem, sha256_of
 from ..errors import BabelzooError
 from . import distributed as D
 
@@ -153,14 +153,6 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_part(directory: Path, name: str, obj: Any) -> None:
     """``name.json`` (skeleton) + ``name.safetensors`` (tensors, when there are any), fsync'ed."""
     from safetensors.torch import save_file
@@ -205,22 +197,9 @@ def read_model(directory: Path) -> dict[str, torch.Tensor]:
 def verify(directory: Path) -> None:
     """Raise :class:`CheckpointCorrupted` unless every file in the manifest is present with
     the recorded size and sha256."""
-    manifest_path = directory / MANIFEST
-    if not manifest_path.is_file():
-        raise CheckpointCorrupted(f"{directory}: no {MANIFEST} (the save did not finish)")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        files = manifest["files"]
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as err:
-        raise CheckpointCorrupted(f"{manifest_path}: unreadable manifest ({err})") from None
-    for name, meta in files.items():
-        path = directory / name
-        if not path.is_file():
-            raise CheckpointCorrupted(f"{path}: missing")
-        if path.stat().st_size != meta["size"]:
-            raise CheckpointCorrupted(f"{path}: {path.stat().st_size} bytes, manifest says {meta['size']}")
-        if _sha256(path) != meta["sha256"]:
-            raise CheckpointCorrupted(f"{path}: sha256 does not match the manifest")
+    problem = manifest_problem(directory, MANIFEST)
+    if problem is not None:
+        raise CheckpointCorrupted(problem)
 
 
 class CheckpointManager:
@@ -267,7 +246,7 @@ class CheckpointManager:
                 for path in tmp.iterdir():
                     if path.is_file():
                         _fsync_file(path)
-            files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())
+            files = {p.name: {"size": p.stat().st_size, "sha256": sha256_of(p)} for p in sorted(tmp.iterdir())
                      if p.is_file()}
             (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}, indent=1), encoding="utf-8")
             _fsync_file(tmp / MANIFEST)

@@ -10,6 +10,7 @@ the list of differences, since continuing would silently mix two runs.
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any, Mapping, Optional
 
@@ -80,8 +81,11 @@ def objective_identity(objectives: Any) -> dict[str, Any]:
     items = list(named.items()) if hasattr(named, "items") else [("objective", objectives)]
     out: dict[str, Any] = {}
     for name, objective in items:
+        # constructor arguments kept under their own names (max_length=..., temperature=...),
+        # not running state such as counters
+        accepted = set(inspect.signature(type(objective).__init__).parameters) - {"self"}
         settings = {k: v for k, v in vars(objective).items()
-                    if not k.startswith("_") and k != "training" and isinstance(v, (bool, int, float, str))}
+                    if k in accepted and isinstance(v, (bool, int, float, str))}
         out[str(name)] = {"class": type(objective).__name__, **settings}
     if named is not None:
         out["mixture"] = {"mode": getattr(objectives, "mode", None),

@@ -13,12 +13,11 @@ is built from that set alone, and nothing else reaches the trainer.
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol
+
+from ..zoo.pretrained import replace_directory
 
 BEST_DIR = "best"
 
@@ -69,18 +68,4 @@ class Selection:
 def save_best(directory: Path, write: Callable[[Path], None]) -> Path:
     """Write the best model with ``write(tmp_dir)`` into a fresh directory beside ``directory``,
     then swap it in, so that ``directory`` always holds one whole model."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
-        write(tmp)
-        old = None
-        if directory.exists():
-            old = directory.with_name(f".{directory.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(directory, old)
-        os.replace(tmp, directory)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return directory
+    return replace_directory(directory, write)

@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 import torch
 from torch import nn
 
-from ..datasets.download import download, fetch_directory, is_url
+from ..datasets.download import download, fetch_directory, is_url, manifest_problem
 from ..errors import BabelzooError
 from .config import ConfigError, ModelConfig
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 PICKLE_NAMES = ("pytorch_model.bin", "model.bin", "model.pt")
+MANIFEST_NAME = "manifest.json"  # written by the trainer into every checkpoint
 
 
 class CheckpointError(BabelzooError, RuntimeError):
@@ -131,15 +133,50 @@ def find_weights(directory: Path) -> Path:
     raise CheckpointError(f"{directory}: no weights file ({WEIGHTS_NAME} or {', '.join(PICKLE_NAMES)})")
 
 
-def save_pretrained(model, directory: str | Path, tokenizer=None) -> Path:
+def replace_directory(directory: str | Path, write: Callable[[Path], None]) -> Path:
+    """Write a whole model directory: ``write(tmp)`` fills a fresh folder beside ``directory``,
+    which then takes its place, so no file of an earlier model (another tokenizer's files, a
+    stale manifest) is left beside the new one, and an interrupted save leaves the old model
+    whole. A non-empty ``directory`` without a ``config.json`` is not a model directory: it is
+    refused and nothing in it is touched."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    save_weights(model_state(model), directory / WEIGHTS_NAME)
-    _atomic_write(directory / CONFIG_NAME, lambda tmp: model.config.to_json(tmp))
-    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
-    if tokenizer is not None:
-        tokenizer.save(directory)
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(f"{directory}: exists and is not a directory")
+    if directory.is_dir() and not (directory / CONFIG_NAME).is_file():
+        entries = sorted(p.name for p in directory.iterdir())
+        if entries:
+            raise CheckpointError(f"{directory}: not empty and not a model directory (it holds "
+                                  f"{', '.join(entries[:5])}{', ...' if len(entries) > 5 else ''}); "
+                                  f"save into a new or empty directory")
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        write(tmp)
+        old = None
+        if directory.exists():
+            old = directory.with_name(f".{directory.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(directory, old)
+        os.replace(tmp, directory)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return directory
+
+
+def save_pretrained(model, directory: str | Path, tokenizer=None) -> Path:
+    """``model.safetensors``, ``config.json`` and the tokenizer's files, replacing whatever
+    model ``directory`` held (see :func:`replace_directory`)."""
+    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+
+    def write(folder: Path) -> None:
+        save_weights(model_state(model), folder / WEIGHTS_NAME)
+        _atomic_write(folder / CONFIG_NAME, lambda tmp: model.config.to_json(tmp))
+        if tokenizer is not None:
+            tokenizer.save(folder)
+
+    return replace_directory(directory, write)
 
 
 def read_config(directory: Path) -> dict:
@@ -174,6 +211,10 @@ def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_on
         config = ModelConfig.from_dict(raw, where=str(directory / CONFIG_NAME))
     except (ConfigError, TypeError) as err:
         raise CheckpointError(f"{directory / CONFIG_NAME}: {err}") from None
+    if (directory / MANIFEST_NAME).is_file():  # a training checkpoint: its files are verified first
+        problem = manifest_problem(directory, MANIFEST_NAME)
+        if problem is not None:
+            raise CheckpointError(f"corrupted checkpoint: {problem}")
     model = build_model(config)
     weights = find_weights(directory)
     load_state_strict(model, read_weights(weights), str(weights))
@@ -185,8 +226,13 @@ def _attach_tokenizer(model, directory: Path) -> None:
     from ..datasets.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(directory)
-    if tokenizer is not None:
-        model.tokenizer = tokenizer
+    if tokenizer is None:
+        return
+    vocab = model.config.text.vocab_size
+    if tokenizer.vocab_size > vocab:
+        raise CheckpointError(f"{directory}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
+                              f"vocabulary holds {vocab}: the tokenizer belongs to another model")
+    model.tokenizer = tokenizer
 
 
 def load_weights_into(model, weights: str | Path, sha256: Optional[str] = None) -> None:

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from ..pretrained import CheckpointError, _atomic_write, model_state, save_weights
+from ..pretrained import CheckpointError, _atomic_write, model_state, replace_directory, save_weights
 from .families import family_for
 from .family import head_to_hf
 from .files import CONFIG
@@ -65,14 +65,15 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
                  **(head_to_hf(config.head) if task is not None else {}),
                  "dtype": str(dtype).removeprefix("torch.")}
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    save_weights(state, directory / "model.safetensors")
-    _atomic_write(directory / CONFIG,
-                  lambda tmp: Path(tmp).write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8"))
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
-    if tokenizer is not None:
-        from .tokenizers import save_hf_tokenizer
 
-        save_hf_tokenizer(tokenizer, directory, fam, text)
-    return directory
+    def write(folder: Path) -> None:  # a whole directory: no earlier model's files stay beside these
+        save_weights(state, folder / "model.safetensors")
+        _atomic_write(folder / CONFIG,
+                      lambda tmp: Path(tmp).write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8"))
+        if tokenizer is not None:
+            from .tokenizers import save_hf_tokenizer
+
+            save_hf_tokenizer(tokenizer, folder, fam, text)
+
+    return replace_directory(directory, write)
