@@ -19,19 +19,57 @@ from .multimodal_manifest import MediaError
 KALDI_SCALE = 32768.0  # Kaldi computes fbank on 16-bit sample values
 
 
+# PIL modes that convert("RGB") maps correctly (8 bits per channel, palettes, other colour spaces)
+EIGHT_BIT_MODES = frozenset({"1", "L", "P", "PA", "LA", "La", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr",
+                             "LAB", "HSV"})
+WIDE_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I", "F"})  # one wide grey channel
+
+
+def _wide_to_grey(image, path):
+    """A 16-bit, 32-bit integer or float grey image as 8-bit grey, scaled by the range its mode
+    implies (``convert("RGB")`` would clip it: a 16-bit scan comes out all white, a float one in
+    [0, 1] all black). A range the mode does not imply is an error, not a guess."""
+    from PIL import Image
+
+    values = np.asarray(image, dtype=np.float64)
+    if not np.isfinite(values).all():
+        raise MediaError(f"{path}: image has non-finite pixel values (mode {image.mode})")
+    low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+    if image.mode.startswith("I;16"):
+        scale = 65535.0
+    elif image.mode == "F" and low >= 0.0 and high <= 1.0:
+        scale = 1.0
+    elif low >= 0.0 and high <= 255.0:
+        scale = 255.0
+    elif image.mode == "I" and low >= 0.0 and high <= 65535.0:
+        scale = 65535.0
+    else:
+        raise MediaError(f"{path}: mode {image.mode} image with values in [{low:g}, {high:g}]: no known range "
+                         f"to map to 8 bits (expected [0, 1] floats or 8/16-bit integers)")
+    return Image.fromarray(np.round(values / scale * 255.0).astype(np.uint8), mode="L")
+
+
 def load_image(path: str | Path, size: int, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
     """An RGB ``[3, size, size]`` float tensor, normalised per channel. Transparency is composited
-    on white (emoji and icons are drawn on transparent canvases)."""
+    on white (emoji and icons are drawn on transparent canvases); 16-bit, 32-bit and float grey
+    images are scaled to 8 bits by their range, other modes are an error."""
     from PIL import Image
 
     try:
         with Image.open(path) as image:
             image.load()
-            if image.mode in ("RGBA", "LA", "P"):
+            if image.mode in WIDE_MODES:
+                image = _wide_to_grey(image, path)
+            elif image.mode not in EIGHT_BIT_MODES:
+                raise MediaError(f"{path}: image mode {image.mode!r} is not supported; save it as 8-bit RGB, "
+                                 f"grey or 16-bit grey")
+            if image.mode in ("RGBA", "LA", "P", "PA", "La", "RGBa"):
                 image = image.convert("RGBA")
                 canvas = Image.new("RGBA", image.size, (255, 255, 255, 255))
                 image = Image.alpha_composite(canvas, image)
             image = image.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)
+    except MediaError:
+        raise
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
         raise MediaError(f"{path}: cannot read image ({type(err).__name__}: {err})") from None
     pixels = torch.from_numpy(np.asarray(image, dtype=np.float32) / 255.0).permute(2, 0, 1)
@@ -45,6 +83,7 @@ def read_audio(path: str | Path, sample_rate: int) -> torch.Tensor:
     resampled with torchaudio's windowed-sinc resampler)."""
     import soundfile
 
+    _check_wav_length(Path(path))
     try:
         data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
     except (RuntimeError, OSError, ValueError, TypeError) as err:
@@ -58,6 +97,31 @@ def read_audio(path: str | Path, sample_rate: int) -> torch.Tensor:
 
         waveform = torchaudio.functional.resample(waveform, rate, sample_rate)
     return waveform
+
+
+def _check_wav_length(path: Path) -> None:
+    """A RIFF/WAVE file whose ``data`` chunk promises more bytes than the file holds is cut short
+    (an interrupted copy): libsndfile would read what is there without a word."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(12)
+            if len(header) < 12 or header[:4] != b"RIFF" or header[8:12] != b"WAVE":
+                return
+            size = path.stat().st_size
+            offset = 12
+            while offset + 8 <= size:
+                handle.seek(offset)
+                chunk = handle.read(8)
+                name, length = chunk[:4], int.from_bytes(chunk[4:8], "little")
+                if name == b"data":
+                    held = size - offset - 8
+                    if length not in (0, 0xFFFFFFFF) and length > held:  # 0 / all-ones: a streamed file
+                        raise MediaError(f"{path}: truncated WAV: the header promises {length} bytes of samples, "
+                                         f"the file holds {held}")
+                    return
+                offset += 8 + length + (length & 1)
+    except OSError as err:
+        raise MediaError(f"{path}: cannot read audio ({err.strerror})") from None
 
 
 def fbank_features(waveform: torch.Tensor, sample_rate: int, num_mel_bins: int = 80) -> torch.Tensor:
