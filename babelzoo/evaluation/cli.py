@@ -72,7 +72,7 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
             if task in tasks:
                 ensure_standard_set(name, data_dir, mirror=args.mirror, log=print)
     context = TaskContext(data_dir=Path(data_dir) if data_dir else None, languages=config.get("languages"),
-                          seed=config.get("seed", 0), limit=args.limit or config.get("limit"),
+                          seed=config.get("seed", 0), limit=args.limit if args.limit is not None else config.get("limit"),
                           options=dict(config.get("task_options") or {}))
     results, cells = run_matrix(specs, tasks, context)
     out = args.out or Path(config.get("out") or "leaderboard_out")

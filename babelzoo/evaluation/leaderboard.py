@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from .tasks import Result, TaskContext, TaskSkipped, load_tasks
+from ..zoo.config import ConfigError
+from .tasks import Result, TaskContext, TaskIncomplete, TaskSkipped, load_tasks
 
 
 KINDS = ("zoo", "checkpoint", "random", "peer", "kge", "object")
@@ -49,10 +50,10 @@ class ModelSpec:
         valid = {f for f in cls.__dataclass_fields__ if f != "encoder"}
         unknown = sorted(set(data) - valid)
         if unknown:
-            raise ValueError(f"unknown model spec key(s) {unknown} in {data}; valid keys: {', '.join(sorted(valid))}")
+            raise ConfigError(f"unknown model spec key(s) {unknown} in {data}; valid keys: {', '.join(sorted(valid))}")
         spec = cls(**data)
         if spec.kind not in KINDS:
-            raise ValueError(f"model {spec.name!r}: unknown kind {spec.kind!r}; use {', '.join(KINDS[:-1])}")
+            raise ConfigError(f"model {spec.name!r}: unknown kind {spec.kind!r}; use {', '.join(KINDS[:-1])}")
         return spec
 
 
@@ -110,6 +111,9 @@ def build_encoder(spec: ModelSpec, data_dir: Optional[Path] = None, log: Callabl
         model = create_model(spec.source, pretrained=True, **spec.overrides)
         tokenizer = model.tokenizer
     elif spec.kind == "checkpoint":
+        if spec.overrides:
+            raise ConfigError(f"model {spec.name!r}: overrides {sorted(spec.overrides)} apply to zoo and random "
+                              f"models; a checkpoint is evaluated as it was saved")
         model = from_pretrained(spec.source)
         tokenizer = getattr(model, "tokenizer", None) or (spec.tokenizer and _tokenizer_from(spec.tokenizer))
     else:
@@ -138,6 +142,11 @@ def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskCo
     registry = load_tasks()
     for task in tasks:
         registry.get(task)  # unknown names fail before any model is built
+    names = [spec.name for spec in specs]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"models: the name(s) {repeated} appear more than once; every row needs its own name "
+                          f"(their numbers would be averaged into one row)")
     results: list[Result] = []
     cells: list[Cell] = []
     total = len(specs) * len(tasks)
@@ -161,8 +170,19 @@ def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskCo
             try:
                 rows = registry.get(task)(encoder, context)
                 results += rows
-                cells.append(Cell(spec.name, task, "ok", f"{len(rows)} numbers", time.perf_counter() - start))
-                status = summarise_line(rows)
+                if rows:
+                    cells.append(Cell(spec.name, task, "ok", f"{len(rows)} numbers", time.perf_counter() - start))
+                    status = summarise_line(rows)
+                else:  # an empty cell is not a result
+                    detail = f"the task produced no numbers (languages asked: {context.languages or 'all'})"
+                    cells.append(Cell(spec.name, task, "failed", detail, time.perf_counter() - start))
+                    status = f"FAILED: {detail}"
+            except TaskIncomplete as err:
+                results += err.rows
+                cells.append(Cell(spec.name, task, "failed", f"{err} ({len(err.rows)} numbers kept)",
+                                  time.perf_counter() - start))
+                status = f"FAILED: {err} ({len(err.rows)} numbers kept)"
+                log(traceback.format_exc(limit=3))
             except TaskSkipped as why:
                 cells.append(Cell(spec.name, task, "skipped", str(why)))
                 status = f"skipped: {why}"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ...registry import Registry
+from ...zoo.config import ConfigError
 
 
 @dataclass
@@ -41,9 +42,28 @@ class TaskContext:
     log: Callable[[str], None] = print
     options: dict[str, dict[str, Any]] = field(default_factory=dict)  # per task, from the config's task_options
 
+    def __post_init__(self) -> None:
+        if self.limit is not None and (not isinstance(self.limit, int) or isinstance(self.limit, bool)
+                                       or self.limit < 1):
+            raise ConfigError(f"limit={self.limit!r} must be a positive number of items per language, or null for "
+                              f"all (0 does not mean unlimited)")
+        if self.languages is not None and (not isinstance(self.languages, list) or not self.languages
+                                           or not all(isinstance(x, str) and x for x in self.languages)):
+            raise ConfigError(f"languages={self.languages!r} must be a non-empty list of language codes, or null "
+                              f"for every language present")
+
 
 class TaskSkipped(RuntimeError):
     """A task cannot run in this context (missing data or a model that lacks what it needs)."""
+
+
+class TaskIncomplete(RuntimeError):
+    """A task failed part-way: ``rows`` holds the numbers of the parts it finished (kept on the
+    leaderboard), the message says where it stopped and why."""
+
+    def __init__(self, message: str, rows: list):
+        super().__init__(message)
+        self.rows = rows
 
 
 TASKS: Registry[Callable[..., list[Result]]] = Registry("task")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..metrics import accuracy_at_1
-from . import TASKS, Result, TaskContext, TaskSkipped
+from . import TASKS, Result, TaskContext, TaskIncomplete, TaskSkipped
 
 MULTI30K_LANGS = ("de", "fr", "cs")
 
@@ -34,11 +34,18 @@ def tatoeba(encoder, context: TaskContext) -> list[Result]:
         raise TaskSkipped("Tatoeba needs --data-dir with a tatoeba/ folder")
     langs = context.languages or tatoeba_languages(context.data_dir)
     langs = [lang for lang in langs if lang in set(tatoeba_languages(context.data_dir))]
+    if not langs:
+        asked = f"none of the languages {context.languages} has a" if context.languages else "there is no"
+        raise TaskSkipped(f"{asked} Tatoeba file (tatoeba.XXX-eng.XXX) in {context.data_dir / 'tatoeba'}")
     results = []
     for i, lang in enumerate(langs):
-        corpus = tatoeba_pairs(context.data_dir, lang)
-        pairs = [(eng, x) for x, eng in corpus.pairs]
-        results += bitext_results("tatoeba", encoder, pairs, "eng", lang, {"split": "test"}, context.limit)
+        try:
+            corpus = tatoeba_pairs(context.data_dir, lang)
+            pairs = [(eng, x) for x, eng in corpus.pairs]
+            results += bitext_results("tatoeba", encoder, pairs, "eng", lang, {"split": "test"}, context.limit)
+        except Exception as err:  # the languages already done stay on the board
+            raise TaskIncomplete(f"stopped at {lang} after {i} of {len(langs)} languages: "
+                                 f"{type(err).__name__}: {err}", results) from err
         context.log(f"  tatoeba {lang} ({i + 1}/{len(langs)}): "
                     f"{results[-2].value:.3f} / {results[-1].value:.3f}")
     return results
