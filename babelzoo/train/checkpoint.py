@@ -16,6 +16,7 @@ one is reported with a warning and the one before it is tried.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -238,19 +239,15 @@ class CheckpointManager:
         shared_parts = shared()
         D.barrier()
         if self.rank == 0:
-            write_model(tmp, model_state, config_json)
-            for name, obj in shared_parts.items():
-                write_part(tmp, name, obj)
-            if extra is not None:
-                extra(tmp)
-                for path in tmp.iterdir():
-                    if path.is_file():
-                        _fsync_file(path)
-            files = {p.name: {"size": p.stat().st_size, "sha256": sha256_of(p)} for p in sorted(tmp.iterdir())
-                     if p.is_file()}
-            (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}, indent=1), encoding="utf-8")
-            _fsync_file(tmp / MANIFEST)
-            _fsync_dir(tmp)
+            try:
+                self._write(tmp, step, model_state, config_json, shared_parts, extra)
+            except Exception as err:  # a full disk must not stay full of a half-written checkpoint
+                shutil.rmtree(tmp, ignore_errors=True)
+                code = getattr(err, "errno", None) or (errno.ENOSPC if "No space left" in str(err) else None)
+                if code is None:
+                    raise
+                raise OSError(code, f"cannot write checkpoint step {step} ({os.strerror(code)}); the partial "
+                                    f"save was removed", str(final)) from err
             if final.exists():
                 shutil.rmtree(final)
             os.replace(tmp, final)
@@ -258,6 +255,23 @@ class CheckpointManager:
             self._prune()
         D.barrier()
         return final
+
+    @staticmethod
+    def _write(tmp: Path, step: int, model_state, config_json, shared_parts: dict[str, Any],
+               extra: Optional[Callable[[Path], Any]]) -> None:
+        write_model(tmp, model_state, config_json)
+        for name, obj in shared_parts.items():
+            write_part(tmp, name, obj)
+        if extra is not None:
+            extra(tmp)
+            for path in tmp.iterdir():
+                if path.is_file():
+                    _fsync_file(path)
+        files = {p.name: {"size": p.stat().st_size, "sha256": sha256_of(p)} for p in sorted(tmp.iterdir())
+                 if p.is_file()}
+        (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}, indent=1), encoding="utf-8")
+        _fsync_file(tmp / MANIFEST)
+        _fsync_dir(tmp)
 
     def _prune(self) -> None:
         for step in self.steps()[: -self.keep]:

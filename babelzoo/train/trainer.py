@@ -195,7 +195,7 @@ class Trainer:
         if path is None:
             return None
         if not self.config.resume:
-            raise FileExistsError(f"{self.checkpoints.root} already holds checkpoints (newest {path.name}) and "
+            raise ConfigError(f"{self.checkpoints.root} already holds checkpoints (newest {path.name}) and "
                                   "resume is off: resume them (resume: true) or choose a new output_dir")
         trainer = read_part(path, "trainer")
         config = getattr(self.model, "config", None)
@@ -239,6 +239,27 @@ class Trainer:
                           f"{self.info.world_size}: random states are reseeded, so dropout differs from an "
                           "uninterrupted run", RuntimeWarning)
             self._seed_everything(self.config.seed + self.info.rank + 7919 * self.step)
+        return path
+
+    def _emergency_checkpoint(self, err: Exception) -> Optional[Path]:
+        """After an unexpected exception, save the last completed step (one process only: the
+        other ranks of a group may not reach the collectives of a save) if every parameter is
+        finite. Resuming repeats the failed step's batch; its random draws differ."""
+        if self.info.world_size != 1 or self.step == 0:
+            return None
+        if not all(bool(torch.isfinite(p).all()) for p in self.module.parameters()):
+            warnings.warn(f"{type(err).__name__} at step {self.step + 1}: parameters are not finite, so no emergency "
+                          f"checkpoint was written", RuntimeWarning, stacklevel=3)
+            return None
+        self.stream.step = self.step  # a batch drawn for the failed step is drawn again on resume
+        try:
+            path = self.save_checkpoint()
+        except Exception as save_err:  # the original error matters more
+            warnings.warn(f"emergency checkpoint failed: {type(save_err).__name__}: {save_err}", RuntimeWarning,
+                          stacklevel=3)
+            return None
+        warnings.warn(f"{type(err).__name__} at step {self.step + 1}: emergency checkpoint {path} written; "
+                      f"resuming continues from step {self.step}", RuntimeWarning, stacklevel=3)
         return path
 
     # --- signals -------------------------------------------------------------------------------
@@ -406,16 +427,22 @@ class Trainer:
             logger.truncate_after(self.step)  # records of steps this run will (re)do
             last_checkpoint = resumed
             self.wrapped.train()
+            saved_step = self.step if resumed else None
             with self._signals():
-                while self.step < cfg.max_steps and self._stop_signal is None and not self._stopped_early:
-                    record = self.train_step()
-                    if self.evaluator is not None and (self.step == cfg.max_steps or
-                                                       (cfg.eval_every and self.step % cfg.eval_every == 0)):
-                        record.update(self.evaluate())
-                    logger.log(record)
-                    if (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps
-                            or self._stop_signal is not None or self._stopped_early):
-                        last_checkpoint = self.save_checkpoint()
+                try:
+                    while self.step < cfg.max_steps and self._stop_signal is None and not self._stopped_early:
+                        record = self.train_step()
+                        if self.evaluator is not None and (self.step == cfg.max_steps or
+                                                           (cfg.eval_every and self.step % cfg.eval_every == 0)):
+                            record.update(self.evaluate())
+                        logger.log(record)
+                        if (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps
+                                or self._stop_signal is not None or self._stopped_early):
+                            last_checkpoint, saved_step = self.save_checkpoint(), self.step
+                except Exception as err:
+                    if saved_step != self.step:
+                        self._emergency_checkpoint(err)
+                    raise
             summary = logger.summary({
                 "checkpoint": str(last_checkpoint) if last_checkpoint else None,
                 "resumed_from": str(resumed) if resumed else None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -73,6 +74,16 @@ def save_weights(state: Mapping[str, torch.Tensor], path: str | Path, metadata: 
     _atomic_write(path, lambda tmp: save_file(dict(state), tmp, metadata=metadata or {"format": "pt"}))
 
 
+def _pickle_reason(err: Exception) -> str:
+    """Why torch refused a pickle, without its advice to load with ``weights_only=False``."""
+    text = str(err)
+    found = re.search(r"WeightsUnpickler error:\s*([^\n]+)", text)
+    if found:
+        return found.group(1).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip() and "weights_only" not in line]
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
 def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
     """Read a ``.safetensors`` file, or a ``.bin``/``.pt`` pickle with ``weights_only=True``."""
     path = Path(path)
@@ -90,7 +101,8 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # pickle errors come in many types; all mean the same here
         raise CheckpointError(f"{path}: cannot read weights with torch.load(weights_only=True) "
-                              f"({type(err).__name__}: {err})") from None
+                              f"({_pickle_reason(err)}); babelzoo never runs a checkpoint's code: convert "
+                              f"the weights to safetensors") from None
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
