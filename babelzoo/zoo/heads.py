@@ -21,7 +21,7 @@ logits over ``config.labels``. Heads are registered by name, like objectives::
 
 from __future__ import annotations
 
-from typing import ClassVar, Optional
+from typing import ClassVar
 
 import torch
 from torch import nn

@@ -72,11 +72,15 @@ def build_attention_mask(attention_mask: Optional[torch.Tensor] = None,
         mask = tri if mask is None else mask & tri
     if mask is None:
         return None
-    if mask.shape[-2] > 1:
-        empty = ~mask.any(dim=-1, keepdim=True)
-        if bool(empty.any()):
-            eye = torch.eye(mask.shape[-1], dtype=torch.bool, device=mask.device)
-            mask = mask | (empty & eye)
+    # A query that may see no key (a row of padding only) would take a softmax over nothing: NaN,
+    # whose gradient reaches the weights even though no loss reads that row. It sees itself
+    # instead (per-query masks) or every position (a key mask shared by all queries).
+    empty = ~mask.any(dim=-1, keepdim=True)
+    if bool(empty.any()):
+        if mask.shape[-2] > 1:
+            mask = mask | (empty & torch.eye(mask.shape[-1], dtype=torch.bool, device=mask.device))
+        else:
+            mask = mask | empty
     return mask
 
 
