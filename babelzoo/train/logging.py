@@ -154,12 +154,14 @@ class RunLogger:
         return out
 
     def close(self, summary: Optional[dict[str, Any]] = None) -> None:
+        """Close the bar, TensorBoard and the log file (again: a no-op); write ``summary``."""
         if self._bar is not None:
             self._bar.close()
         if self._tb is not None:
             self._tb.close()
         if self._file is not None:
             self._file.close()
+        self._bar = self._tb = self._file = None
         if self.enabled and summary is not None:
             (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
             print(format_summary(summary), file=sys.stderr, flush=True)

@@ -415,6 +415,7 @@ class Trainer:
         """Train to ``max_steps`` (or until a signal); return the run summary."""
         cfg = self.config
         self._setup()
+        logger = None
         try:
             resumed = self._resume()
             self.schedule.apply(self.optimizer, self.updates)
@@ -460,6 +461,8 @@ class Trainer:
             logger.close(summary)
             return summary
         finally:
+            if logger is not None:  # after an error too: no open log file left behind
+                logger.close()
             if hasattr(self, "stream"):
                 self.stream.close()
             if hasattr(self, "info"):

@@ -1,0 +1,87 @@
+"""Every way the newest checkpoint can be damaged (truncated or bit-flipped files, a missing or
+broken manifest, a missing part) is found on resume: the run falls back to the previous
+checkpoint, with a warning naming the damage, and ends with the weights of an uninterrupted run.
+SIGKILL during training is covered by tests/train/test_resume.py."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from babelzoo.datasets.specials import SpecialIds
+from babelzoo.objectives.mlm import MLM
+from babelzoo.train.checkpoint import CheckpointCorrupted
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.trainer import Trainer
+from babelzoo.zoo.factory import create_model
+
+SPECIALS = SpecialIds(pad=1, cls=0, sep=2, unk=3, mask=4, vocab_size=64)
+ROWS = [[5 + (i * 7 + j) % 50 for j in range(6 + i % 5)] for i in range(48)]
+
+
+def fit(folder, steps=6):
+    torch.manual_seed(0)
+    model = create_model("xlmr_tiny", vocab_size=64, num_layers=1, max_positions=32)  # dropout 0.1
+    cfg = TrainConfig(output_dir=str(folder), max_steps=steps, batch_size=4, lr=1e-3, checkpoint_every=3,
+                      keep_checkpoints=2, progress=False, tensorboard=False, measure_mfu=False, device="cpu")
+    return Trainer(model, MLM(SPECIALS, max_length=32, use_language_ids=False), ROWS, cfg).fit()
+
+
+def truncate(folder):
+    path = folder / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:-100])
+
+
+def flip(folder):
+    path = folder / "optimizer.safetensors"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def no_manifest(folder):
+    (folder / "manifest.json").unlink()
+
+
+def broken_manifest(folder):
+    (folder / "manifest.json").write_text('{"files": ')
+
+
+def missing_part(folder):
+    next(folder.glob("trainer*")).unlink()
+
+
+def foreign_file_listed(folder):
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"]["extra.bin"] = {"size": 1, "sha256": "0" * 64}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("damage, why", [
+    (truncate, "model.safetensors: .* bytes, manifest says"),
+    (flip, "optimizer.safetensors: sha256 does not match"),
+    (no_manifest, "no manifest.json"),
+    (broken_manifest, "unreadable manifest"),
+    (missing_part, "trainer.*: missing"),
+    (foreign_file_listed, "extra.bin: missing"),
+])
+def test_a_damaged_newest_checkpoint_falls_back_and_resumes_exactly(tmp_path, damage, why):
+    fit(tmp_path / "whole")
+    fit(tmp_path / "run")
+    damage(tmp_path / "run" / "checkpoints" / "step-00000006")
+    with pytest.warns(RuntimeWarning, match=f"step-00000006 is corrupted .*{why}"):
+        summary = fit(tmp_path / "run")
+    assert summary["resumed_from"].endswith("step-00000003") and summary["steps_this_run"] == 3
+    a = load_file(tmp_path / "whole" / "checkpoints" / "step-00000006" / "model.safetensors")
+    b = load_file(tmp_path / "run" / "checkpoints" / "step-00000006" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_when_no_checkpoint_verifies_resume_stops_with_every_reason(tmp_path):
+    fit(tmp_path / "run")
+    for step in ("step-00000003", "step-00000006"):
+        flip(tmp_path / "run" / "checkpoints" / step)
+    with pytest.warns(RuntimeWarning):
+        with pytest.raises(CheckpointCorrupted, match="no usable checkpoint .*step-00000006.*step-00000003"):
+            fit(tmp_path / "run")
