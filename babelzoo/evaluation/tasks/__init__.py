@@ -7,8 +7,9 @@ from __future__ import annotations
 import importlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
+from ...errors import BabelzooError
 from ...registry import Registry
 from ...zoo.config import ConfigError
 
@@ -64,6 +65,26 @@ class TaskIncomplete(RuntimeError):
     def __init__(self, message: str, rows: list):
         super().__init__(message)
         self.rows = rows
+
+
+def per_language(langs: Sequence[str], run: Callable[[str], list["Result"]],
+                 log: Optional[Callable[[str, str, list["Result"]], None]] = None) -> list["Result"]:
+    """``run(lang)`` for each language in turn; if one fails unexpectedly, :class:`TaskIncomplete`
+    carries the rows of the languages already done (an error in the user's data propagates as
+    it is). ``log(lang, "i/n", rows)`` after each."""
+    results: list[Result] = []
+    for i, lang in enumerate(langs):
+        try:
+            rows = run(lang)
+        except (TaskSkipped, TaskIncomplete, BabelzooError):  # a data error names its file: fix it, run again
+            raise
+        except Exception as err:
+            raise TaskIncomplete(f"stopped at {lang} after {i} of {len(langs)} languages: "
+                                 f"{type(err).__name__}: {err}", results) from err
+        results += rows
+        if log is not None:
+            log(lang, f"{i + 1}/{len(langs)}", rows)
+    return results
 
 
 TASKS: Registry[Callable[..., list[Result]]] = Registry("task")

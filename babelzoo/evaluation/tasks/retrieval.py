@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..metrics import accuracy_at_1
-from . import TASKS, Result, TaskContext, TaskIncomplete, TaskSkipped
+from . import TASKS, Result, TaskContext, TaskSkipped, per_language
 
 MULTI30K_LANGS = ("de", "fr", "cs")
 
@@ -37,18 +37,13 @@ def tatoeba(encoder, context: TaskContext) -> list[Result]:
     if not langs:
         asked = f"none of the languages {context.languages} has a" if context.languages else "there is no"
         raise TaskSkipped(f"{asked} Tatoeba file (tatoeba.XXX-eng.XXX) in {context.data_dir / 'tatoeba'}")
-    results = []
-    for i, lang in enumerate(langs):
-        try:
-            corpus = tatoeba_pairs(context.data_dir, lang)
-            pairs = [(eng, x) for x, eng in corpus.pairs]
-            results += bitext_results("tatoeba", encoder, pairs, "eng", lang, {"split": "test"}, context.limit)
-        except Exception as err:  # the languages already done stay on the board
-            raise TaskIncomplete(f"stopped at {lang} after {i} of {len(langs)} languages: "
-                                 f"{type(err).__name__}: {err}", results) from err
-        context.log(f"  tatoeba {lang} ({i + 1}/{len(langs)}): "
-                    f"{results[-2].value:.3f} / {results[-1].value:.3f}")
-    return results
+
+    def run(lang: str) -> list[Result]:
+        pairs = [(eng, x) for x, eng in tatoeba_pairs(context.data_dir, lang).pairs]
+        return bitext_results("tatoeba", encoder, pairs, "eng", lang, {"split": "test"}, context.limit)
+
+    return per_language(langs, run, lambda lang, at, rows: context.log(
+        f"  tatoeba {lang} ({at}): {rows[0].value:.3f} / {rows[1].value:.3f}"))
 
 
 @TASKS.register
@@ -82,8 +77,6 @@ def gettext_retrieval(encoder, context: TaskContext) -> list[Result]:
     if not langs:
         raise TaskSkipped(f"none of {list(context.languages or EMBEDDED_LANGS)} in the embedded catalogs")
     heldout = split_rows(corpus, heldout=True)
-    results = []
-    for lang in langs:
-        results += bitext_results("gettext_retrieval", encoder, aligned(heldout, "en", lang), "en", lang,
-                                  {"split": "heldout-10%", "source": "+".join(EMBEDDED_PACKAGES)}, context.limit)
-    return results
+    return per_language(langs, lambda lang: bitext_results(
+        "gettext_retrieval", encoder, aligned(heldout, "en", lang), "en", lang,
+        {"split": "heldout-10%", "source": "+".join(EMBEDDED_PACKAGES)}, context.limit))

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...datasets.labelled import SIB200_SPLITS, LabelledText, read_sib200, sib200_languages
 from ...datasets.text import CorpusError
-from . import TASKS, Result, TaskContext, TaskSkipped
+from . import TASKS, Result, TaskContext, TaskSkipped, per_language
 from .retrieval import bitext_results
 
 SOURCE = "eng_Latn"
@@ -82,15 +82,14 @@ def flores_retrieval(encoder, context: TaskContext) -> list[Result]:
     folder = sib200_folder(context)
     langs = target_languages(folder, context.languages)
     english = _rows_by_id(folder, SOURCE)
-    results: list[Result] = []
-    for i, lang in enumerate(langs):
+
+    def run(lang: str) -> list[Result]:
         pairs = parallel_pairs(english, _rows_by_id(folder, lang), SOURCE, lang)
-        results += bitext_results("flores_retrieval", encoder, pairs, SOURCE, lang,
-                                  {"split": "train+dev+test", "source": "SIB-200 (Flores-200 sentences)"},
-                                  context.limit)
-        context.log(f"  flores_retrieval {lang} ({i + 1}/{len(langs)}): "
-                    f"{results[-2].value:.3f} / {results[-1].value:.3f}")
-    return results
+        return bitext_results("flores_retrieval", encoder, pairs, SOURCE, lang,
+                              {"split": "train+dev+test", "source": "SIB-200 (Flores-200 sentences)"}, context.limit)
+
+    return per_language(langs, run, lambda lang, at, rows: context.log(
+        f"  flores_retrieval {lang} ({at}): {rows[0].value:.3f} / {rows[1].value:.3f}"))
 
 
 # --- probe ----------------------------------------------------------------------------------------
@@ -153,8 +152,7 @@ def sib200_probe(encoder, context: TaskContext) -> list[Result]:
                 "dev_accuracy": {str(c): acc for c, acc in probe.dev_accuracy.items()},
                 "classifier": f"sklearn LogisticRegression(max_iter={MAX_ITER})", "seed": context.seed}
     context.log(f"  sib200_probe: C={probe.C} (dev accuracy {probe.dev_accuracy[probe.C]:.3f})")
-    results = []
-    for lang in (SOURCE, *langs):  # target labels are read from here on, after the probe is fixed
-        results.append(_test_result(encoder, probe, lang, context.limit, folder, protocol))
-        context.log(f"  sib200_probe {lang}: {results[-1].value:.3f}")
-    return results
+    # target labels are read from here on, after the probe is fixed
+    return per_language((SOURCE, *langs), lambda lang: [_test_result(encoder, probe, lang, context.limit, folder,
+                                                                      protocol)],
+                        lambda lang, at, rows: context.log(f"  sib200_probe {lang}: {rows[0].value:.3f}"))
