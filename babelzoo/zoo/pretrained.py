@@ -223,15 +223,20 @@ def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_on
         config = ModelConfig.from_dict(raw, where=str(directory / CONFIG_NAME))
     except (ConfigError, TypeError) as err:
         raise CheckpointError(f"{directory / CONFIG_NAME}: {err}") from None
-    if (directory / MANIFEST_NAME).is_file():  # a training checkpoint: its files are verified first
-        problem = manifest_problem(directory, MANIFEST_NAME)
-        if problem is not None:
-            raise CheckpointError(f"corrupted checkpoint: {problem}")
+    _verify_manifest(directory)
     model = build_model(config)
     weights = find_weights(directory)
     load_state_strict(model, read_weights(weights), str(weights))
     _attach_tokenizer(model, directory)
     return model
+
+
+def _verify_manifest(directory: Path) -> None:
+    """A training checkpoint (it has a manifest) is verified file by file before anything loads."""
+    if (directory / MANIFEST_NAME).is_file():
+        problem = manifest_problem(directory, MANIFEST_NAME)
+        if problem is not None:
+            raise CheckpointError(f"corrupted checkpoint: {problem}")
 
 
 def _attach_tokenizer(model, directory: Path) -> None:
@@ -253,6 +258,7 @@ def load_weights_into(model, weights: str | Path, sha256: Optional[str] = None) 
     if str(weights).endswith((".tar.gz", ".tgz", ".zip")):
         path = fetch_directory(str(weights), sha256)
     if path.is_dir():
+        _verify_manifest(path)
         file = find_weights(path)
         load_state_strict(model, read_weights(file), str(file))
         _attach_tokenizer(model, path)

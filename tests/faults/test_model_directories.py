@@ -10,7 +10,7 @@ import torch
 import babelzoo
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.zoo.convert import export_hf
-from babelzoo.zoo.pretrained import CheckpointError, from_pretrained
+from babelzoo.zoo.pretrained import CheckpointError, from_pretrained, load_weights_into
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -45,6 +45,8 @@ def test_a_training_checkpoint_is_verified_against_its_manifest(tmp_path):
     weights.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match=r"corrupted checkpoint: .*model.safetensors: sha256 does not match"):
         from_pretrained(folder)
+    with pytest.raises(CheckpointError, match=r"corrupted checkpoint: .*model.safetensors: sha256 does not match"):
+        load_weights_into(tiny(), folder)
 
 
 def test_saving_replaces_the_previous_model_whole(tmp_path):
