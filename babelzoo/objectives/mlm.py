@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
+from ..zoo.model import BabelModel
 from .base import Loss, Objective, register_objective
 from .batching import (IGNORE, check_vocab, encoder_inputs, language_index, languages_known, pad, truncate,
                        unwrap)
@@ -25,13 +26,17 @@ from .examples import ExampleError, as_sentence, require_nonempty
 from .masking import Masker, MaskingConfig
 
 
-def token_prediction_loss(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, dict]:
+def token_prediction_loss(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor,
+                          selected: bool = False) -> tuple[torch.Tensor, dict]:
     """Cross-entropy of the model's tied LM head at the labelled positions only.
 
     L = −(1/|M|) Σ_{i∈M} log p(x_i | x̂)  over the set M of labelled positions.
+
+    ``hidden`` is [B, L, H], or with ``selected`` the [N, H] states of the labelled positions
+    already (a model called with ``output_positions``).
     """
     positions = labels.ne(IGNORE)
-    logits = unwrap(model).mlm_logits(hidden, positions)
+    logits = unwrap(model).mlm_logits(hidden, None if selected else positions)
     targets = labels[positions]
     loss = F.cross_entropy(logits.float(), targets)
     with torch.no_grad():
@@ -60,8 +65,15 @@ class MaskingObjective(Objective):
         self.use_language_ids = use_language_ids
 
     def masked_lm(self, model: nn.Module, batch: dict[str, torch.Tensor], **forward_kwargs: Any) -> Loss:
-        out = model(**encoder_inputs(model, batch, self.use_language_ids), **forward_kwargs)
-        loss, metrics = token_prediction_loss(model, out.last_hidden, batch["labels"])
+        inputs = encoder_inputs(model, batch, self.use_language_ids)
+        if not forward_kwargs and isinstance(unwrap(model), BabelModel):
+            # The last layer runs at the masked positions only: its projections and feed-forward
+            # skip the ~85 % of tokens no loss reads (the same loss, less work).
+            out = model(**inputs, output_positions=batch["labels"].ne(IGNORE))
+            loss, metrics = token_prediction_loss(model, out.last_hidden, batch["labels"], selected=True)
+        else:  # models with other inputs (fusion encoders) return every position
+            out = model(**inputs, **forward_kwargs)
+            loss, metrics = token_prediction_loss(model, out.last_hidden, batch["labels"])
         if "truncated" in batch:
             metrics["truncated"] = float(batch["truncated"])
         return Loss(loss, metrics, int(batch["attention_mask"].sum()))

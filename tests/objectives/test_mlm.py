@@ -104,3 +104,31 @@ def test_clmlm_truncates_at_max_length():
     batch = CLMLM(S, max_length=16).prepare([document])
     assert batch["input_ids"].shape == (1, 16)
     assert int(batch["truncated"]) == 30 - 14
+
+
+def test_mlm_runs_the_last_layer_at_masked_positions_with_the_same_gradients():
+    """The objective calls the model with ``output_positions`` (the path benchmarks/speed.py
+    measures); loss and every gradient equal a full forward pass's."""
+    from babelzoo.objectives.mlm import token_prediction_loss
+
+    torch.manual_seed(0)
+    model = babelzoo.create_model("xlmr_tiny", vocab_size=64, pad_token_id=0, dropout=0.0, attention_dropout=0.0)
+    mlm = MLM(S, use_language_ids=False)
+    torch.manual_seed(1)
+    batch = mlm.prepare([[10 + i for i in range(12)], [30 + i for i in range(7)], [50, 51, 52, 53, 54, 55]])
+    calls = []
+    hook = model.encoder.register_forward_hook(lambda module, args, out: calls.append((args, out)))
+    fast = mlm(model, batch).value
+    hook.remove()
+    (args, (last, _)), = calls
+    where = batch["labels"].ne(IGNORE)
+    assert torch.equal(args[5], where) and last.shape == (int(where.sum()), model.config.text.hidden_size)
+    fast.backward()
+    fast_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    hidden = model(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden
+    slow, _ = token_prediction_loss(model, hidden, batch["labels"])
+    slow.backward()
+    torch.testing.assert_close(fast, slow, atol=1e-6, rtol=1e-6)
+    for name, grad in fast_grads.items():
+        torch.testing.assert_close(grad, model.get_parameter(name).grad, atol=1e-6, rtol=1e-5, msg=name)
