@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ..errors import BabelzooError
 from ..train.config import TrainConfig
 from ..zoo.config import ConfigError, HeadConfig
 from .data import Split, encode_rows, hold_out, label_set, read_rows
@@ -23,6 +24,15 @@ from .evaluate import HeadEvaluator, accuracy, predict
 from .recipe import TaskSpec
 
 RESULTS = "results.json"
+
+
+class EvaluationIncomplete(RuntimeError):
+    """Testing stopped at one file: ``tests`` holds the accuracies of the files already done
+    (also written to ``results.json``), the message says where and why."""
+
+    def __init__(self, message: str, tests: dict[str, dict[str, Any]], protocol: dict[str, Any]):
+        super().__init__(message)
+        self.tests, self.protocol = tests, protocol
 
 
 def build_model(cfg: TrainConfig, spec: TaskSpec, labels: tuple[str, ...], base=None, tokenizer=None):
@@ -127,9 +137,22 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
     # The test files are read only now, after training and selection have ended.
     start = time.perf_counter()
     tests = {}
-    for lang, path in spec.test_files().items():
-        examples = encode_rows(read_rows(spec, path, labels), tokenizer, labels, spec, eval_length)
-        tests[lang] = {**accuracy(predict(model, scorer, examples, spec.eval_batch_size), examples), "file": str(path)}
+    files = spec.test_files()
+    for i, (lang, path) in enumerate(files.items()):
+        try:
+            examples = encode_rows(read_rows(spec, path, labels), tokenizer, labels, spec, eval_length)
+            tests[lang] = {**accuracy(predict(model, scorer, examples, spec.eval_batch_size), examples),
+                           "file": str(path)}
+        except BabelzooError:  # an error in the user's file names it: fix it and run again
+            raise
+        except Exception as err:  # keep what was measured
+            partial = {"protocol": protocol(cfg, spec, selection, summary, model), "labels": list(labels),
+                       "test": tests, "incomplete": f"stopped at {lang}: {type(err).__name__}: {err}"}
+            out = Path(cfg.output_dir) / RESULTS
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(partial, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            raise EvaluationIncomplete(f"stopped at {lang} after {i} of {len(files)} test files: {type(err).__name__}: "
+                                 f"{err}", tests, partial["protocol"]) from err
         log(f"  {lang}: {tests[lang]['accuracy']:.4f} ({tests[lang]['n']} {'words' if spec.token_level else 'texts'})")
     targets = [row["accuracy"] for lang, row in tests.items() if lang != spec.source]
     result = {"protocol": protocol(cfg, spec, selection, summary, model), "labels": list(labels), "test": tests,

@@ -83,3 +83,37 @@ def test_overrides_on_a_checkpoint_are_an_error(tmp_path):
     spec = ModelSpec("c", kind="checkpoint", source=str(tmp_path), overrides={"dropout": 0.0})
     with pytest.raises(ConfigError, match=r"overrides \['dropout'\] apply to zoo and random models"):
         build_encoder(spec)
+
+
+def test_a_fine_tuning_task_keeps_the_test_languages_done(tmp_path, monkeypatch):
+    """sib200 fine-tunes once, then tests each language; a failure at the second keeps the first."""
+    import babelzoo
+    import babelzoo.finetune.run as run
+    from babelzoo.datasets.wordpiece import WordPieceTokenizer
+    from babelzoo.evaluation.encoders import BabelEncoder
+
+    for lang in ("aaa_Latn", "eng_Latn"):
+        for split, n in (("train", 24), ("dev", 6), ("test", 9)):
+            folder = tmp_path / "sib200" / lang
+            folder.mkdir(parents=True, exist_ok=True)
+            rows = [f"{i}\t{('sports', 'travel')[i % 2]}\tthe {('goal', 'train')[i % 2]} is big" for i in range(n)]
+            (folder / f"{split}.tsv").write_text("index_id\tcategory\ttext\n" + "\n".join(rows) + "\n")
+    tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "is", "big", "goal", "train"])
+    model = babelzoo.create_model("xlmr_tiny", num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64,
+                                  vocab_size=tokenizer.vocab_size, pad_token_id=0)
+    real, calls = run.predict, []
+
+    def predict(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise MemoryError("out of memory on the second test file")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run, "predict", predict)
+    context = TaskContext(data_dir=tmp_path, log=quiet, options={"sib200": {
+        "recipe": "sib200_tiny", "set": ["tokenizer={}", "task.epochs=1", "eval_every=0", f"output_dir={tmp_path / 'r'}"]}})
+    results, cells = run_matrix([ModelSpec("tiny", kind="object", encoder=BabelEncoder("tiny", model, tokenizer))],
+                                ["sib200"], context, log=quiet)
+    assert cells[0].status == "failed"
+    assert "stopped at eng_Latn after 1 of 2 test files: MemoryError: out of memory" in cells[0].detail
+    assert [r.metric for r in results] == ["acc aaa_Latn"] and results[0].protocol["source"] == "eng_Latn"

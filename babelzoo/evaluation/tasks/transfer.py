@@ -19,7 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import TASKS, Result, TaskContext, TaskSkipped
+from ...finetune.run import EvaluationIncomplete
+from . import TASKS, Result, TaskContext, TaskIncomplete, TaskSkipped
 
 OPTION_KEYS = ("recipe", "set", "out")
 
@@ -49,20 +50,24 @@ def finetune_results(task: str, folder: str, default_recipe: str, encoder, conte
         if set(chosen) <= {spec.source}:
             raise TaskSkipped(f"none of {context.languages} among {task}'s test languages ({', '.join(present)})")
         cfg = cfg.replace(task={**cfg.task, "test": chosen})
+    source = TaskSpec.from_dict(cfg.task).source
+
+    def rows_of(tests: dict[str, dict[str, Any]], run_protocol: dict[str, Any]) -> list[Result]:
+        protocol: dict[str, Any] = {**run_protocol, "recipe": options.get("recipe", default_recipe),
+                                    "overrides": list(options.get("set", [])), "source": source}
+        return [Result(task, encoder.name, f"acc {lang}", row["accuracy"],
+                       {**protocol, "lang": lang, "n": row["n"], "truncated": row["truncated"]},
+                       family="acc en" if lang == source else "acc zero-shot") for lang, row in tests.items()]
+
     with tempfile.TemporaryDirectory(prefix=f"babelzoo-{task}-") as tmp:
         out = Path(options["out"]) / encoder.name if options.get("out") else Path(tmp)
         cfg = cfg.replace(model=encoder.name, output_dir=str(out), resume=False, progress=False, seed=context.seed)
-        result = run_finetune(cfg, data_dir=context.data_dir, base=model, tokenizer=encoder.tokenizer,
-                              log=context.log)
-    source = TaskSpec.from_dict(cfg.task).source
-    protocol: dict[str, Any] = {**result["protocol"], "recipe": options.get("recipe", default_recipe),
-                                "overrides": list(options.get("set", [])), "source": source}
-    rows = []
-    for lang, row in result["test"].items():
-        rows.append(Result(task, encoder.name, f"acc {lang}", row["accuracy"],
-                           {**protocol, "lang": lang, "n": row["n"], "truncated": row["truncated"]},
-                           family="acc en" if lang == source else "acc zero-shot"))
-    return rows
+        try:
+            result = run_finetune(cfg, data_dir=context.data_dir, base=model, tokenizer=encoder.tokenizer,
+                                  log=context.log)
+        except EvaluationIncomplete as err:  # the languages tested before the failure stay on the board
+            raise TaskIncomplete(str(err), rows_of(err.tests, err.protocol)) from err
+    return rows_of(result["test"], result["protocol"])
 
 
 @TASKS.register
