@@ -35,6 +35,7 @@ selection: the recipes train and select on English only.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import time
@@ -129,6 +130,23 @@ def evaluate_arm(name: str, model, tokenizer, args, work: Path) -> dict[str, Any
     return row
 
 
+# Options that do not change a number: a report written under other values of these still counts.
+NOT_PROTOCOL = ("out", "work_dir", "threads", "arms", "baseline", "keep_done", "data_dir")
+
+
+def finished_arms(out: Optional[Path], report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The arms an earlier run of the same settings wrote to ``out`` (none if the settings or
+    protocol differ), by name, so that an interrupted comparison continues where it stopped."""
+    if out is None or not out.is_file():
+        return {}
+    earlier = json.loads(out.read_text(encoding="utf-8"))
+    same = all(earlier.get("settings", {}).get(k) == v for k, v in report["settings"].items() if k not in NOT_PROTOCOL)
+    if not same or earlier.get("protocol") != report["protocol"]:
+        print(f"{out}: written under other settings; every arm runs again", flush=True)
+        return {}
+    return {row["arm"]: row for row in earlier.get("arms", [])}
+
+
 def markdown(report: dict[str, Any]) -> str:
     head = ["arm", "steps", "pre-train CPU s", "SIB-200 en", "SIB-200 covered", "SIB-200 zero-shot",
             "UD POS en", "UD POS covered", "UD POS zero-shot", "Tatoeba covered", "Tatoeba mean"]
@@ -150,6 +168,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--baseline", action=argparse.BooleanOptionalAction, default=True,
                         help="also evaluate the starting point (random init / e5 as shipped)")
     parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument("--keep-done", action=argparse.BooleanOptionalAction, default=True,
+                        help="keep the arms an earlier run with the same settings wrote to --out")
     parser.add_argument("--finetune-set", nargs="*", default=None,
                         help="recipe overrides for every arm (default: none for e5; lr=5e-4 and no prefix "
                              "for scratch)")
@@ -206,11 +226,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             report["wall_s"] = round(time.perf_counter() - start, 1)
             write_results(args.out, report, markdown(report), indent=1)
 
+    done = finished_arms(args.out, report) if args.keep_done else {}
+    if done:
+        report["arms"] = list(done.values())
+        print(f"kept from {args.out}: {', '.join(done)}", flush=True)
     if args.baseline:
         name = "random init" if scratch else f"{E5} (no continued pre-training)"
-        model = fresh()
-        record({"arm": name, **evaluate_arm(name.split(" ")[0], model, tokenizer, args, work)})
+        if name not in done:
+            model = fresh()
+            record({"arm": name, **evaluate_arm(name.split(" ")[0], model, tokenizer, args, work)})
     for arm in args.arms:
+        if arm in done:
+            continue
         model = fresh()
         row = {"arm": arm, "pretrain": pretrain(arm, model, tokenizer, data, args, work, language_ids=scratch)}
         record({**row, **evaluate_arm(arm, model, tokenizer, args, work)})
