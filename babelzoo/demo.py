@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       max_steps=args.steps, batch_size=args.batch_size, optimizer="adamw", lr=1e-3,
                       schedule="linear", warmup_steps=min(100, args.steps // 10), precision="fp32",
                       checkpoint_every=max(100, args.steps // 3), keep_checkpoints=1, log_every=25,
-                      tensorboard=False, seed=0)
+                      tensorboard=False, seed=0, keep_cpu_buffers=True)
     print("[2/4] tokenizer: sentencepiece unigram, 8000 pieces, α = 0.3")
     fact_texts = []
     for lang in langs:

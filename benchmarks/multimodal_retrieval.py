@@ -104,7 +104,8 @@ def train(model, specials, dataset, steps: int, batch: int, out: Path, lr: float
     config = TrainConfig(output_dir=str(out), max_steps=steps, batch_size=batch, optimizer="adamw", lr=lr,
                          weight_decay=0.05, schedule="cosine", warmup_steps=max(1, steps // 20), device="cpu",
                          progress=False, tensorboard=False, measure_mfu=False, checkpoint_every=steps,
-                         keep_checkpoints=1, resume=False, log_every=max(1, steps // 10), seed=0)
+                         keep_checkpoints=1, resume=False, log_every=max(1, steps // 10), seed=0,
+                         keep_cpu_buffers=True)
     clock = Clock()
     summary = Trainer(model, ITC(specials), dataset, config).fit()
     return {"steps": steps, "batch": batch, "lr": lr, "train_pairs": len(dataset),

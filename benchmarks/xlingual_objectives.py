@@ -190,7 +190,8 @@ def arm_config(spec: dict[str, dict[str, Any]], args: argparse.Namespace, out_di
                        max_steps=args.steps, batch_size=args.batch_size, optimizer="adamw", lr=args.lr,
                        weight_decay=0.01, schedule="linear", warmup_steps=args.warmup, precision="fp32",
                        checkpoint_every=args.steps, keep_checkpoints=1, log_every=max(1, args.steps // 10),
-                       progress=False, tensorboard=False, measure_mfu=False, seed=args.seed, device="cpu")
+                       progress=False, tensorboard=False, measure_mfu=False, seed=args.seed, device="cpu",
+                       keep_cpu_buffers=True)
 
 
 def run_arm(arm: str, args, tokenizer, data, work: Path) -> dict[str, Any]:

@@ -32,7 +32,10 @@ class ModelSpec:
     ``all_minilm_l6_v2``), ``kge`` (a KG embedding folder, for link prediction; with ``recipe``,
     a missing folder is first trained on the data dir's CoDEx-S by that
     :mod:`~babelzoo.knowledge.kge_recipes` recipe), or ``object`` (an encoder built in code, e.g.
-    by the demo)."""
+    by the demo).
+
+    ``tasks``: the run's tasks this row takes part in (default: all of them); the others are
+    reported as skipped, so a baseline can join only the tasks it is a baseline for."""
 
     name: str
     kind: str = "zoo"
@@ -43,6 +46,7 @@ class ModelSpec:
     max_length: int = 128
     overrides: dict[str, Any] = field(default_factory=dict)
     recipe: Optional[str] = None
+    tasks: Optional[list[str]] = None
     encoder: Any = None
 
     @classmethod
@@ -54,6 +58,9 @@ class ModelSpec:
         spec = cls(**data)
         if spec.kind not in KINDS:
             raise ConfigError(f"model {spec.name!r}: unknown kind {spec.kind!r}; use {', '.join(KINDS[:-1])}")
+        if spec.tasks is not None and (not isinstance(spec.tasks, list) or not spec.tasks
+                                       or not all(isinstance(t, str) for t in spec.tasks)):
+            raise ConfigError(f"model {spec.name!r}: tasks must be a non-empty list of task names, got {spec.tasks!r}")
         return spec
 
 
@@ -142,6 +149,11 @@ def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskCo
     registry = load_tasks()
     for task in tasks:
         registry.get(task)  # unknown names fail before any model is built
+    for spec in specs:
+        outside = sorted(set(spec.tasks or ()) - set(tasks))
+        if outside:
+            raise ConfigError(f"model {spec.name!r}: tasks {outside} are not among this run's tasks "
+                              f"({', '.join(tasks)})")
     names = [spec.name for spec in specs]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -167,6 +179,10 @@ def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskCo
         for task in tasks:
             done += 1
             start = time.perf_counter()
+            if spec.tasks is not None and task not in spec.tasks:
+                cells.append(Cell(spec.name, task, "skipped", f"not among {spec.name}'s tasks ({', '.join(spec.tasks)})"))
+                log(f"[{done}/{total}] {spec.name} × {task}: skipped: not among this model's tasks")
+                continue
             try:
                 rows = registry.get(task)(encoder, context)
                 results += rows

@@ -44,23 +44,25 @@ def build_model(cfg: TrainConfig, spec: TaskSpec, labels: tuple[str, ...], base=
 
     if tokenizer is None and cfg.tokenizer:
         tokenizer = _recipe_tokenizer(cfg.tokenizer)
-    if base is None:
-        torch.manual_seed(cfg.seed)  # parts the weights lack (a fresh pooler) start the same every run
-        if spec.init == "pretrained":
-            base = create_model(cfg.model, pretrained=True, **cfg.model_overrides)
-        elif spec.init == "random":
-            if tokenizer is None:  # borrow the entry's own tokenizer, keep random weights
-                tokenizer = create_model(cfg.model, pretrained=True).tokenizer
+    if base is None and spec.init == "random" and tokenizer is None:
+        tokenizer = create_model(cfg.model, pretrained=True).tokenizer  # the entry's own, with random weights
+    # Weights the run creates (random ones, a fresh pooler, the head) come from the run's seed;
+    # the caller's random state is left as it was.
+    with torch.random.fork_rng(devices=[]):
+        if base is None:
             torch.manual_seed(cfg.seed)
-            base = create_model(cfg.model, **{"vocab_size": tokenizer.vocab_size,
-                                              "pad_token_id": tokenizer.specials.pad, **cfg.model_overrides})
-        else:
-            base = from_pretrained(spec.init)
-    tokenizer = tokenizer if tokenizer is not None else getattr(base, "tokenizer", None)
-    if tokenizer is None:
-        raise ConfigError(f"model {cfg.model!r} has no tokenizer: give tokenizer: {{path: DIR}}")
-    torch.manual_seed(cfg.seed)  # the head's initial weights
-    model = with_head(base, HeadConfig.from_dict({**spec.head, "kind": spec.kind, "labels": labels}))
+            if spec.init == "pretrained":
+                base = create_model(cfg.model, pretrained=True, **cfg.model_overrides)
+            elif spec.init == "random":
+                base = create_model(cfg.model, **{"vocab_size": tokenizer.vocab_size,
+                                                  "pad_token_id": tokenizer.specials.pad, **cfg.model_overrides})
+            else:
+                base = from_pretrained(spec.init)
+        tokenizer = tokenizer if tokenizer is not None else getattr(base, "tokenizer", None)
+        if tokenizer is None:
+            raise ConfigError(f"model {cfg.model!r} has no tokenizer: give tokenizer: {{path: DIR}}")
+        torch.manual_seed(cfg.seed)  # the head's initial weights
+        model = with_head(base, HeadConfig.from_dict({**spec.head, "kind": spec.kind, "labels": labels}))
     model.tokenizer = tokenizer
     _freeze(model, spec.freeze)
     return model, tokenizer
@@ -148,9 +150,7 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
         except Exception as err:  # keep what was measured
             partial = {"protocol": protocol(cfg, spec, selection, summary, model), "labels": list(labels),
                        "test": tests, "incomplete": f"stopped at {lang}: {type(err).__name__}: {err}"}
-            out = Path(cfg.output_dir) / RESULTS
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(partial, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            _write_results(cfg, partial)
             raise EvaluationIncomplete(f"stopped at {lang} after {i} of {len(files)} test files: {type(err).__name__}: "
                                  f"{err}", tests, partial["protocol"]) from err
         log(f"  {lang}: {tests[lang]['accuracy']:.4f} ({tests[lang]['n']} {'words' if spec.token_level else 'texts'})")
@@ -160,11 +160,15 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
               "mean_zero_shot": sum(targets) / len(targets) if targets and spec.source else None,
               "dev": summary.get("best"), "train_tokens_per_s": summary.get("tokens_per_s"),
               "test_seconds": time.perf_counter() - start, "summary": _jsonable(summary)}
+    _write_results(cfg, result)
+    result["model"] = model
+    return result
+
+
+def _write_results(cfg: TrainConfig, result: dict[str, Any]) -> None:
     out = Path(cfg.output_dir) / RESULTS
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    result["model"] = model
-    return result
 
 
 def protocol(cfg: TrainConfig, spec: TaskSpec, selection: str, summary: dict, model) -> dict[str, Any]:

@@ -37,8 +37,9 @@ def train_by_recipe(name: str, data: LinkPredictionData, max_minutes: float = 14
     model_kwargs, train_kwargs = CODEX_S[name]
     model_kwargs = dict(model_kwargs)
     dim = model_kwargs.pop("dim")
-    torch.manual_seed(seed)
-    model = create_kge(name, data.num_entities, data.num_relations, dim, **model_kwargs)
+    with torch.random.fork_rng(devices=[]):  # seeded initial weights; the caller's RNG is left alone
+        torch.manual_seed(seed)
+        model = create_kge(name, data.num_entities, data.num_relations, dim, **model_kwargs)
     if epochs is not None:
         train_kwargs = {**train_kwargs, "epochs": epochs}
     config = KGETrainConfig(eval_every=eval_every, patience=4, max_seconds=max_minutes * 60, clock="cpu", seed=seed,

@@ -208,18 +208,22 @@ def build_run(cfg: TrainConfig):
     tokenizer, fingerprint = build_tokenizer(cfg, [c for items in corpora.values() for c in items])
     specials = tokenizer.specials
     overrides = {"vocab_size": specials.vocab_size, "pad_token_id": specials.pad, **cfg.model_overrides}
-    torch.manual_seed(cfg.seed)  # every rank builds the same initial weights
-    model = create_model(cfg.model, **overrides)
-    if len(cfg.objectives) == 1 and cfg.mixture == "sum":
-        (name, options), = cfg.objectives.items()
-        options = dict(options or {})
-        if options.pop("weight", 1.0) != 1.0:
-            raise ConfigError(f"objectives.{name}.weight: a single objective takes no weight")
-        objective = build_objective(options.pop("objective", name), specials, model.config, **options)
-        data = build_data(cfg, tokenizer, fingerprint, corpora, alphas)[name]
-        return model, objective, data, tokenizer
-    mixture = Mixture.from_spec(cfg.objectives, specials, model.config, mode=cfg.mixture)
-    return model, mixture, build_data(cfg, tokenizer, fingerprint, corpora, alphas), tokenizer
+    single = len(cfg.objectives) == 1 and cfg.mixture == "sum"
+    # The initial weights (model and objective heads) come from the run's seed, the same on every
+    # rank; the caller's random state is left as it was.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = create_model(cfg.model, **overrides)
+        if single:
+            (name, options), = cfg.objectives.items()
+            options = dict(options or {})
+            if options.pop("weight", 1.0) != 1.0:
+                raise ConfigError(f"objectives.{name}.weight: a single objective takes no weight")
+            objectives = build_objective(options.pop("objective", name), specials, model.config, **options)
+        else:
+            objectives = Mixture.from_spec(cfg.objectives, specials, model.config, mode=cfg.mixture)
+    data = build_data(cfg, tokenizer, fingerprint, corpora, alphas)
+    return model, objectives, data[name] if single else data, tokenizer
 
 
 def build_parser() -> argparse.ArgumentParser:

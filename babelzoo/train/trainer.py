@@ -56,9 +56,17 @@ class TrainModule(nn.Module):
         self.model = model
         self.objectives = objectives
         self.last = None  # the last Loss (metrics, token count) for logging
+        # What the objectives call: the model, or a compiled wrapper of it. Kept in a tuple so
+        # that it is not a submodule (the state-dict keys stay the model's own).
+        self._runner: tuple[nn.Module] = (model,)
+
+    def compile_model(self) -> None:
+        """Route the objectives' calls of the model through ``torch.compile``; the model
+        itself is wrapped, not changed, so the caller's module stays eager."""
+        self._runner = (torch.compile(self.model),)
 
     def forward(self, batch: Any) -> torch.Tensor:
-        self.last = self.objectives(self.model, batch)
+        self.last = self.objectives(self._runner[0], batch)
         return self.last.value
 
 
@@ -329,8 +337,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         if cfg.compile and not self._compiled:
             # After the first step: FlopCounterMode does not see inside compiled graphs.
-            # nn.Module.compile keeps the module (and so its state-dict keys) as it is.
-            self.model.compile()
+            self.module.compile_model()
             self._compiled = True
         lr = max(g["lr"] for g in self.optimizer.param_groups)  # the top rate under layer-wise decay
         if not result.skipped:

@@ -30,7 +30,8 @@ def trainer_section(texts: list[str], tok, args, log) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         config = TrainConfig(output_dir=tmp, max_steps=steps, batch_size=args.batch, optimizer="adamw", lr=1e-4,
                              device=args.device, progress=False, tensorboard=False, measure_mfu=False,
-                             checkpoint_every=steps, log_every=1, num_workers=0, resume=False)
+                             checkpoint_every=steps, log_every=1, num_workers=0, resume=False,
+                             keep_cpu_buffers=not args.default_malloc)
         Trainer(model, MLM(tok.specials, max_length=args.seq), examples, config).fit()
         records = [json.loads(line) for line in (Path(tmp) / "metrics.jsonl").read_text().splitlines()]
     records = [r for r in records if "step_time" in r][1:]  # the first step warms up

@@ -63,3 +63,20 @@ def test_per_language_table_lists_every_number_of_every_model():
     text = per_language_tables(rows, "t")
     assert "## sib200\n\n| metric | a | b |\n|---|---:|---:|\n| acc deu_Latn | 0.500 | 0.750 |\n" \
            "| acc fra_Latn | 0.250 | – |" in text
+
+
+def test_a_model_takes_part_only_in_its_own_tasks():
+    spec = ModelSpec.from_dict({"name": "muse", "kind": "peer", "source": "muse_v3", "tasks": ["multi30k"]})
+    results, cells = run_matrix([spec], ["tatoeba", "multi30k"], TaskContext(data_dir=None), log=lambda s: None)
+    detail = {c.task: (c.status, c.detail) for c in cells}
+    assert detail["tatoeba"] == ("skipped", "not among muse's tasks (multi30k)")
+    assert detail["multi30k"][0] == "skipped" and "--data-dir" in detail["multi30k"][1]  # it did run
+
+
+def test_model_tasks_must_be_tasks_of_the_run():
+    from babelzoo.zoo.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"model 'muse': tasks \['udpos'\] are not among this run's tasks \(tatoeba\)"):
+        run_matrix([ModelSpec("muse", kind="peer", source="muse_v3", tasks=["udpos"])], ["tatoeba"], TaskContext())
+    with pytest.raises(ConfigError, match="tasks must be a non-empty list of task names, got 'tatoeba'"):
+        ModelSpec.from_dict({"name": "muse", "kind": "peer", "source": "muse_v3", "tasks": "tatoeba"})

@@ -164,3 +164,21 @@ def test_cli_reports_a_bad_recipe_key_and_exits_2(tmp_path, capsys):
     path.write_text("model: xlmr_tiny\ntask: {train: a.tsv, dev: b.tsv, colum: x}\n", encoding="utf-8")
     assert finetune_main(["--config", str(path)]) == 2
     assert "unknown task key(s) ['colum']" in capsys.readouterr().err
+
+
+def test_building_the_model_seeds_its_weights_and_leaves_the_global_rng_alone(tmp_path, tokenizer_dir, topic_data):
+    from babelzoo.finetune.run import build_model, prepare_splits
+
+    cfg = recipe(tmp_path, tokenizer_dir)
+    spec = TaskSpec.from_dict(cfg.task).resolve(topic_data)
+    labels = prepare_splits(cfg, spec)[2]
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    first, _ = build_model(cfg, spec, labels)
+    assert torch.equal(torch.get_rng_state(), before)
+    torch.manual_seed(9)
+    second, _ = build_model(cfg, spec, labels)
+    other, _ = build_model(cfg.replace(seed=1), spec, labels)
+    for (name, a), b in zip(first.state_dict().items(), second.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert not torch.equal(next(first.head.parameters()), next(other.head.parameters()))  # the seed decides

@@ -1,5 +1,6 @@
 """TrainConfig.compile: the model's forward goes through torch.compile from the second step on,
-with the same losses and weights as eager training and the same checkpoint keys."""
+with the same losses and weights as eager training and the same checkpoint keys; the caller's
+module is wrapped, never compiled in place."""
 
 import json
 
@@ -20,15 +21,19 @@ def fit(output_dir, compile: bool):
     config = TrainConfig(output_dir=str(output_dir), max_steps=4, batch_size=8, lr=3e-3, optimizer="adamw",
                          checkpoint_every=4, progress=False, tensorboard=False, peak_flops=1e10, compile=compile)
     model = tiny_model(dropout=0.0)
-    summary = Trainer(model, FixedMaskMLM(), data, config).fit()
+    trainer = Trainer(model, FixedMaskMLM(), data, config)
+    summary = trainer.fit()
     losses = [json.loads(line)["loss"] for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
-    return model, summary, losses
+    return model, summary, losses, trainer
 
 
 def test_compiled_training_matches_eager_training(tmp_path):
-    eager_model, eager, eager_losses = fit(tmp_path / "eager", compile=False)
-    model, compiled, losses = fit(tmp_path / "compiled", compile=True)
-    assert model._compiled_call_impl is not None and eager_model._compiled_call_impl is None
+    eager_model, eager, eager_losses, eager_trainer = fit(tmp_path / "eager", compile=False)
+    model, compiled, losses, trainer = fit(tmp_path / "compiled", compile=True)
+    runner, eager_runner = trainer.module._runner[0], eager_trainer.module._runner[0]
+    assert isinstance(runner, torch._dynamo.eval_frame.OptimizedModule) and runner._orig_mod is model
+    assert eager_runner is eager_model
+    assert model._compiled_call_impl is None  # the caller's module is wrapped, not changed
     assert losses == pytest.approx(eager_losses, rel=1e-5)
     assert losses[-1] < losses[0]
     assert compiled["flops_per_token"] == eager["flops_per_token"]  # counted on the eager first step

@@ -97,3 +97,22 @@ def test_resume_takes_the_tokenizer_from_the_checkpoint(tmp_path, corpus, monkey
 def test_bad_recipes_exit_with_a_clear_message(tmp_path, corpus, capsys, change, message):
     assert pretrain_main(["--config", str(recipe(tmp_path, corpus)), *change]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_building_a_run_seeds_its_weights_and_leaves_the_global_rng_alone(tmp_path, corpus):
+    import torch
+
+    from babelzoo.train.cli import build_run
+    from babelzoo.train.config import load_recipe
+
+    cfg = load_recipe(recipe(tmp_path, corpus))
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    first, objectives, _, _ = build_run(cfg)
+    assert torch.equal(torch.get_rng_state(), before)
+    torch.manual_seed(7)  # another caller state: the run's weights do not depend on it
+    second, _, _, _ = build_run(cfg)
+    third, _, _, _ = build_run(cfg.replace(seed=cfg.seed + 1))
+    for (name, a), b, c in zip(first.state_dict().items(), second.state_dict().values(), third.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert not torch.equal(first.embeddings.word.weight, third.embeddings.word.weight)
