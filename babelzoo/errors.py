@@ -25,6 +25,10 @@ class UsageError(BabelzooError):
     """Command-line options that do not fit together."""
 
 
+class InputError(BabelzooError, ValueError):
+    """Arguments that do not fit the call: tensors of the wrong shape or kind, inputs a model has no part for."""
+
+
 def user_message(err: BaseException) -> str | None:
     """The one-line message of a user error, or None for an exception that is a bug."""
     if isinstance(err, BabelzooError):

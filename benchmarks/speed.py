@@ -14,10 +14,9 @@ What each number is (medians over the timed repeats, after warm-up):
   batch 8 × 128 (``--gpu``: 32 × 512). One step is forward, loss, backward and a fused AdamW
   update, identical on both sides. transformers' ``BertForMaskedLM`` gets labels = -100 away from
   the chosen tokens and runs its last layer and vocabulary projection at every position;
-  babelzoo runs them at the chosen positions only (``model(..., output_positions=masked)``, then
-  ``token_prediction_loss``, the MLM objective's loss). Both compute the same loss, also equal to
-  babelzoo's ``MLM`` objective: checked at the start (fp32, dropout off) and stored as
-  ``loss_check``. Timed steps run in training mode (dropout 0.1 on both sides). ``fwd_bwd`` is
+  babelzoo's side is its ``MLM`` objective called as the trainer calls it, which runs them at
+  the chosen positions only (``output_positions``). Both compute the same loss: checked at the
+  start (fp32, dropout off) and stored as ``loss_check``. Timed steps run in training mode (dropout 0.1 on both sides). ``fwd_bwd`` is
   the step without the optimizer update.
 * inference real tokens/s — real sentences of mixed length (Tatoeba, every language in turn;
   without the data folder, docstrings of the Python standard library), batch 32, last layer

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Union
 
 from ..errors import BabelzooError
+from ..zoo.config import ConfigError
 
 SUFFIXES = (".mo", ".po")
 
@@ -179,7 +180,7 @@ def catalog_files(packages: Iterable[str] = (), paths: Iterable[Union[str, Path]
     data files outside the import package count too) and under ``paths``, one file per catalog:
     the ``.mo`` when both it and the ``.po`` exist (``prefer="po"`` picks the ``.po``)."""
     if prefer not in ("mo", "po"):
-        raise ValueError(f"prefer must be 'mo' or 'po', got {prefer!r}")
+        raise ConfigError(f"prefer must be 'mo' or 'po', got {prefer!r}")
     found: list[Path] = []
     for name in packages:
         found.extend(_package_catalogs(name))

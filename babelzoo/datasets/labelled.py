@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
+from ..zoo.config import ConfigError
 from .text import CorpusError, _dataset_dir, _unknown, iter_lines
 
 
@@ -83,7 +84,7 @@ def read_classification(path: str | Path, *, text_column: str = "text", label_co
 def _format_of(path: Path, format: Optional[str]) -> str:
     if format is not None:
         if format not in FORMATS:
-            raise ValueError(f"format={format!r}: expected one of {', '.join(FORMATS)}")
+            raise ConfigError(f"format={format!r}: expected one of {', '.join(FORMATS)}")
         return format
     name = path.name.lower()
     for suffix, kind in _SUFFIX_FORMATS.items():
@@ -204,7 +205,7 @@ def read_conllu(path: str | Path, *, column: str = "upos",
     empty node, a sentence with no words, and a file with no sentences. Comments must come before a
     sentence's words; ``# sent_id = X`` sets :attr:`TaggedSentence.sent_id`."""
     if column not in _TAG_FIELD:
-        raise ValueError(f"column={column!r}: expected one of {', '.join(_TAG_FIELD)}")
+        raise ConfigError(f"column={column!r}: expected one of {', '.join(_TAG_FIELD)}")
     path = Path(path)
     valid = frozenset(tags) if tags is not None else None
     sentences = [_ConlluSentence(path, column, valid).read(block) for block in _conllu_blocks(path)]

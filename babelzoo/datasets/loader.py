@@ -32,10 +32,13 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from ..errors import InputError
+from ..zoo.config import ConfigError
 from .download import cache_dir as default_cache_dir
 from .download import sha256_of
 from .sampling import cyclic_take, sampling_probabilities
-from .text import EmptyPolicy, MonolingualCorpus, ParallelCorpus, ReadReport, iter_sentences
+from .text import CorpusError, EmptyPolicy, MonolingualCorpus, ParallelCorpus, ReadReport, iter_sentences
+from .tokenizer import TokenizerError
 
 FORMAT_VERSION = 1
 INT32_MAX = np.iinfo(np.int32).max
@@ -65,8 +68,8 @@ def tokenizer_fingerprint(tokenizer: Any, fingerprint: Optional[str] = None) -> 
     if callable(identity):
         identity = identity()
     if not isinstance(identity, str) or not identity:
-        raise ValueError(f"{type(tokenizer).__name__} has no string 'fingerprint'; pass fingerprint= "
-                         "(e.g. a hash of its model file) so cached token ids can be told apart")
+        raise TokenizerError(f"{type(tokenizer).__name__} has no string 'fingerprint'; pass fingerprint= "
+                             "(e.g. a hash of its model file) so cached token ids can be told apart")
     return identity
 
 
@@ -102,7 +105,7 @@ class _FieldWriter:
         ids = list(ids)
         if ids and (min(ids) < 0 or max(ids) > INT32_MAX):
             bad = min(ids) if min(ids) < 0 else max(ids)
-            raise ValueError(f"{where}: tokenizer returned id {bad}, outside 0..{INT32_MAX}")
+            raise TokenizerError(f"{where}: tokenizer returned id {bad}, outside 0..{INT32_MAX}")
         self.pending.extend(ids)
         self.offsets.append(self.offsets[-1] + len(ids))
         if len(self.pending) >= self.FLUSH:
@@ -282,7 +285,7 @@ class CorpusMixture(Dataset):
 
     def __init__(self, corpora: Mapping[Any, Dataset]):
         if not corpora:
-            raise ValueError("CorpusMixture needs at least one corpus")
+            raise CorpusError("CorpusMixture needs at least one corpus")
         self.keys = list(corpora)
         self.corpora = [corpora[k] for k in self.keys]
         self.sizes = {k: len(c) for k, c in zip(self.keys, self.corpora)}  # type: ignore[arg-type]
@@ -348,16 +351,16 @@ class ShardedSampler(Sampler[int]):
         self.total = int(sum(self.sizes.values()))
         self.alpha, self.shuffle, self.seed = alpha, shuffle, seed
         if group_size < 1:
-            raise ValueError(f"group_size={group_size}: expected >= 1")
+            raise ConfigError(f"group_size={group_size}: expected >= 1")
         self.group_size = int(group_size)
         self.num_samples = self.total if num_samples is None else int(num_samples)
         dist_rank, dist_world = _dist_rank_world()
         self.rank = dist_rank if rank is None else rank
         self.world_size = dist_world if world_size is None else world_size
         if not 0 <= self.rank < self.world_size:
-            raise ValueError(f"rank {self.rank} is outside world_size {self.world_size}")
+            raise ConfigError(f"rank {self.rank} is outside world_size {self.world_size}")
         if self.num_samples < 0 or (self.num_samples and not self.total):
-            raise ValueError(f"cannot draw {self.num_samples} samples from corpora of sizes {self.sizes}")
+            raise CorpusError(f"cannot draw {self.num_samples} samples from corpora of sizes {self.sizes}")
         self.probabilities = sampling_probabilities(self.sizes, alpha) if alpha is not None else None
         self.epoch, self.start = 0, 0
 
@@ -365,7 +368,7 @@ class ShardedSampler(Sampler[int]):
         """Select the epoch and the global position to start from (samples already consumed by
         all ranks together, i.e. steps × global batch size)."""
         if not 0 <= start <= self.num_samples:
-            raise ValueError(f"start={start} is outside the epoch's {self.num_samples} samples")
+            raise InputError(f"start={start} is outside the epoch's {self.num_samples} samples")
         self.epoch, self.start = int(epoch), int(start)
 
     def state_dict(self, consumed: int) -> dict[str, int]:
@@ -373,7 +376,7 @@ class ShardedSampler(Sampler[int]):
         the last :meth:`set_epoch`. A finished epoch becomes the start of the next one."""
         position = self.start + consumed
         if not 0 <= position <= self.num_samples:
-            raise ValueError(f"consumed={consumed} from start {self.start} passes the epoch's "
+            raise InputError(f"consumed={consumed} from start {self.start} passes the epoch's "
                              f"{self.num_samples} samples")
         if position == self.num_samples:
             return {"epoch": self.epoch + 1, "start": 0, "seed": self.seed}
@@ -381,7 +384,7 @@ class ShardedSampler(Sampler[int]):
 
     def load_state_dict(self, state: Mapping[str, int]) -> None:
         if state.get("seed", self.seed) != self.seed:
-            raise ValueError(f"checkpoint sampler seed {state['seed']} differs from this sampler's {self.seed}")
+            raise ConfigError(f"checkpoint sampler seed {state['seed']} differs from this sampler's {self.seed}")
         self.set_epoch(state["epoch"], state["start"])
 
     def epoch_order(self, epoch: Optional[int] = None) -> np.ndarray:

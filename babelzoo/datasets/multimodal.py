@@ -21,7 +21,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from ..zoo.config import AudioConfig, ModelConfig
+from ..zoo.config import AudioConfig, ConfigError, ModelConfig
 from .multimodal_emoji import EmojiRenderer, build_emoji_manifest, emoji_key, emoji_names
 from .multimodal_espeak import Espeak, build_speech_manifest
 from .multimodal_manifest import KINDS, MediaError, MediaRecord, read_manifest, write_manifest
@@ -55,12 +55,12 @@ class MultimodalDataset(torch.utils.data.Dataset):
                  std: Sequence[float] = (0.5, 0.5, 0.5), audio: Optional[AudioConfig] = None,
                  on_error: str = "raise"):
         if on_error not in ON_ERROR:
-            raise ValueError(f"on_error={on_error!r} must be one of {', '.join(ON_ERROR)}")
+            raise ConfigError(f"on_error={on_error!r} must be one of {', '.join(ON_ERROR)}")
         kinds = {r.kind for r in records}
         if "image" in kinds and image_size is None:
-            raise ValueError("the manifest has images: give image_size (and the model's mean/std)")
+            raise ConfigError("the manifest has images: give image_size (and the model's mean/std)")
         if "audio" in kinds and audio is None:
-            raise ValueError("the manifest has audio: give the model's AudioConfig as audio=")
+            raise ConfigError("the manifest has audio: give the model's AudioConfig as audio=")
         self.records, self.encode = list(records), encode
         self.image_size, self.mean, self.std, self.audio = image_size, tuple(mean), tuple(std), audio
         self.on_error = on_error
@@ -120,7 +120,7 @@ def collate_multimodal(examples: Sequence[Optional[dict]], specials: SpecialIds,
     left out as unreadable) and ``truncated`` (tokens cut). SpecAugment, when given, draws from
     the torch RNG (which the trainer seeds per batch)."""
     if max_length < 3:
-        raise ValueError(f"max_length={max_length} leaves no room for tokens")
+        raise ConfigError(f"max_length={max_length} leaves no room for tokens")
     kept = [e for e in examples if e is not None]
     if not kept:
         raise MediaError(f"all {len(examples)} examples of a batch were unreadable; see the skipped files logged")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Collection, Optional, Sequence
 
+from ..zoo.config import ConfigError
 from .multimodal_manifest import write_manifest
 
 SKIN_TONES = {chr(c) for c in range(0x1F3FB, 0x1F400)}
@@ -20,7 +21,7 @@ def emoji_names(languages: Sequence[str] = ("en",)) -> dict[str, dict[str, str]]
     emoji.config.load_language()  # the other languages' names load only on request
     unknown = sorted(set(languages) - set(emoji.LANGUAGES))
     if unknown:
-        raise ValueError(f"emoji has no names in {unknown}; available: {', '.join(emoji.LANGUAGES)}")
+        raise ConfigError(f"emoji has no names in {unknown}; available: {', '.join(emoji.LANGUAGES)}")
     out = {}
     for char, data in emoji.EMOJI_DATA.items():
         if data.get("status") != emoji.STATUS["fully_qualified"] or SKIN_TONES & set(char):

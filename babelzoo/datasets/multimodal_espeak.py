@@ -10,6 +10,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
+from ..zoo.config import ConfigError
 from .multimodal_manifest import write_manifest
 
 
@@ -52,7 +53,7 @@ class Espeak:
         with Espeak._lock:
             lib = Espeak._lib
             if lib.espeak_SetVoiceByName(voice) != 0:
-                raise ValueError(f"espeak-ng has no voice for language {lang!r}")
+                raise ConfigError(f"espeak-ng has no voice for language {lang!r}")
             lib.espeak_SetSynthCallback(self._callback)
             self._chunks = []
             # position 0, POS_CHARACTER, no end, espeakCHARS_UTF8

@@ -24,6 +24,9 @@ from typing import Hashable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
+from ..errors import InputError
+from ..zoo.config import ConfigError
+
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
@@ -35,15 +38,15 @@ def sampling_probabilities(counts: Mapping[K, float], alpha: float) -> dict[K, f
     ``ValueError`` naming the key for a negative or non-finite count, and for α < 0.
     """
     if not counts:
-        raise ValueError("no languages to sample from: counts is empty")
+        raise InputError("no languages to sample from: counts is empty")
     if not math.isfinite(alpha) or alpha < 0:
-        raise ValueError(f"alpha={alpha}: expected a finite exponent >= 0 (1 = follow the data, 0 = uniform)")
+        raise ConfigError(f"alpha={alpha}: expected a finite exponent >= 0 (1 = follow the data, 0 = uniform)")
     for key, n in counts.items():
         if not math.isfinite(n) or n < 0:
-            raise ValueError(f"count for {key!r} is {n}: expected a finite number >= 0")
+            raise InputError(f"count for {key!r} is {n}: expected a finite number >= 0")
     total = float(sum(counts.values()))
     if total == 0:
-        raise ValueError(f"every count is zero ({', '.join(map(repr, counts))}): nothing to sample")
+        raise InputError(f"every count is zero ({', '.join(map(repr, counts))}): nothing to sample")
     # q_i ∝ p_i^α over the keys with data (0^0 would otherwise give an empty language mass)
     weights = {k: (n / total) ** alpha if n > 0 else 0.0 for k, n in counts.items()}
     norm = sum(weights.values())
@@ -57,7 +60,7 @@ def cyclic_take(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
     if m == 0:
         return np.zeros(0, dtype=np.int64)
     if n <= 0:
-        raise ValueError(f"cannot draw {m} items from an empty collection")
+        raise InputError(f"cannot draw {m} items from an empty collection")
     passes = -(-m // n)
     return np.concatenate([rng.permutation(n) for _ in range(passes)])[:m].astype(np.int64)
 

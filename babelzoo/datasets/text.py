@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Iterator, Literal, Optional, Sequence
 
 from ..errors import BabelzooError
+from ..zoo.config import ConfigError
 
 EmptyPolicy = Literal["skip", "error", "keep"]
 EMPTY_POLICIES = ("skip", "error", "keep")
@@ -116,7 +117,7 @@ class ParallelCorpus:
 
 def _check_policy(empty: str) -> None:
     if empty not in EMPTY_POLICIES:
-        raise ValueError(f"empty={empty!r}: expected one of {', '.join(EMPTY_POLICIES)}")
+        raise ConfigError(f"empty={empty!r}: expected one of {', '.join(EMPTY_POLICIES)}")
 
 
 def open_binary(path: str | Path) -> IO[bytes]:
@@ -267,11 +268,11 @@ def read_parallel_tsv(path: str | Path, src_lang: Optional[str] = None, tgt_lang
     if header is None:
         header = named
     if named and not header:
-        raise ValueError("named columns need header=True (the first line names the columns)")
+        raise ConfigError("named columns need header=True (the first line names the columns)")
     src_lang = src_lang or (src_column if isinstance(src_column, str) else None)
     tgt_lang = tgt_lang or (tgt_column if isinstance(tgt_column, str) else None)
     if src_lang is None or tgt_lang is None:
-        raise ValueError("give src_lang and tgt_lang (or name the columns after the languages)")
+        raise ConfigError("give src_lang and tgt_lang (or name the columns after the languages)")
     report = ReadReport(files=(str(path),), empty={str(path): 0})
     pairs: list[tuple[str, str]] = []
     columns: Optional[tuple[int, int]] = None if named else (int(src_column), int(tgt_column))

@@ -40,9 +40,9 @@ class UnigramSegmenter:
     def __init__(self, pieces: Sequence[str], scores: Sequence[float] | np.ndarray,
                  normalisation: Mapping[int, Sequence[int]], unk: int):
         if len(pieces) != len(scores):
-            raise ValueError(f"{len(pieces)} pieces but {len(scores)} scores")
+            raise TokenizerError(f"{len(pieces)} pieces but {len(scores)} scores")
         if not 0 <= unk < len(pieces):
-            raise ValueError(f"unk id {unk} is outside the {len(pieces)}-piece vocabulary")
+            raise TokenizerError(f"unk id {unk} is outside the {len(pieces)}-piece vocabulary")
         scores32 = np.asarray(scores, dtype=np.float32)
         self.pieces = list(pieces)
         self.scores = scores32.astype(np.float64).tolist()  # exact float32 values

@@ -65,14 +65,14 @@ class ModelSpec:
 
 
 def _tokenizer_from(source: str):
-    from ..datasets.tokenizer import load_tokenizer
+    from ..datasets.tokenizer import TokenizerError, load_tokenizer
     from ..zoo.factory import create_model, list_models
 
     if source in list_models():
         return create_model(source, pretrained=True).tokenizer
     tokenizer = load_tokenizer(Path(source))
     if tokenizer is None:
-        raise ValueError(f"no tokenizer found in {source}")
+        raise TokenizerError(f"no tokenizer found in {source}")
     return tokenizer
 
 
@@ -107,7 +107,7 @@ def build_encoder(spec: ModelSpec, data_dir: Optional[Path] = None, log: Callabl
     if spec.kind == "peer":
         peers = {"muse_v3": USEEncoder, "all_minilm_l6_v2": minilm_encoder}
         if spec.source not in peers:
-            raise ValueError(f"unknown peer {spec.source!r}; known: {', '.join(peers)}")
+            raise ConfigError(f"unknown peer {spec.source!r}; known: {', '.join(peers)}")
         encoder = peers[spec.source]()
         encoder.name = spec.name
         return encoder
@@ -128,7 +128,7 @@ def build_encoder(spec: ModelSpec, data_dir: Optional[Path] = None, log: Callabl
         model = create_model(spec.source, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.specials.pad,
                              **spec.overrides)
     if tokenizer is None:
-        raise ValueError(f"model {spec.name!r} has no tokenizer; give `tokenizer:`")
+        raise ConfigError(f"model {spec.name!r} has no tokenizer; give `tokenizer:`")
     return BabelEncoder(spec.name, model, tokenizer, layer=spec.layer, prefix=spec.prefix,
                         max_length=spec.max_length, extra={"weights": spec.kind})
 

@@ -9,6 +9,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ..zoo.config import ConfigError
+
 
 def _np(x) -> np.ndarray:
     return x.detach().cpu().float().numpy() if hasattr(x, "detach") else np.asarray(x, dtype=np.float32)
@@ -58,7 +60,7 @@ def bli_precision_at_1(src, tgt, gold: Sequence[Sequence[int]], method: str = "n
     elif method == "csls":
         sim = csls_matrix(src, tgt, k)
     else:
-        raise ValueError(f"unknown BLI retrieval method {method!r}; use 'nn' or 'csls'")
+        raise ConfigError(f"unknown BLI retrieval method {method!r}; use 'nn' or 'csls'")
     best = sim.argmax(axis=1)
     return float(np.mean([best[i] in set(g) for i, g in enumerate(gold)]))
 

@@ -119,9 +119,9 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
     train_rows, dev_rows, labels, selection = prepare_splits(cfg, spec)
     model, tokenizer = build_model(cfg, spec, labels, base, tokenizer)
     objective_cls = head_objective(spec.kind)
-    objective = objective_cls(tokenizer.specials, max_length=spec.max_length)
+    objective = objective_cls(tokenizer.specials, max_length=spec.max_length, num_labels=len(labels))
     eval_length = spec.eval_max_length or model.config.text.max_positions
-    scorer = objective_cls(tokenizer.specials, max_length=eval_length)
+    scorer = objective_cls(tokenizer.specials, max_length=eval_length, num_labels=len(labels))
     train = Split("train", spec.train, encode_rows(train_rows, tokenizer, labels, spec, spec.max_length))
     dev = Split("dev", selection, encode_rows(dev_rows, tokenizer, labels, spec, eval_length))
     if spec.epochs is not None:

@@ -62,7 +62,7 @@ def dea_loss(head: DEAHead, hidden: torch.Tensor, targets: torch.Tensor,
     logits = head(hidden[positions], entity_table(candidates))
     labels = torch.searchsorted(candidates, gold)
     loss = F.cross_entropy(logits, labels)
-    accuracy = float((logits.argmax(-1) == labels).float().mean())
+    accuracy = (logits.argmax(-1) == labels).float().mean()
     return loss, accuracy, int(gold.numel())
 
 
@@ -106,5 +106,5 @@ class DEAObjective(Objective):
             out = model(batch["input_ids"], attention_mask=batch["attention_mask"])
         loss, accuracy, count = dea_loss(self.head, out.last_hidden, batch["entity_targets"],
                                          fusion.entity_embeddings)
-        return Loss(loss, {"loss": float(loss.detach()), "dea_accuracy": accuracy, "dea_predictions": float(count)},
-                    tokens=int(batch["attention_mask"].sum()))
+        return Loss(loss, {"loss": loss.detach(), "dea_accuracy": accuracy, "dea_predictions": float(count)},
+                    tokens=batch["attention_mask"].sum())

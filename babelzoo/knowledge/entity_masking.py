@@ -15,6 +15,8 @@ from typing import Iterable, Optional, Sequence
 
 import torch
 
+from ..errors import InputError
+
 IGNORE = -100
 
 
@@ -25,7 +27,7 @@ def entity_mask(input_ids: torch.Tensor, spans: Sequence[Sequence[tuple[int, int
     (e.g. ``(m.start, m.end)`` of linked mentions). Returns (masked ids, labels) where labels
     hold the original id at masked positions and -100 elsewhere."""
     if input_ids.dim() != 2 or len(spans) != input_ids.shape[0]:
-        raise ValueError(f"input_ids must be [B, L] with one span list per row; got {tuple(input_ids.shape)} "
+        raise InputError(f"input_ids must be [B, L] with one span list per row; got {tuple(input_ids.shape)} "
                          f"and {len(spans)} span lists")
     special = torch.tensor(sorted(set(special_ids)), dtype=input_ids.dtype)
     maskable = ~torch.isin(input_ids, special)

@@ -26,6 +26,7 @@ from ..objectives.base import Loss, register_objective
 from ..objectives.batching import IGNORE, check_vocab, language_index, languages_known, pad
 from ..objectives.examples import ExampleError, require_nonempty
 from ..objectives.mlm import MaskingObjective
+from ..zoo.config import ConfigError
 from .entity_masking import entity_mask
 
 
@@ -76,9 +77,9 @@ class EntityMLM(MaskingObjective):
                  rate: float = 0.15, max_length: int = 64, use_language_ids: bool = True):
         super().__init__(specials, max_length=max_length, use_language_ids=use_language_ids)
         if units not in ("entities", "mixed"):
-            raise ValueError(f"entity_mlm: units must be 'entities' or 'mixed', got {units!r}")
+            raise ConfigError(f"entity_mlm: units must be 'entities' or 'mixed', got {units!r}")
         if not 0.0 < rate < 1.0:
-            raise ValueError(f"entity_mlm: rate must be in (0, 1), got {rate}")
+            raise ConfigError(f"entity_mlm: rate must be in (0, 1), got {rate}")
         self.units, self.rate = units, rate
 
     def prepare(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
@@ -110,5 +111,5 @@ class EntityMLM(MaskingObjective):
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> Loss:
         loss = self.masked_lm(model, batch)
-        loss.metrics["masked_per_row"] = float(batch["labels"].ne(IGNORE).sum()) / batch["labels"].shape[0]
+        loss.metrics["masked_per_row"] = batch["labels"].ne(IGNORE).sum() / batch["labels"].shape[0]
         return loss

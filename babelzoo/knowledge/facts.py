@@ -24,6 +24,8 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 from torch.utils.data import Dataset
 
+from ..errors import InputError
+
 SEPARATOR = " · "
 HELDOUT_ENTITY_PERCENT = 25
 
@@ -81,7 +83,7 @@ def kb_facts(kb, languages: Mapping[str, str] | Sequence[str], exclude: Optional
     the knowledge base's label language (``{"zh-CN": "zh"}``), or lists codes used for both."""
     langs = dict(languages) if isinstance(languages, Mapping) else {lang: lang for lang in languages}
     if not langs:
-        raise ValueError("kb_facts: no languages given")
+        raise InputError("kb_facts: no languages given")
     facts: list[Fact] = []
     counts = {lang: 0 for lang in langs}
     excluded = unlabelled = 0
@@ -150,7 +152,7 @@ class FactDataset(Dataset):
 
     def __init__(self, facts: Sequence[Fact], tokenizer, encode_lang: bool = True):
         if not facts:
-            raise ValueError("FactDataset: no facts (check the languages and the exclude rule)")
+            raise InputError("FactDataset: no facts (check the languages and the exclude rule)")
         texts = sorted({f.head_label for f in facts} | {f.tail_label for f in facts}
                        | {SEPARATOR.strip() + " " + f.relation_text + " " + SEPARATOR.strip() for f in facts})
         encoded = dict(zip(texts, self._encode(tokenizer, texts)))
@@ -168,7 +170,7 @@ class FactDataset(Dataset):
                                       return_tensors=None)["input_ids"]
         empty = [t for t, r in zip(texts, rows) if not r]
         if empty:
-            raise ValueError(f"FactDataset: the tokenizer gives no tokens for {len(empty)} label(s), e.g. "
+            raise InputError(f"FactDataset: the tokenizer gives no tokens for {len(empty)} label(s), e.g. "
                              f"{empty[:3]}")
         return rows
 

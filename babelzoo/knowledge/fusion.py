@@ -32,6 +32,7 @@ from typing import Iterator, Optional, Sequence
 import torch
 from torch import nn
 
+from ..errors import InputError
 from ..zoo.dropout import Dropout
 from ..zoo.layers import SelfAttention
 from .base import KBError
@@ -92,7 +93,7 @@ class ErnieFeedForward(nn.Module):
             return self.down(self.act(self.up(x)))
         e, has = stream.read(self.source), stream.mask
         if e.shape[:2] != x.shape[:2]:
-            raise ValueError(f"entities are aligned to {tuple(e.shape[:2])} tokens, but the batch has "
+            raise InputError(f"entities are aligned to {tuple(e.shape[:2])} tokens, but the batch has "
                              f"{tuple(x.shape[:2])}; give one entity index per input token")
         # entities attend to the sentence's other entities; a token without one sees itself only
         eye = torch.eye(has.shape[1], dtype=torch.bool, device=has.device)
@@ -146,10 +147,10 @@ class KnowledgeFusion(nn.Module):
         the tokens, 0 = none). Yields the stream, whose ``states`` hold the last fusion layer's
         entity outputs after the forward pass."""
         if entities.dim() != 2:
-            raise ValueError(f"entities must be [batch, length] entity indices, got shape {tuple(entities.shape)}")
+            raise InputError(f"entities must be [batch, length] entity indices, got shape {tuple(entities.shape)}")
         if entities.numel() and not 0 <= int(entities.min()) <= int(entities.max()) < self.config.entity_vocab_size:
             bad = int(entities.max()) if int(entities.min()) >= 0 else int(entities.min())
-            raise ValueError(f"entity index {bad} out of range: the entity table has "
+            raise InputError(f"entity index {bad} out of range: the entity table has "
                              f"{self.config.entity_vocab_size} rows (0 = no entity)")
         stream = self.stream
         outer = (stream.inputs, stream.mask, stream.outputs)  # a bind around this one (nested calls)

@@ -8,6 +8,7 @@ from typing import Callable, Optional
 
 import torch
 
+from ..zoo.config import ConfigError
 from .kge import KGEModel, LinkPredictionData, create_kge
 from .link_prediction import KGETrainConfig, train_kge
 
@@ -33,7 +34,7 @@ def train_by_recipe(name: str, data: LinkPredictionData, max_minutes: float = 14
     """Train the :data:`CODEX_S` recipe ``name`` on ``data`` (model selection on its valid split,
     early stopping, a CPU-time budget): ``(model, training summary, config)``."""
     if name not in CODEX_S:
-        raise ValueError(f"no KG embedding recipe {name!r}; known: {', '.join(CODEX_S)}")
+        raise ConfigError(f"no KG embedding recipe {name!r}; known: {', '.join(CODEX_S)}")
     model_kwargs, train_kwargs = CODEX_S[name]
     model_kwargs = dict(model_kwargs)
     dim = model_kwargs.pop("dim")

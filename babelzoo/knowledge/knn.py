@@ -19,6 +19,8 @@ from typing import Iterable, Optional
 import torch
 from torch import nn
 
+from ..errors import InputError
+from ..zoo.config import ConfigError
 from ..zoo.layers import SelfAttention, attend
 from .memory import RetrievalMemory
 
@@ -63,7 +65,7 @@ class KNNAttention(nn.Module):
         b, length, width = x.shape
         q, k, v = self.qkv(x).view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         if relative is not None:
-            raise ValueError("KNNAttention does not take NEZHA relative positions")
+            raise InputError("KNNAttention does not take NEZHA relative positions")
         local = attend(q, k, v, mask, bias, None, self.dropout if self.training else 0.0)
         context = local
         if self.memory_size() > 0:
@@ -115,7 +117,7 @@ class KNNLM:
     def __init__(self, memory: RetrievalMemory, vocab_size: int, k: int = 16, lam: float = 0.25,
                  temperature: float = 1.0):
         if not 0.0 <= lam <= 1.0:
-            raise ValueError(f"lam={lam} must be in [0, 1]")
+            raise ConfigError(f"lam={lam} must be in [0, 1]")
         self.memory, self.vocab_size, self.k, self.lam, self.temperature = memory, vocab_size, k, lam, temperature
 
     def add(self, keys: torch.Tensor, tokens: torch.Tensor) -> None:

@@ -27,6 +27,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
+from ..errors import InputError
+
 _PUNCT = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u201c": '"', "\u201d": '"',
                         "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-"})
 _NO_SPACE_RANGES = ((0x0E00, 0x0EFF), (0x0F00, 0x0FFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x3040, 0x30FF),
@@ -251,7 +253,7 @@ class EntityLinker:
         ``lang`` is one language for the batch or one per item."""
         langs = [lang] * len(batch) if lang is None or isinstance(lang, str) else list(lang)
         if len(langs) != len(batch):
-            raise ValueError(f"got {len(langs)} languages for a batch of {len(batch)}")
+            raise InputError(f"got {len(langs)} languages for a batch of {len(batch)}")
         return [self.link_text(item, code) if isinstance(item, str) else self.link_tokens(item, code)
                 for item, code in zip(batch, langs)]
 

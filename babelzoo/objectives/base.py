@@ -10,17 +10,20 @@ from typing import Any, ClassVar, Sequence
 import torch
 from torch import nn
 
+from ..errors import InputError
 from ..registry import Registry
 
 
 @dataclass
 class Loss:
-    """``value``: the scalar to minimise; ``metrics``: floats to log (accuracy, counts);
-    ``tokens``: how many input tokens the step processed (for throughput)."""
+    """``value``: the scalar to minimise; ``metrics``: values to log (accuracy, counts), as
+    detached 0-dim tensors or numbers; ``tokens``: how many input tokens the step processed (for
+    throughput), a tensor or an int. The trainer reads tensors back only at its logging interval,
+    so an objective should not call ``.item()`` or ``float()`` on device values."""
 
     value: torch.Tensor
-    metrics: dict[str, float] = field(default_factory=dict)
-    tokens: int = 0
+    metrics: dict[str, torch.Tensor | float] = field(default_factory=dict)
+    tokens: torch.Tensor | int = 0
 
 
 class Objective(nn.Module, abc.ABC):
@@ -48,6 +51,6 @@ OBJECTIVES: Registry[type[Objective]] = Registry("objective")
 def register_objective(cls: type[Objective]) -> type[Objective]:
     """Class decorator: register under ``cls.name``."""
     if not cls.name:
-        raise ValueError(f"{cls.__name__} must set a non-empty `name` to be registered")
+        raise InputError(f"{cls.__name__} must set a non-empty `name` to be registered")
     OBJECTIVES.register(cls, name=cls.name)
     return cls

@@ -107,8 +107,8 @@ def encoder_inputs(model: nn.Module, batch: dict[str, torch.Tensor], use_languag
     if languages is not None and use_language_ids and text.num_languages > 0:
         top = int(languages.max())
         if top >= text.num_languages:
-            raise ValueError(f"language id {top} is out of range: model {core.config.architecture!r} has "
-                             f"num_languages={text.num_languages}; check SpecialIds.languages")
+            raise ExampleError(f"language id {top} is out of range: model {core.config.architecture!r} has "
+                               f"num_languages={text.num_languages}; check SpecialIds.languages")
         kwargs["language_ids"] = languages
     return kwargs
 

@@ -21,6 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
+from ..errors import InputError
+from ..zoo.config import ConfigError
 from .base import Loss, Objective, register_objective
 from .batching import IGNORE, check_vocab, encoder_inputs, pad, unwrap
 from .examples import ExampleError, require_nonempty
@@ -67,22 +69,45 @@ def align_first_subword(pieces: Sequence[Sequence[int]], labels: Sequence[int], 
 
 
 class _HeadObjective(Objective):
-    """Common ground: the model's head, its number of labels, and padding."""
+    """Common ground: the model's head, its number of labels, and padding. Given
+    ``num_labels``, labels are checked when the batch is prepared (on the CPU) rather than in
+    the training step, which then never reads the device."""
 
-    def __init__(self, specials: SpecialIds, *, max_length: int = 128):
+    def __init__(self, specials: SpecialIds, *, max_length: int = 128, num_labels: Optional[int] = None):
         super().__init__()
         if max_length < 3:
-            raise ValueError(f"{type(self).__name__}: max_length={max_length} leaves no room for tokens")
+            raise ConfigError(f"{type(self).__name__}: max_length={max_length} leaves no room for tokens")
+        if num_labels is not None and num_labels < 1:
+            raise ConfigError(f"{type(self).__name__}: num_labels={num_labels} must be at least 1")
         self.specials = specials
         self.max_length = max_length
+        self.num_labels = num_labels
+
+    def _label_range_problem(self, labels: torch.Tensor, num_labels: int) -> Optional[str]:
+        real = labels[labels.ne(IGNORE)]
+        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= num_labels):
+            return f"{self.name}: label index out of range for the head's {num_labels} labels"
+        return None
+
+    def _checked(self, labels: torch.Tensor) -> torch.Tensor:
+        """``labels``, checked against ``num_labels`` when it is known (on the CPU batch, so
+        that the training step need not read the device)."""
+        problem = self.num_labels is not None and self._label_range_problem(labels, self.num_labels)
+        if problem:
+            raise ExampleError(problem)
+        return labels
 
     def _check_labels(self, labels: torch.Tensor, model: nn.Module) -> None:
         head = unwrap(model).config.head
         if head is None:
-            raise ValueError(f"{self.name}: the model has no task head (create it with head={{...}})")
-        real = labels[labels.ne(IGNORE)]
-        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= head.num_labels):
-            raise ValueError(f"{self.name}: label index out of range for the head's {head.num_labels} labels")
+            raise InputError(f"{self.name}: the model has no task head (create it with head={{...}})")
+        if self.num_labels is not None:
+            if self.num_labels != head.num_labels:
+                raise ConfigError(f"{self.name}: built for {self.num_labels} labels, but the head has {head.num_labels}")
+            return  # checked in prepare: no read of the device here
+        problem = self._label_range_problem(labels, head.num_labels)
+        if problem:
+            raise ExampleError(problem)
 
 
 @register_objective
@@ -107,7 +132,7 @@ class SequenceClassification(_HeadObjective):
         return {"input_ids": input_ids,
                 "attention_mask": (torch.arange(input_ids.shape[1])[None] < lengths[:, None]).long(),
                 "segment_ids": pad([r[1] for r in rows], 0, input_ids.shape[1]),
-                "labels": torch.tensor([int(r[2]) for r in rows])}
+                "labels": self._checked(torch.tensor([int(r[2]) for r in rows]))}
 
     def logits(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return unwrap(model).head_logits(**encoder_inputs(model, batch))
@@ -119,7 +144,7 @@ class SequenceClassification(_HeadObjective):
         loss = F.cross_entropy(logits.float(), labels)
         with torch.no_grad():
             accuracy = (logits.argmax(-1) == labels).float().mean()
-        return Loss(loss, {"loss": loss.detach(), "accuracy": accuracy}, int(batch["attention_mask"].sum()))
+        return Loss(loss, {"loss": loss.detach(), "accuracy": accuracy}, batch["attention_mask"].sum())
 
 
 @register_objective
@@ -147,7 +172,7 @@ class TokenClassification(_HeadObjective):
         lengths = torch.tensor([len(r) for r in rows])
         return {"input_ids": input_ids,
                 "attention_mask": (torch.arange(input_ids.shape[1])[None] < lengths[:, None]).long(),
-                "labels": pad(label_rows, IGNORE, input_ids.shape[1]),
+                "labels": self._checked(pad(label_rows, IGNORE, input_ids.shape[1])),
                 "truncated_words": torch.tensor(cut)}
 
     def logits(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -163,7 +188,7 @@ class TokenClassification(_HeadObjective):
         with torch.no_grad():
             accuracy = (logits.argmax(-1) == targets).float().mean()
         metrics = {"loss": loss.detach(), "accuracy": accuracy, "truncated_words": batch["truncated_words"]}
-        return Loss(loss, metrics, int(batch["attention_mask"].sum()))
+        return Loss(loss, metrics, batch["attention_mask"].sum())
 
 
 def head_objective(kind: str) -> Optional[type[_HeadObjective]]:

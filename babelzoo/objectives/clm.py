@@ -63,5 +63,5 @@ class CLM(Objective):
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> Loss:
         out = model(**encoder_inputs(model, batch, self.use_language_ids), causal=True)
         loss, metrics = token_prediction_loss(model, out.last_hidden, batch["labels"])
-        metrics["truncated"] = float(batch["truncated"])
-        return Loss(loss, metrics, int(batch["attention_mask"].sum()))
+        metrics["truncated"] = batch["truncated"]
+        return Loss(loss, metrics, batch["attention_mask"].sum())

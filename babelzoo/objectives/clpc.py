@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ModelConfig, TextConfig
+from ..zoo.config import ConfigError, ModelConfig, TextConfig
 from ..zoo.layers import pool
 from .base import Loss, Objective, register_objective
 from .batching import (check_vocab, encoder_inputs, frame_rows, language_index, languages_known, pad, pair_rows,
@@ -61,7 +61,7 @@ class CLPC(Objective):
         super().__init__()
         text = config.text if isinstance(config, ModelConfig) else config
         if negatives < 1:
-            raise ValueError(f"CLPC negatives={negatives} must be at least 1")
+            raise ConfigError(f"CLPC negatives={negatives} must be at least 1")
         self.specials = specials
         self.miner = build_miner(miner)
         self.negatives = negatives
@@ -149,5 +149,5 @@ class CLPC(Objective):
         logits = self.classifier(sentence_classifier_input(out))  # p(translation | X, Y) = softmax(W·h + b)
         loss = F.cross_entropy(logits.float(), labels)
         accuracy = (logits.detach().argmax(-1) == labels).float().mean()
-        metrics = {"loss": float(loss.detach()), "accuracy": float(accuracy), "truncated": float(batch["truncated"])}
-        return Loss(loss, metrics, int(pairs["attention_mask"].sum()))
+        metrics = {"loss": loss.detach(), "accuracy": accuracy, "truncated": batch["truncated"]}
+        return Loss(loss, metrics, pairs["attention_mask"].sum())

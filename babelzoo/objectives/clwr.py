@@ -104,5 +104,5 @@ class CLWR(Objective):
         kwargs["input_ids"] = None
         out = model(inputs_embeds=inputs_embeds, **kwargs)
         loss, metrics = token_prediction_loss(model, out.last_hidden, batch["labels"])
-        metrics["truncated"] = float(batch["truncated"])
-        return Loss(loss, metrics, int(batch["attention_mask"].sum() + batch["target_mask"].sum()))
+        metrics["truncated"] = batch["truncated"]
+        return Loss(loss, metrics, batch["attention_mask"].sum() + batch["target_mask"].sum())

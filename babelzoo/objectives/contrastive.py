@@ -16,6 +16,7 @@ from torch import nn
 
 from ..datasets.specials import SpecialIds
 from .base import Objective
+from ..zoo.config import ConfigError
 from ..zoo.layers import pool
 from .batching import check_vocab, encoder_inputs, language_index, languages_known, pad, truncate
 from .examples import ExampleError, as_pair, require_nonempty
@@ -32,7 +33,7 @@ class DualEncoderObjective(Objective):
                  max_length: int = 128, use_language_ids: bool = True):
         super().__init__()
         if pooling not in ("cls", "mean"):
-            raise ValueError(f"{type(self).__name__}: pooling={pooling!r} must be 'cls' or 'mean'")
+            raise ConfigError(f"{type(self).__name__}: pooling={pooling!r} must be 'cls' or 'mean'")
         self.specials = specials
         self.pooling = pooling
         self.layer = layer
@@ -72,8 +73,8 @@ class DualEncoderObjective(Objective):
         else:
             states = out.hidden_states
             if not 0 <= self.layer < len(states):
-                raise ValueError(f"{self.name}: layer={self.layer} is out of range; this model has hidden states "
-                                 f"0..{len(states) - 1}")
+                raise ConfigError(f"{self.name}: layer={self.layer} is out of range; this model has hidden states "
+                                  f"0..{len(states) - 1}")
             hidden = states[self.layer]
         vectors = pool(hidden, batch["attention_mask"], self.pooling)
         half = vectors.shape[0] // 2

@@ -26,6 +26,7 @@ from ..datasets.multimodal_media import SpecAugment
 from ..datasets.specials import SpecialIds
 from .base import Loss, Objective, register_objective
 from .batching import encoder_inputs, unwrap
+from .examples import ExampleError
 from .gather import gather_with_grad
 
 MAX_LOGIT_SCALE = math.log(100.0)
@@ -37,7 +38,7 @@ def modality_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {"pixel_values": batch["pixel_values"]}
     if "audio_features" in batch:
         return {"audio_features": batch["audio_features"], "audio_mask": batch.get("audio_mask")}
-    raise ValueError("batch has neither pixel_values nor audio_features")
+    raise ExampleError("batch has neither pixel_values nor audio_features")
 
 
 def positives(groups: Optional[torch.Tensor], all_groups: Optional[torch.Tensor], batch: int, total: int,
@@ -70,7 +71,7 @@ def contrastive_loss(modality: torch.Tensor, text: torch.Tensor, logit_scale: to
     with torch.no_grad():
         hit_m2t = pos.gather(1, m2t.argmax(dim=1, keepdim=True)).float().mean()
         hit_t2m = pos.gather(1, t2m.argmax(dim=1, keepdim=True)).float().mean()
-    metrics = {"itc_acc_m2t": float(hit_m2t), "itc_acc_t2m": float(hit_t2m), "temperature": float(1 / scale.detach())}
+    metrics = {"itc_acc_m2t": hit_m2t, "itc_acc_t2m": hit_t2m, "temperature": 1 / scale.detach()}
     return (loss_m2t + loss_t2m) / 2, metrics
 
 
@@ -99,6 +100,6 @@ class ITC(Objective):
         out = model(**encoder_inputs(model, batch), unimodal=True, **modality_inputs(batch))
         scale = unwrap(model).logit_scale.clamp(0.0, self.max_logit_scale)
         loss, metrics = contrastive_loss(out.modality_embeds, out.text_embeds, scale, batch.get("group_ids"))
-        metrics["skipped_media"] = float(batch.get("skipped", 0))
-        return Loss(loss, metrics, int(batch["attention_mask"].sum()))
+        metrics["skipped_media"] = batch.get("skipped", 0)
+        return Loss(loss, metrics, batch["attention_mask"].sum())
 

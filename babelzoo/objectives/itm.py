@@ -20,6 +20,7 @@ from torch import nn
 from ..datasets.multimodal import collate_multimodal
 from ..datasets.multimodal_media import SpecAugment
 from ..datasets.specials import SpecialIds
+from ..errors import InputError
 from ..zoo.config import ModelConfig, TextConfig
 from .base import Loss, Objective, register_objective
 from .batching import encoder_inputs, unwrap
@@ -65,7 +66,7 @@ class ITM(Objective):
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> Loss:
         core = unwrap(model)
         if not core.has_joint_encoder:
-            raise ValueError(f"ITM needs a joint encoder; model {core.config.architecture!r} is a dual encoder "
+            raise InputError(f"ITM needs a joint encoder; model {core.config.architecture!r} is a dual encoder "
                              f"(fusion.mode='dual'): train it with ITC")
         text = encoder_inputs(model, batch)
         ids, mask = text["input_ids"], text["attention_mask"]
@@ -91,7 +92,7 @@ class ITM(Objective):
         labels[:size] = 1
         loss = F.cross_entropy(logits, labels)
         with torch.no_grad():
-            accuracy = float((logits.argmax(dim=1) == labels).float().mean())
+            accuracy = (logits.argmax(dim=1) == labels).float().mean()
         metrics = {"itm_acc": accuracy, "itm_negatives": float(len(text_rows) - size),
-                   "skipped_media": float(batch.get("skipped", 0))}
-        return Loss(loss, metrics, int(mask.sum()))
+                   "skipped_media": batch.get("skipped", 0)}
+        return Loss(loss, metrics, mask.sum())

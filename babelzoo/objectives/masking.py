@@ -35,6 +35,8 @@ from typing import Mapping, NamedTuple, Optional, Sequence
 import torch
 
 from ..datasets.specials import SpecialIds
+from ..errors import InputError
+from ..zoo.config import ConfigError
 from .batching import IGNORE
 
 UNITS = ("token", "word", "span")
@@ -55,20 +57,20 @@ class MaskingConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.probability < 1.0:
-            raise ValueError(f"MaskingConfig.probability={self.probability!r} must be in (0, 1)")
+            raise ConfigError(f"MaskingConfig.probability={self.probability!r} must be in (0, 1)")
         for name in ("mask_token", "random_token"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
-                raise ValueError(f"MaskingConfig.{name}={value!r} must be in [0, 1]")
+                raise ConfigError(f"MaskingConfig.{name}={value!r} must be in [0, 1]")
         if self.mask_token + self.random_token > 1.0 + 1e-9:
-            raise ValueError(f"MaskingConfig.mask_token + random_token = {self.mask_token + self.random_token} "
-                             "must not exceed 1")
+            raise ConfigError(f"MaskingConfig.mask_token + random_token = {self.mask_token + self.random_token} "
+                              "must not exceed 1")
         if self.unit not in UNITS:
-            raise ValueError(f"MaskingConfig.unit={self.unit!r} must be one of {', '.join(UNITS)}")
+            raise ConfigError(f"MaskingConfig.unit={self.unit!r} must be one of {', '.join(UNITS)}")
         if not 0.0 < self.span_p <= 1.0:
-            raise ValueError(f"MaskingConfig.span_p={self.span_p!r} must be in (0, 1]")
+            raise ConfigError(f"MaskingConfig.span_p={self.span_p!r} must be in (0, 1]")
         if not (isinstance(self.span_max, int) and self.span_max >= 1):
-            raise ValueError(f"MaskingConfig.span_max={self.span_max!r} must be a positive integer")
+            raise ConfigError(f"MaskingConfig.span_max={self.span_max!r} must be a positive integer")
 
     @classmethod
     def coerce(cls, value: "MaskingConfig | Mapping | None") -> "MaskingConfig":
@@ -78,8 +80,8 @@ class MaskingConfig:
             return value
         unknown = sorted(set(value) - set(cls.__dataclass_fields__))
         if unknown:
-            raise ValueError(f"unknown MaskingConfig key(s) {unknown}; valid keys: "
-                             f"{', '.join(cls.__dataclass_fields__)}")
+            raise ConfigError(f"unknown MaskingConfig key(s) {unknown}; valid keys: "
+                              f"{', '.join(cls.__dataclass_fields__)}")
         return cls(**value)
 
 
@@ -123,11 +125,11 @@ class Masker:
         if word_starts is not None:
             word_starts = torch.as_tensor(word_starts, dtype=torch.bool)
             if word_starts.shape != (specials.vocab_size,):
-                raise ValueError(f"word_starts has shape {tuple(word_starts.shape)}; expected "
+                raise InputError(f"word_starts has shape {tuple(word_starts.shape)}; expected "
                                  f"({specials.vocab_size},), one flag per vocabulary entry")
         elif self.config.unit == "word":
-            raise ValueError("whole-word masking (unit='word') needs a word_starts table; build one with "
-                             "word_starts_from_pieces(tokenizer pieces)")
+            raise ConfigError("whole-word masking (unit='word') needs a word_starts table; build one with "
+                              "word_starts_from_pieces(tokenizer pieces)")
         self.word_starts = word_starts
         self._starts = word_starts.tolist() if word_starts is not None else None
         self.span_lengths = span_length_distribution(self.config.span_p, self.config.span_max).float()

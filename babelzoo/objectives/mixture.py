@@ -24,8 +24,9 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ModelConfig, TextConfig
+from ..zoo.config import ConfigError, ModelConfig, TextConfig
 from .base import OBJECTIVES, Loss, Objective
+from .examples import ExampleError
 
 MODES = ("sum", "sample")
 
@@ -45,10 +46,10 @@ def build_objective(name: str, specials: SpecialIds, config: TextConfig | ModelC
     valid = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
     unknown = sorted(set(options) - set(valid))
     if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for objective {name!r}; valid options: {', '.join(valid)}")
+        raise ConfigError(f"unknown option(s) {unknown} for objective {name!r}; valid options: {', '.join(valid)}")
     if "config" in params:
         if config is None:
-            raise ValueError(f"objective {name!r} owns heads sized by the model: pass config=model.config")
+            raise ConfigError(f"objective {name!r} owns heads sized by the model: pass config=model.config")
         return cls(specials, config, **options)
     return cls(specials, **options)
 
@@ -62,20 +63,20 @@ class Mixture(Objective):
                  mode: str = "sum"):
         super().__init__()
         if not objectives:
-            raise ValueError("a Mixture needs at least one objective")
+            raise ConfigError("a Mixture needs at least one objective")
         if mode not in MODES:
-            raise ValueError(f"Mixture mode={mode!r} must be one of {', '.join(MODES)}")
+            raise ConfigError(f"Mixture mode={mode!r} must be one of {', '.join(MODES)}")
         for key in objectives:
             if "." in key or "/" in key or not key:
-                raise ValueError(f"objective name {key!r} must be non-empty and contain no '.' or '/'")
+                raise ConfigError(f"objective name {key!r} must be non-empty and contain no '.' or '/'")
         weights = dict(weights or {})
         unknown = sorted(set(weights) - set(objectives))
         if unknown:
-            raise ValueError(f"weights given for unknown objective(s) {unknown}; objectives: {', '.join(objectives)}")
+            raise ConfigError(f"weights given for unknown objective(s) {unknown}; objectives: {', '.join(objectives)}")
         self.weights = {key: float(weights.get(key, 1.0)) for key in objectives}
         for key, weight in self.weights.items():
             if not weight > 0:
-                raise ValueError(f"Mixture weight of {key!r} is {weight}; weights must be positive")
+                raise ConfigError(f"Mixture weight of {key!r} is {weight}; weights must be positive")
         self.objectives = nn.ModuleDict(dict(objectives))
         self.mode = mode
 
@@ -104,15 +105,15 @@ class Mixture(Objective):
         given (a loader may call :meth:`choose` first and pass only that one)."""
         unknown = sorted(set(examples) - set(self.weights))
         if unknown:
-            raise ValueError(f"examples for unknown objective(s) {unknown}; objectives: {', '.join(self.weights)}")
+            raise ExampleError(f"examples for unknown objective(s) {unknown}; objectives: {', '.join(self.weights)}")
         if self.mode == "sum":
             missing = [n for n in self.weights if n not in examples]
             if missing:
-                raise ValueError(f"Mixture(mode='sum') needs examples for every objective; missing: {missing}")
+                raise ExampleError(f"Mixture(mode='sum') needs examples for every objective; missing: {missing}")
             names = list(self.weights)
         else:
             if not examples:
-                raise ValueError("Mixture.prepare got no examples")
+                raise ExampleError("Mixture.prepare got no examples")
             names = [self.choose(list(examples))]
         batch = {}
         for name in names:
@@ -125,11 +126,11 @@ class Mixture(Objective):
         for key, value in batch.items():
             name, _, sub = key.partition(".")
             if name not in self.objectives:
-                raise ValueError(f"batch key {key!r} belongs to no objective of this mixture "
-                                 f"({', '.join(self.weights)})")
+                raise ExampleError(f"batch key {key!r} belongs to no objective of this mixture "
+                                   f"({', '.join(self.weights)})")
             parts.setdefault(name, {})[sub] = value
         if not parts:
-            raise ValueError("Mixture.forward got an empty batch")
+            raise ExampleError("Mixture.forward got an empty batch")
         total, metrics, tokens = None, {}, 0
         for name, sub in parts.items():
             loss = self.objectives[name](model, sub)
@@ -137,5 +138,5 @@ class Mixture(Objective):
             total = weighted if total is None else total + weighted
             metrics.update({f"{name}/{k}": v for k, v in loss.metrics.items()})
             tokens += loss.tokens
-        metrics["loss"] = float(total.detach())
+        metrics["loss"] = total.detach()
         return Loss(total, metrics, tokens)

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
+from ..zoo.config import ConfigError
 from ..zoo.model import BabelModel
 from .base import Loss, Objective, register_objective
 from .batching import (IGNORE, check_vocab, encoder_inputs, language_index, languages_known, pad, truncate,
@@ -41,7 +42,7 @@ def token_prediction_loss(model: nn.Module, hidden: torch.Tensor, labels: torch.
     loss = F.cross_entropy(logits.float(), targets)
     with torch.no_grad():
         accuracy = (logits.argmax(-1) == targets).float().mean() if len(targets) else torch.zeros(())
-    return loss, {"loss": float(loss.detach()), "accuracy": float(accuracy), "predicted": float(len(targets))}
+    return loss, {"loss": loss.detach(), "accuracy": accuracy, "predicted": float(len(targets))}
 
 
 class MaskingObjective(Objective):
@@ -58,7 +59,7 @@ class MaskingObjective(Objective):
                  word_starts: Optional[torch.Tensor] = None, max_length: int = 128, use_language_ids: bool = True):
         super().__init__()
         if max_length < 3:
-            raise ValueError(f"{type(self).__name__}: max_length={max_length} leaves no room for tokens")
+            raise ConfigError(f"{type(self).__name__}: max_length={max_length} leaves no room for tokens")
         self.specials = specials
         self.masker = Masker(specials, masking, word_starts)
         self.max_length = max_length
@@ -75,8 +76,8 @@ class MaskingObjective(Objective):
             out = model(**inputs, **forward_kwargs)
             loss, metrics = token_prediction_loss(model, out.last_hidden, batch["labels"])
         if "truncated" in batch:
-            metrics["truncated"] = float(batch["truncated"])
-        return Loss(loss, metrics, int(batch["attention_mask"].sum()))
+            metrics["truncated"] = batch["truncated"]
+        return Loss(loss, metrics, batch["attention_mask"].sum())
 
 
 @register_objective

@@ -18,6 +18,7 @@ from torch import nn
 from ..datasets.multimodal import collate_multimodal
 from ..datasets.multimodal_media import SpecAugment
 from ..datasets.specials import SpecialIds
+from ..errors import InputError
 from .base import Loss, register_objective
 from .batching import unwrap
 from .itc import modality_inputs
@@ -49,9 +50,9 @@ class ConditionedMLM(MaskingObjective):
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> Loss:
         core = unwrap(model)
         if not core.has_joint_encoder:
-            raise ValueError(f"conditioned MLM needs a joint encoder; model {core.config.architecture!r} is a dual "
+            raise InputError(f"conditioned MLM needs a joint encoder; model {core.config.architecture!r} is a dual "
                              f"encoder (fusion.mode='dual')")
         loss = self.masked_lm(model, batch, **modality_inputs(batch))
-        loss.metrics["skipped_media"] = float(batch.get("skipped", 0))
+        loss.metrics["skipped_media"] = batch.get("skipped", 0)
         return loss
 

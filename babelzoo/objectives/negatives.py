@@ -19,15 +19,17 @@ from typing import ClassVar, Optional
 
 import torch
 
+from ..errors import InputError
 from ..registry import Registry
+from .examples import ExampleError
 
 
 def _check_enough(forbidden: torch.Tensor, count: int) -> None:
     allowed = (~forbidden).sum(1)
     if bool((allowed < count).any()):
         row = int((allowed < count).nonzero()[0])
-        raise ValueError(f"example {row} has only {int(allowed[row])} non-translation target(s) in its batch "
-                         f"but {count} negative(s) were asked for; use larger batches with distinct pairs")
+        raise ExampleError(f"example {row} has only {int(allowed[row])} non-translation target(s) in its batch "
+                           f"but {count} negative(s) were asked for; use larger batches with distinct pairs")
 
 
 class NegativeMiner(abc.ABC):
@@ -73,7 +75,7 @@ class HardNegatives(NegativeMiner):
         import faiss  # heavy optional import, only when hard mining is used
 
         if queries is None or keys is None:
-            raise ValueError("HardNegatives.mine needs the source (queries) and target (keys) embeddings")
+            raise InputError("HardNegatives.mine needs the source (queries) and target (keys) embeddings")
         _check_enough(forbidden, count)
         q = torch.nn.functional.normalize(queries.detach().float(), dim=-1).cpu().contiguous().numpy()
         k = torch.nn.functional.normalize(keys.detach().float(), dim=-1).cpu().contiguous().numpy()

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ModelConfig, TextConfig
+from ..zoo.config import ConfigError, ModelConfig, TextConfig
 from ..zoo.encoder import build_encoder
 from ..zoo.layers import activation
 from .base import Loss, register_objective
@@ -41,7 +41,7 @@ from .mlm import MLM
 def generator_config(text: TextConfig, size: float) -> TextConfig:
     """The generator's encoder config: width ``size`` × H, heads of 64 (at least one), 4× FFN."""
     if not 0.0 < size <= 1.0:
-        raise ValueError(f"RTD generator_size={size!r} must be in (0, 1]")
+        raise ConfigError(f"RTD generator_size={size!r} must be in (0, 1]")
     width = max(8, int(round(text.hidden_size * size)))
     heads = max(1, width // 64)
     width = heads * (width // heads)
@@ -124,9 +124,9 @@ class RTD(MLM):
         with torch.no_grad():
             accuracy = ((scores[real] > 0) == replaced[real]).float().mean()
             generator_accuracy = (logits.argmax(-1) == targets).float().mean()
-        metrics = {"loss": float(loss.detach()), "accuracy": float(accuracy),
-                   "generator_loss": float(generator_loss.detach()),
-                   "generator_accuracy": float(generator_accuracy),
-                   "discriminator_loss": float(discriminator_loss.detach()),
-                   "replaced": float(replaced[real].float().mean()), "truncated": float(batch["truncated"])}
-        return Loss(loss, metrics, int(real.sum()))
+        metrics = {"loss": loss.detach(), "accuracy": accuracy,
+                   "generator_loss": generator_loss.detach(),
+                   "generator_accuracy": generator_accuracy,
+                   "discriminator_loss": discriminator_loss.detach(),
+                   "replaced": replaced[real].float().mean(), "truncated": batch["truncated"]}
+        return Loss(loss, metrics, real.sum())

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ModelConfig, TextConfig
+from ..zoo.config import ConfigError, ModelConfig, TextConfig
 from .base import Loss, Objective, register_objective
 from .batching import check_vocab, encoder_inputs, language_index, languages_known, pad
 from .clpc import sentence_classifier_input
@@ -47,7 +47,7 @@ class SentencePairCoherence(Objective):
         super().__init__()
         text = config.text if isinstance(config, ModelConfig) else config
         if max_length < 5:
-            raise ValueError(f"{type(self).__name__}: max_length={max_length} leaves no room for two segments")
+            raise ConfigError(f"{type(self).__name__}: max_length={max_length} leaves no room for two segments")
         self.specials = specials
         self.max_length = max_length
         self.use_language_ids = use_language_ids
@@ -137,8 +137,8 @@ class SentencePairCoherence(Objective):
         logits = self.classifier(sentence_classifier_input(out))
         loss = F.cross_entropy(logits.float(), batch["labels"])
         accuracy = (logits.detach().argmax(-1) == batch["labels"]).float().mean()
-        metrics = {"loss": float(loss.detach()), "accuracy": float(accuracy), "truncated": float(batch["truncated"])}
-        return Loss(loss, metrics, int(batch["attention_mask"].sum()))
+        metrics = {"loss": loss.detach(), "accuracy": accuracy, "truncated": batch["truncated"]}
+        return Loss(loss, metrics, batch["attention_mask"].sum())
 
 
 @register_objective

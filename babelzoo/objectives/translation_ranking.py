@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
+from ..zoo.config import ConfigError
 from .base import Loss, register_objective
 from .contrastive import DualEncoderObjective
 from .gather import gather_with_grad
@@ -55,7 +56,7 @@ class TranslationRanking(DualEncoderObjective):
         super().__init__(specials, pooling=pooling, layer=layer, max_length=max_length,
                          use_language_ids=use_language_ids)
         if scale <= 0:
-            raise ValueError(f"TranslationRanking scale={scale!r} must be positive")
+            raise ConfigError(f"TranslationRanking scale={scale!r} must be positive")
         self.margin = margin
         self.scale = scale
         self.bidirectional = bidirectional
@@ -64,12 +65,12 @@ class TranslationRanking(DualEncoderObjective):
         src, tgt = self.embed(model, batch)
         all_tgt, offset = gather_with_grad(tgt)
         loss, accuracy = additive_margin_loss(src, all_tgt, self.margin, self.scale, offset)
-        metrics = {"accuracy_forward": float(accuracy)}
+        metrics = {"accuracy_forward": accuracy}
         if self.bidirectional:
             all_src, offset = gather_with_grad(src)
             back, back_accuracy = additive_margin_loss(tgt, all_src, self.margin, self.scale, offset)
             loss = loss + back  # L̄ = L + L′
-            metrics["accuracy_backward"] = float(back_accuracy)
+            metrics["accuracy_backward"] = back_accuracy
             accuracy = (accuracy + back_accuracy) / 2
-        metrics.update(loss=float(loss.detach()), accuracy=float(accuracy), truncated=float(batch["truncated"]))
-        return Loss(loss, metrics, int(batch["attention_mask"].sum()))
+        metrics.update(loss=loss.detach(), accuracy=accuracy, truncated=batch["truncated"])
+        return Loss(loss, metrics, batch["attention_mask"].sum())

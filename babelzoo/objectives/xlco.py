@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
+from ..zoo.config import ConfigError
 from .base import Loss, register_objective
 from .contrastive import DualEncoderObjective
 from .gather import gather_with_grad
@@ -55,7 +56,7 @@ class XLCo(DualEncoderObjective):
         super().__init__(specials, pooling=pooling, layer=layer, max_length=max_length,
                          use_language_ids=use_language_ids)
         if temperature <= 0:
-            raise ValueError(f"XLCo temperature={temperature!r} must be positive")
+            raise ConfigError(f"XLCo temperature={temperature!r} must be positive")
         self.temperature = temperature
         self.normalize = normalize
         self.symmetric = symmetric
@@ -68,5 +69,5 @@ class XLCo(DualEncoderObjective):
             queries, offset = gather_with_grad(src)
             back, back_accuracy = info_nce(tgt, queries, self.temperature, offset, self.normalize)
             loss, accuracy = (loss + back) / 2, (accuracy + back_accuracy) / 2
-        metrics = {"loss": float(loss.detach()), "accuracy": float(accuracy), "truncated": float(batch["truncated"])}
-        return Loss(loss, metrics, int(batch["attention_mask"].sum()))
+        metrics = {"loss": loss.detach(), "accuracy": accuracy, "truncated": batch["truncated"]}
+        return Loss(loss, metrics, batch["attention_mask"].sum())

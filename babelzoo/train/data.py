@@ -30,6 +30,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from ..errors import InputError
+from ..zoo.config import ConfigError
+from .identity import ResumeMismatch
+
 SINGLE = "data"  # the name of the dataset when ``data`` is not a dict
 
 
@@ -63,9 +67,9 @@ class BatchPlan:
         self.global_batch = batch_size * grad_accum * world_size
         self.chunks_per_epoch = size // self.global_batch
         if self.chunks_per_epoch == 0:
-            raise ValueError(f"dataset {name!r} has {size} examples, fewer than one global batch of "
-                             f"{self.global_batch} (batch_size={batch_size} × grad_accum={grad_accum} × "
-                             f"world_size={world_size}); lower batch_size or add data")
+            raise ConfigError(f"dataset {name!r} has {size} examples, fewer than one global batch of "
+                              f"{self.global_batch} (batch_size={batch_size} × grad_accum={grad_accum} × "
+                              f"world_size={world_size}); lower batch_size or add data")
         self._cached: tuple[int, np.ndarray] | None = None
 
     def permutation(self, epoch: int) -> np.ndarray:
@@ -73,7 +77,7 @@ class BatchPlan:
             if self.order is not None:
                 perm = np.asarray(self.order(epoch), dtype=np.int64)
                 if len(perm) != self.size:
-                    raise ValueError(f"dataset {self.name!r}: epoch {epoch} order has {len(perm)} positions, "
+                    raise InputError(f"dataset {self.name!r}: epoch {epoch} order has {len(perm)} positions, "
                                      f"epoch 0 had {self.size}; an epoch order must keep its length")
             else:
                 key = zlib.crc32(self.name.encode("utf-8"))
@@ -155,7 +159,7 @@ class DataStream:
         single = not isinstance(data, Mapping)
         items = {SINGLE: data} if single else dict(data)
         if not items:
-            raise ValueError("no training data: give a dataset or a dict {name: dataset}")
+            raise InputError("no training data: give a dataset or a dict {name: dataset}")
         datasets, self.plans = {}, {}
         for name, item in items.items():
             datasets[name], order, size = _split(name, item)
@@ -191,15 +195,15 @@ class DataStream:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         saved = state["datasets"]
         if set(saved) != set(self.plans):
-            raise ValueError(f"the checkpoint's datasets {sorted(saved)} differ from this run's {sorted(self.plans)}")
+            raise ResumeMismatch(f"the checkpoint's datasets {sorted(saved)} differ from this run's {sorted(self.plans)}")
         for name, plan in self.plans.items():
             if saved[name]["size"] != plan.size:
-                raise ValueError(f"dataset {name!r} has {plan.size} examples, but the checkpoint was taken with "
-                                 f"{saved[name]['size']}: resuming would not continue the same epoch")
+                raise ResumeMismatch(f"dataset {name!r} has {plan.size} examples, but the checkpoint was taken with "
+                                     f"{saved[name]['size']}: resuming would not continue the same epoch")
             if saved[name]["global_batch"] != plan.global_batch:
-                raise ValueError(f"dataset {name!r}: the checkpoint used a global batch of "
-                                 f"{saved[name]['global_batch']} examples, this run uses {plan.global_batch} "
-                                 "(batch_size × grad_accum × world_size); keep the global batch to resume exactly")
+                raise ResumeMismatch(f"dataset {name!r}: the checkpoint used a global batch of "
+                                     f"{saved[name]['global_batch']} examples, this run uses {plan.global_batch} "
+                                     "(batch_size × grad_accum × world_size); keep the global batch to resume exactly")
         self.close()
         self.step = int(state["step"])
 

@@ -16,6 +16,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..zoo.config import ConfigError
+
 
 @dataclass
 class DistInfo:
@@ -108,7 +110,7 @@ def wrap(module: nn.Module, strategy: str, info: DistInfo, find_unused_parameter
             fully_shard(block, mesh=mesh)
         fully_shard(module, mesh=mesh)
         return module
-    raise ValueError(f"unknown distributed strategy {strategy!r}; known: none, ddp, fsdp")
+    raise ConfigError(f"unknown distributed strategy {strategy!r}; known: none, ddp, fsdp")
 
 
 def unwrap(module: nn.Module) -> nn.Module:
@@ -150,6 +152,32 @@ def any_rank(flag: bool, device: torch.device) -> bool:
     value = torch.tensor([float(flag)], device=device)
     dist.all_reduce(value)
     return bool(value.item() > 0)
+
+
+_HOST_GROUPS: dict[int, Any] = {}
+
+
+def host_group():
+    """A gloo group over the ranks of the default group, for collectives of host values: a
+    flag reduced through it never waits for the accelerator's queue. Created on first use
+    (every rank must call this at the same point), None outside a process group."""
+    if not is_distributed():
+        return None
+    if dist.get_backend() == "gloo":
+        return dist.group.WORLD
+    key = id(dist.group.WORLD)
+    if key not in _HOST_GROUPS:
+        _HOST_GROUPS[key] = dist.new_group(backend="gloo")
+    return _HOST_GROUPS[key]
+
+
+def any_rank_host(flag: bool, group) -> bool:
+    """:func:`any_rank` over a :func:`host_group`: a CPU collective, no device read."""
+    if group is None:
+        return bool(flag)
+    value = torch.tensor([float(flag)])
+    dist.all_reduce(value, group=group)
+    return bool(value[0] > 0)
 
 
 def broadcast_object(obj: Any, src: int = 0) -> Any:

@@ -15,6 +15,7 @@ import re
 import torch
 from torch import nn
 
+from ..zoo.config import ConfigError
 from .config import TrainConfig
 
 NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.RMSNorm)
@@ -37,8 +38,8 @@ class LAMB(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
                  weight_decay: float = 0.01, adapt: bool = True, bias_correction: bool = True):
         if lr <= 0 or eps <= 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
-            raise ValueError(f"invalid LAMB hyper-parameters: lr={lr}, betas={betas}, eps={eps}, "
-                             f"weight_decay={weight_decay}")
+            raise ConfigError(f"invalid LAMB hyper-parameters: lr={lr}, betas={betas}, eps={eps}, "
+                              f"weight_decay={weight_decay}")
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, adapt=adapt,
                         bias_correction=bias_correction)
         super().__init__(params, defaults)
@@ -110,7 +111,7 @@ def param_groups(module: nn.Module, weight_decay: float, layer_lr_decay: float =
     excluded = decay_exclusions(module)
     decayed = layer_lr_decay < 1.0
     if decayed and not num_layers:
-        raise ValueError("layer_lr_decay < 1 needs the encoder's number of layers")
+        raise ConfigError("layer_lr_decay < 1 needs the encoder's number of layers")
     buckets: dict[tuple[int, bool], list[nn.Parameter]] = {}
     for name, param in module.named_parameters():  # named_parameters() yields a tied tensor once
         if param.requires_grad:
@@ -146,11 +147,12 @@ def _num_layers(module: nn.Module) -> int | None:
     return None
 
 
-def build_optimizer(module: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+def build_optimizer(module: nn.Module, config: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
     """LAMB or AdamW over :func:`param_groups` of ``module`` (model + objectives' heads).
     Every group records its ``base_lr`` (lr × its layer-decay scale) for :class:`Schedule` from
     the start, so that the optimizer's state dict has the same layout before and after the
-    first step."""
+    first step. ``fused``: AdamW's fused kernels (one pass per tensor, and a non-finite step
+    skipped on the device; see :mod:`babelzoo.train.precision`), else the multi-tensor path."""
     groups = param_groups(module, config.weight_decay, config.layer_lr_decay, _num_layers(module))
     for g in groups:
         g["base_lr"] = config.lr * g.pop("lr_scale")
@@ -160,8 +162,9 @@ def build_optimizer(module: nn.Module, config: TrainConfig) -> torch.optim.Optim
     for g in groups:
         g.pop("adapt")
     # foreach is the fast multi-tensor path on CPU and GPU; it also handles FSDP's DTensors.
+    options = {"fused": True} if fused else {"foreach": True}
     return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps,
-                             weight_decay=config.weight_decay, foreach=True)
+                             weight_decay=config.weight_decay, **options)
 
 
 class Schedule:
@@ -178,7 +181,7 @@ class Schedule:
 
     def __init__(self, kind: str, total_steps: int, warmup_steps: int = 0, min_ratio: float = 0.0):
         if kind not in ("linear", "cosine", "inverse_sqrt", "constant"):
-            raise ValueError(f"unknown schedule {kind!r}; known: linear, cosine, inverse_sqrt, constant")
+            raise ConfigError(f"unknown schedule {kind!r}; known: linear, cosine, inverse_sqrt, constant")
         self.kind, self.total, self.warmup, self.min_ratio = kind, total_steps, warmup_steps, min_ratio
 
     def factor(self, step: int) -> float:

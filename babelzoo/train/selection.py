@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol
 
 from ..zoo.pretrained import replace_directory
+from .identity import ResumeMismatch
 
 BEST_DIR = "best"
 
@@ -60,7 +61,7 @@ class Selection:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if state.get("metric") != self.metric:
-            raise ValueError(f"the checkpoint selected on {state.get('metric')!r}, this run on {self.metric!r}")
+            raise ResumeMismatch(f"the checkpoint selected on {state.get('metric')!r}, this run on {self.metric!r}")
         self.best, self.best_step = state["best"], state["best_step"]
         self.since_best, self.history = int(state["since_best"]), list(state["history"])
 

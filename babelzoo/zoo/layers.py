@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InputError
+from .config import ConfigError
 from .dropout import Dropout, dropout as drop
 
 ACTIVATIONS = {
@@ -193,7 +195,7 @@ class SelfAttention(nn.Module):
         projections run on them, attention on the padded layout."""
         if packing is not None:
             if rows is not None:
-                raise ValueError("query rows and packed tokens cannot be combined")
+                raise InputError("query rows and packed tokens cannot be combined")
             width = x.shape[-1]
             qkv = packing.unpack(self.qkv(x)).view(packing.batch, packing.length, 3, self.num_heads, self.head_dim)
             q, k, v = qkv.permute(2, 0, 3, 1, 4)
@@ -208,7 +210,7 @@ class SelfAttention(nn.Module):
             q, k, v = self.qkv(x).view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         else:
             if relative is not None:
-                raise ValueError("query rows cannot be combined with NEZHA relative positions")
+                raise InputError("query rows cannot be combined with NEZHA relative positions")
             queries = rows.shape[1]
             weight, qkv_bias = self.qkv.weight, self.qkv.bias
             q = F.linear(take_rows(x, rows), weight[:width], None if qkv_bias is None else qkv_bias[:width])
@@ -294,7 +296,7 @@ def pool(hidden: torch.Tensor, mask: Optional[torch.Tensor], mode: str = "cls") 
             return hidden.mean(1)
         weights = mask.to(hidden.dtype).unsqueeze(-1)
         return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
-    raise ValueError(f"unknown pooling {mode!r}; choose 'cls' or 'mean'")
+    raise ConfigError(f"unknown pooling {mode!r}; choose 'cls' or 'mean'")
 
 
 class Pooler(nn.Module):

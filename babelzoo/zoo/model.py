@@ -9,6 +9,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ..errors import InputError
 from .config import ModelConfig
 from .embeddings import TextEmbeddings
 from .encoder import build_encoder
@@ -166,16 +167,16 @@ class BabelModel(nn.Module):
                                   ("audio_features", audio_features, "audio"),
                                   ("entities", entities, "knowledge")):
             if value is not None and getattr(self.config, part) is None:
-                raise ValueError(f"{name} given, but model {self.config.architecture!r} has no {part} part")
+                raise InputError(f"{name} given, but model {self.config.architecture!r} has no {part} part")
         if input_ids is None and inputs_embeds is None:
-            raise ValueError("give input_ids or inputs_embeds")
+            raise InputError("give input_ids or inputs_embeds")
         if output_positions is not None and output_hidden_states:
-            raise ValueError("output_positions returns the selected positions of the last layer only; "
+            raise InputError("output_positions returns the selected positions of the last layer only; "
                              "it cannot be combined with output_hidden_states")
         if attention_mask is None and input_ids is not None:
             attention_mask = input_ids.ne(self.config.text.pad_token_id).long()
         if entities is not None and self.knowledge is None:
-            raise ValueError(f"entities given, but model {self.config.architecture!r} has no fusion layers "
+            raise InputError(f"entities given, but model {self.config.architecture!r} has no fusion layers "
                              f"(knowledge fusion={self.config.knowledge.fusion!r}); use attach_knowledge")
         x = self.embeddings(input_ids, position_ids, segment_ids, language_ids, inputs_embeds)
         if entities is not None:
@@ -197,10 +198,10 @@ class BabelModel(nn.Module):
         :meth:`forward`), so logits at padding positions of a token head are not meaningful;
         a frozen encoder runs without autograd."""
         if self.head is None:
-            raise ValueError(f"model {self.config.architecture!r} has no task head; build it with "
+            raise InputError(f"model {self.config.architecture!r} has no task head; build it with "
                              f"head={{'kind': ..., 'labels': [...]}} or babelzoo.zoo.heads.with_head")
         if positions is not None and not self.head.per_token:
-            raise ValueError(f"positions select tokens; head {self.head.name!r} predicts one label per text")
+            raise InputError(f"positions select tokens; head {self.head.name!r} predicts one label per text")
         fast = positions is not None and not self.head.needs_hidden_states
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_frozen):
             out = self(input_ids, output_hidden_states=self.head.needs_hidden_states,
@@ -214,7 +215,7 @@ class BabelModel(nn.Module):
         """Vocabulary logits from the tied MLM head, for all positions or only where the bool
         ``positions`` mask is True."""
         if self.lm_head is None:
-            raise ValueError(f"model {self.config.architecture!r} was built without an MLM head (mlm_head=False)")
+            raise InputError(f"model {self.config.architecture!r} was built without an MLM head (mlm_head=False)")
         return self.lm_head(hidden, positions)
 
     # --- checkpoints ---------------------------------------------------------------------------

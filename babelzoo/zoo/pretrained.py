@@ -210,7 +210,7 @@ def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_on
     from .factory import build_model
 
     if not weights_only:
-        raise ValueError("weights_only=False is not supported: checkpoints must not execute code")
+        raise ConfigError("weights_only=False is not supported: checkpoints must not execute code")
     directory = fetch_directory(str(source), sha256) if is_url(source) else Path(source)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: not a checkpoint directory")

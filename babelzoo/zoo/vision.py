@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import VisionConfig
+from ..errors import InputError
+from .config import ConfigError, VisionConfig
 
 # ViLT and CLIP-style patch models see images scaled to [-1, 1].
 PATCH_MEAN = (0.5, 0.5, 0.5)
@@ -36,7 +37,7 @@ def interpolate_positions(table: torch.Tensor, old_grid: Sequence[int], new_grid
     old_h, old_w = int(old_grid[0]), int(old_grid[1])
     new_h, new_w = int(new_grid[0]), int(new_grid[1])
     if table.shape[0] != old_h * old_w:
-        raise ValueError(f"position table has {table.shape[0]} rows, expected {old_h}x{old_w}={old_h * old_w}")
+        raise InputError(f"position table has {table.shape[0]} rows, expected {old_h}x{old_w}={old_h * old_w}")
     if (old_h, old_w) == (new_h, new_w):
         return table
     dim = table.shape[1]
@@ -47,7 +48,7 @@ def interpolate_positions(table: torch.Tensor, old_grid: Sequence[int], new_grid
 
 def _check_pixels(pixel_values: torch.Tensor, channels: int) -> None:
     if pixel_values.dim() != 4 or pixel_values.shape[1] != channels:
-        raise ValueError(f"pixel_values must be [batch, {channels}, height, width], got {tuple(pixel_values.shape)}")
+        raise InputError(f"pixel_values must be [batch, {channels}, height, width], got {tuple(pixel_values.shape)}")
 
 
 class PatchEmbedding(nn.Module):
@@ -71,7 +72,7 @@ class PatchEmbedding(nn.Module):
         height, width = pixel_values.shape[-2:]
         patch = self.config.patch_size
         if height % patch or width % patch:
-            raise ValueError(f"image size {height}x{width} is not a multiple of patch_size={patch}")
+            raise InputError(f"image size {height}x{width} is not a multiple of patch_size={patch}")
         x = self.proj(pixel_values)  # [B, H, gh, gw]
         grid = x.shape[-2:]
         x = x.flatten(2).transpose(1, 2)
@@ -86,7 +87,7 @@ def create_timm_model(name: str, pretrained: bool = False) -> nn.Module:
     if not timm.is_model(name):
         close = difflib.get_close_matches(name, timm.list_models(), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise ValueError(f"VisionConfig.backbone={name!r} is neither 'patch' nor a timm model{hint}")
+        raise ConfigError(f"VisionConfig.backbone={name!r} is neither 'patch' nor a timm model{hint}")
     return timm.create_model(name, pretrained=pretrained, num_classes=0)
 
 

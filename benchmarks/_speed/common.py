@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from babelzoo.objectives.mlm import MLM, token_prediction_loss
+from babelzoo.objectives.mlm import MLM
 
 CONFIGS = {
     "small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048,
@@ -172,17 +172,12 @@ def optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, lr=1e-4, foreach=True)
 
 
-def babelzoo_mlm_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The MLM loss the way babelzoo computes it: the last layer and the tied head only at the
-    masked positions (``output_positions``), cross-entropy over those."""
-    positions = batch["labels"].ne(-100)
-    out = model(batch["input_ids"], attention_mask=batch["attention_mask"], output_positions=positions)
-    return token_prediction_loss(model, out.last_hidden, batch["labels"][positions])[0]
-
-
-def loss_fn(side: str, model, batch: dict[str, torch.Tensor]) -> Callable[[], torch.Tensor]:
+def loss_fn(side: str, model, batch: dict[str, torch.Tensor], specials) -> Callable[[], torch.Tensor]:
+    """The loss users train with: babelzoo's ``MLM`` objective as the trainer calls it (it runs the
+    last layer and the tied head at the masked positions only), and ``BertForMaskedLM(labels=)``."""
     if side == "babelzoo":
-        return lambda: babelzoo_mlm_loss(model, batch)
+        objective = MLM(specials, max_length=batch["input_ids"].shape[1])
+        return lambda: objective(model, batch).value
     return lambda: model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                          labels=batch["labels"]).loss
 
@@ -191,8 +186,8 @@ class TrainStep:
     """forward + loss (under autocast) → backward → fused AdamW → zero_grad; fp16 with a
     gradient scaler."""
 
-    def __init__(self, side: str, model, batch, device, dtype):
-        self.model, self.loss = model, loss_fn(side, model, batch)
+    def __init__(self, side: str, model, batch, device, dtype, specials):
+        self.model, self.loss = model, loss_fn(side, model, batch, specials)
         self.device, self.dtype = device, dtype
         self.optimizer = optimizer(model)
         self.scaler = torch.amp.GradScaler(device.type) if dtype == torch.float16 else None

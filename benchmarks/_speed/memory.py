@@ -29,7 +29,7 @@ def memory_probe(name: str, side: str, dname: str, args) -> dict[str, Any]:
     texts, _ = sentences(Path(args.data_dir), 4096)
     batch = {k: v.to(device) for k, v in mlm_batches(tok, texts, args.batch, args.seq, args.seed).items()}
     model = build_one(name, side, device, args.seed).train()
-    step = TrainStep(side, model, batch, device, DTYPES[dname])
+    step = TrainStep(side, model, batch, device, DTYPES[dname], tok.specials)
     gc.collect()
     if device.type == "cuda":
         sync(device)

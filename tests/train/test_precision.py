@@ -45,10 +45,12 @@ def test_bf16_autocast_trains_a_tiny_model(tmp_path):
 def test_infinite_gradient_is_skipped_and_counted(tmp_path, precision):
     objective = FixedMaskMLM(poison_calls=(2,))  # the third forward pass (step 3) overflows
     summary = Trainer(tiny_model(dropout=0.0), objective, corpus(64),
-                      config(tmp_path, precision=precision, batch_size=8, max_steps=4, checkpoint_every=1,
-                             keep_checkpoints=4, lr=1e-2)).fit()
+                      config(tmp_path, precision=precision, batch_size=8, max_steps=5, checkpoint_every=1,
+                             keep_checkpoints=5, lr=1e-2)).fit()
     log = losses(tmp_path)
-    assert [r["skipped"] for r in log] == [False, False, True, False]
+    assert [r["skipped"] for r in log] == [False, False, True, False, False]
+    # the schedule follows the steps attempted: warm-up over 3, then linear to 0 at step 5
+    assert [r["lr"] for r in log] == pytest.approx([1e-2 / 3, 2e-2 / 3, 1e-2, 5e-3, 0.0])
     assert summary["skipped_steps"] == 1 and summary["skipped_total"] == 1
     assert not torch.isfinite(torch.tensor(log[2]["grad_norm"]))
     ckpt = tmp_path / "checkpoints"
@@ -56,26 +58,33 @@ def test_infinite_gradient_is_skipped_and_counted(tmp_path, precision):
         before, after = load_file(ckpt / f"step-00000002/{name}.safetensors"), load_file(
             ckpt / f"step-00000003/{name}.safetensors")
         assert all(torch.equal(before[k], after[k]) for k in before), name  # untouched by the bad step
-        final = load_file(ckpt / f"step-00000004/{name}.safetensors")
+        final = load_file(ckpt / f"step-00000005/{name}.safetensors")
         assert all(torch.isfinite(v.float()).all() for v in final.values())
     at3, at4 = load_file(ckpt / "step-00000003/model.safetensors"), load_file(ckpt / "step-00000004/model.safetensors")
     assert any(not torch.equal(at3[k], at4[k]) for k in at3)  # step 4 trained again
     if precision == "fp16":
         scales = [r["loss_scale"] for r in log]
         assert scales[2] == scales[1] / 2  # the scaler backed off after the overflow
-        trainer_state = json.loads((ckpt / "step-00000004/trainer.json").read_text())
-        assert trainer_state["precision"]["scaler"]["scale"] == scales[3]
+        trainer_state = json.loads((ckpt / "step-00000005/trainer.json").read_text())
+        assert trainer_state["precision"]["scaler"]["scale"] == scales[4]
+        assert trainer_state["updates"] == 4 and trainer_state["step"] == 5
 
 
-def test_precision_step_skips_non_finite_gradients():
+@pytest.mark.parametrize("fused", [False, True])  # the host decides / the fused kernel skips on the device
+def test_precision_step_skips_non_finite_gradients(fused):
     layer = torch.nn.Linear(3, 2)
-    opt = torch.optim.AdamW(layer.parameters(), lr=0.1)
+    opt = torch.optim.AdamW(layer.parameters(), lr=0.1, **({"fused": True} if fused else {"foreach": True}))
     prec = Precision("fp32", torch.device("cpu"))
     layer(torch.randn(4, 3)).sum().backward()
     layer.bias.grad[0] = float("nan")
     before = [p.detach().clone() for p in layer.parameters()]
     result = prec.step(opt, layer.parameters(), max_grad_norm=1.0)
-    assert result.skipped and prec.skipped == 1 and not opt.state
+    assert result.skipped and prec.skipped == 1
+    if fused:  # state created, left at zero: no step taken
+        assert all(float(s["step"]) == 0 and not s["exp_avg"].any() and not s["exp_avg_sq"].any()
+                   for s in opt.state.values())
+    else:
+        assert not opt.state
     assert all(torch.equal(a, b) for a, b in zip(before, layer.parameters()))
     opt.zero_grad()
     layer(torch.randn(4, 3)).sum().backward()

@@ -33,6 +33,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 import torch
 
+from ...errors import InputError
 from . import TASKS, Result, TaskContext, TaskSkipped
 from .lexicon import CLDR_LOCALES
 
@@ -201,7 +202,7 @@ def kge_link_prediction(encoder, data, context: TaskContext) -> list[Result]:
                                ("relations", encoder.relations, data.relations)):
         if list(mine) != list(theirs):
             unknown = sorted(set(mine) ^ set(theirs))[:3]
-            raise ValueError(f"model {encoder.name!r} was trained on other {what} than this CoDEx-S folder "
+            raise InputError(f"model {encoder.name!r} was trained on other {what} than this CoDEx-S folder "
                              f"({len(mine)} vs {len(theirs)}{', e.g. ' + ', '.join(unknown) if unknown else ', in another order'})")
     metrics = evaluate(encoder.model, data, "test")
     protocol = {**encoder.protocol, "split": "test", "n": len(data.test), "filtered": True, "ties": "half",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...finetune.run import EvaluationIncomplete
+from ...zoo.config import ConfigError
 from . import TASKS, Result, TaskContext, TaskIncomplete, TaskSkipped
 
 OPTION_KEYS = ("recipe", "set", "out")
@@ -41,7 +42,7 @@ def finetune_results(task: str, folder: str, default_recipe: str, encoder, conte
     options = dict(context.options.get(task) or {})
     unknown = sorted(set(options) - set(OPTION_KEYS))
     if unknown:
-        raise ValueError(f"task_options.{task}: unknown key(s) {unknown}; valid keys: {', '.join(OPTION_KEYS)}")
+        raise ConfigError(f"task_options.{task}: unknown key(s) {unknown}; valid keys: {', '.join(OPTION_KEYS)}")
     cfg = load_recipe(recipe_path(options.get("recipe", default_recipe)), list(options.get("set", [])))
     if context.languages:
         spec = TaskSpec.from_dict(cfg.task).resolve(context.data_dir)
