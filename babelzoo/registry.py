@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from typing import Callable, Generic, Iterator, TypeVar
+from typing import Generic, Iterator, TypeVar
 
 from .errors import BabelzooError
 
@@ -79,8 +79,3 @@ class Registry(Generic[T]):
 
     def items(self) -> list[tuple[str, T]]:
         return [(n, self._entries[n]) for n in self.list()]
-
-
-def register_to(registry: Registry, name: str | None = None) -> Callable[[T], T]:
-    """Decorator form that always takes arguments: ``@register_to(OBJECTIVES, "tlm")``."""
-    return registry.register(name=name)

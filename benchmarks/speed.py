@@ -89,7 +89,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     p.add_argument("--compile", action="store_true", help="training section: torch.compile babelzoo's model (nn.Module.compile)")
     p.add_argument("--default-malloc", action="store_true",
                    help="leave glibc's mmap threshold alone (default: babelzoo.train.allocator.keep_cpu_buffers, "
-                        "as babelzoo's trainer does, for both sides)")
+                        "as babelzoo's shipped CPU recipes ask with keep_cpu_buffers: true; both sides)")
     p.add_argument("--memory-probe", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.threads:

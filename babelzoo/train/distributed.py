@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -120,14 +120,6 @@ def unwrap(module: nn.Module) -> nn.Module:
 
 # --- sharding ----------------------------------------------------------------------------------
 
-def shard_range(n: int, rank: int, world_size: int) -> range:
-    """Equal contiguous shard of ``n`` items for ``rank``; the last ``n % world_size`` items
-    are dropped so that every rank gets the same count (a rank with fewer batches would leave
-    the others waiting in a collective forever)."""
-    per = n // world_size
-    return range(rank * per, (rank + 1) * per)
-
-
 # --- collectives -------------------------------------------------------------------------------
 
 def is_distributed() -> bool:
@@ -202,8 +194,3 @@ def rank_and_world() -> tuple[int, int]:
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
-
-def device_of(module: nn.Module) -> Optional[torch.device]:
-    for p in module.parameters():
-        return p.device
-    return None
