@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -54,6 +54,7 @@ def babelzoo_arm(recipe, overrides, data_dir, out, base=None):
     from babelzoo.train.config import load_recipe, recipe_path
 
     cfg = load_recipe(recipe_path(recipe), overrides).replace(output_dir=str(out), resume=False, progress=False)
+    shutil.rmtree(out, ignore_errors=True)  # every run of the benchmark trains afresh
     result = run_finetune(cfg, data_dir=data_dir, base=base, log=lambda m: None)
     return cfg, result
 
@@ -220,6 +221,7 @@ def main(argv=None) -> int:
                                                                                       "overrides": peer_set})
         spec = TaskSpec.from_dict(pcfg.task).resolve(args.data_dir)
         pcfg = pcfg.replace(output_dir=str(runs / "transformers"))
+        shutil.rmtree(pcfg.output_dir, ignore_errors=True)
         tests, tps, extra = hf_arm(pcfg, spec, args.data_dir, base, print)
         report["arms"]["transformers"] = summarise("transformers BertForSequenceClassification (peer setting)", tests,
                                                    "eng_Latn", tps, extra)
