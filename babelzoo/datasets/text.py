@@ -333,11 +333,19 @@ def _unknown(what: str, value: str, known: Sequence[str], where: Path) -> Corpus
     return CorpusError(f"no {what} {value!r} in {where}{hint} (available: {shown or 'none'})")
 
 
+TATOEBA_FILES = "tatoeba.XXX-eng.XXX"  # how the test sets' files are named, for messages
+
+
+def tatoeba_files(folder: Path, lang: str) -> tuple[Path, Path]:
+    """The ``lang`` side and the English side of one Tatoeba test set in ``folder``."""
+    return folder / f"tatoeba.{lang}-eng.{lang}", folder / f"tatoeba.{lang}-eng.eng"
+
+
 def tatoeba_languages(data_dir: str | Path) -> list[str]:
     """ISO 639-3 codes of the Tatoeba test sets present (``tatoeba.XXX-eng.XXX`` files)."""
     folder = _dataset_dir(data_dir, "tatoeba")
     langs = {p.name.split(".")[1].split("-")[0] for p in folder.glob("tatoeba.*-eng.*")}
-    return sorted(lang for lang in langs if (folder / f"tatoeba.{lang}-eng.{lang}").exists())
+    return sorted(lang for lang in langs if tatoeba_files(folder, lang)[0].exists())
 
 
 def tatoeba_pairs(data_dir: str | Path, lang: str, empty: EmptyPolicy = "skip") -> ParallelCorpus:
@@ -345,8 +353,7 @@ def tatoeba_pairs(data_dir: str | Path, lang: str, empty: EmptyPolicy = "skip") 
     from ``tatoeba.LANG-eng.LANG`` and ``tatoeba.LANG-eng.eng`` (Artetxe & Schwenk 2019, LASER;
     used by XTREME, Hu et al. 2020). ``data_dir`` is the data root or the ``tatoeba`` folder."""
     folder = _dataset_dir(data_dir, "tatoeba")
-    src = folder / f"tatoeba.{lang}-eng.{lang}"
-    tgt = folder / f"tatoeba.{lang}-eng.eng"
+    src, tgt = tatoeba_files(folder, lang)
     if not src.exists() or not tgt.exists():
         raise _unknown("Tatoeba language", lang, tatoeba_languages(folder), folder)
     return read_parallel(src, tgt, lang, "eng", empty=empty)

@@ -265,7 +265,7 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
             return 2  # rank 0 failed: every rank stops
         if not info.is_main:
             run = attempt()
-        if D.any_rank(run is None, info.device):
+        if D.any_rank(run is None):
             return 2
         model, objectives, data, tokenizer = run
         Trainer(model, objectives, data, cfg, tokenizer=tokenizer).fit()

@@ -137,15 +137,6 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def any_rank(flag: bool, device: torch.device) -> bool:
-    """True on every rank when ``flag`` is true on any rank."""
-    if not is_distributed():
-        return bool(flag)
-    value = torch.tensor([float(flag)], device=device)
-    dist.all_reduce(value)
-    return bool(value.item() > 0)
-
-
 _HOST_GROUPS: dict[int, Any] = {}
 
 
@@ -163,8 +154,10 @@ def host_group():
     return _HOST_GROUPS[key]
 
 
-def any_rank_host(flag: bool, group) -> bool:
-    """:func:`any_rank` over a :func:`host_group`: a CPU collective, no device read."""
+def any_rank(flag: bool) -> bool:
+    """True on every rank when ``flag`` is true on any rank: a collective of host values over
+    :func:`host_group`, which never waits for the device (every rank must call it)."""
+    group = host_group()
     if group is None:
         return bool(flag)
     value = torch.tensor([float(flag)])

@@ -44,7 +44,7 @@ from .config import TrainConfig
 from .data import DataStream
 from .identity import ResumeMismatch, check_same_run, data_identity, objective_identity, saved_model_config
 from .flops import count_flops, measure_matmul_peak
-from .logging import EVAL_PREFIXES, RunLogger
+from .logging import RunLogger
 from .optim import build_optimizer, build_schedule
 from .precision import Precision
 from .selection import BEST_DIR, Evaluator, Selection, save_best
@@ -147,7 +147,6 @@ class Trainer:
         # Fused AdamW skips a non-finite step on the device (FSDP's DTensors take the multi-tensor path).
         self.optimizer = build_optimizer(self.module, cfg, fused=self.strategy != "fsdp"
                                          and self.device.type in ("cpu", "cuda"))
-        self.host_group = D.host_group()
         self.schedule = build_schedule(cfg)
         self.stream = DataStream(self.data, self.objectives.prepare, batch_size=cfg.batch_size,
                                  grad_accum=cfg.grad_accum, rank=self.info.rank, world_size=self.info.world_size,
@@ -354,7 +353,7 @@ class Trainer:
         stats = torch.stack([loss_sum / accum, torch.as_tensor(tokens, dtype=torch.float64, device=self.device)])
         D.all_reduce_sum(stats)
         # Whether any rank was told to stop (all ranks stop at the same boundary): host values only.
-        if D.any_rank_host(self._stop_signal is not None, self.host_group) and self._stop_signal is None:
+        if D.any_rank(self._stop_signal is not None) and self._stop_signal is None:
             self._stop_signal = "a signal on another rank"
         record = {"step": self.step, "loss": stats[0] / self.info.world_size, "lr": lr, "grad_norm": result.grad_norm,
                   "skipped": result.skipped, "tokens": stats[1], "step_time": time.perf_counter() - start,
@@ -464,13 +463,13 @@ class Trainer:
                 try:
                     while self.step < cfg.max_steps and self._stop_signal is None and not self._stopped_early:
                         pending.append(self.train_step())
-                        if self.evaluator is not None and (self.step == cfg.max_steps or
-                                                           (cfg.eval_every and self.step % cfg.eval_every == 0)):
+                        evaluated = self.evaluator is not None and (
+                            self.step == cfg.max_steps or bool(cfg.eval_every and self.step % cfg.eval_every == 0))
+                        if evaluated:
                             pending[-1].update(self.evaluate())
                         checkpoint = (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps
                                       or self._stop_signal is not None or self._stopped_early)
-                        if checkpoint or self.step % cfg.log_every == 0 or any(
-                                k.startswith(EVAL_PREFIXES) for k in pending[-1]):
+                        if checkpoint or evaluated or self.step % cfg.log_every == 0:
                             write_pending()  # the one read of the device since the last one
                         if checkpoint:
                             last_checkpoint, saved_step = self.save_checkpoint(), self.step

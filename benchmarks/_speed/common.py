@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from babelzoo.datasets.text import tatoeba_files, tatoeba_languages
 from babelzoo.objectives.mlm import MLM
 
 CONFIGS = {
@@ -100,7 +101,7 @@ def sentences(data_dir: Path, count: int) -> tuple[list[str], str]:
     """``count`` real sentences: line i of every Tatoeba language file in turn (i = 0, 1, ...),
     or, without the data folder, sentences of the standard library's docstrings."""
     folder = data_dir / "tatoeba"
-    files = sorted(p for p in folder.glob("tatoeba.*-eng.*") if not p.name.endswith(".eng")) if folder.is_dir() else []
+    files = [tatoeba_files(folder, lang)[0] for lang in tatoeba_languages(folder)] if folder.is_dir() else []
     if files:
         lines = [[s.strip() for s in p.read_text(encoding="utf-8").splitlines()] for p in files]
         out = [s for row in itertools.zip_longest(*lines) for s in row if s]

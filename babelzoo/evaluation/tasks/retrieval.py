@@ -28,7 +28,7 @@ def bitext_results(task: str, encoder, pairs: Sequence[tuple[str, str]], src: st
 def tatoeba(encoder, context: TaskContext) -> list[Result]:
     """Tatoeba (Artetxe & Schwenk 2019), XTREME protocol (Hu et al. 2020): mean-pooled vectors,
     cosine nearest neighbour, accuracy@1 English→X and X→English, every language file present."""
-    from ...datasets.text import tatoeba_languages, tatoeba_pairs
+    from ...datasets.text import TATOEBA_FILES, tatoeba_languages, tatoeba_pairs
 
     if context.data_dir is None or not (context.data_dir / "tatoeba").is_dir():
         raise TaskSkipped("Tatoeba needs --data-dir with a tatoeba/ folder")
@@ -36,7 +36,7 @@ def tatoeba(encoder, context: TaskContext) -> list[Result]:
     langs = [lang for lang in langs if lang in set(tatoeba_languages(context.data_dir))]
     if not langs:
         asked = f"none of the languages {context.languages} has a" if context.languages else "there is no"
-        raise TaskSkipped(f"{asked} Tatoeba file (tatoeba.XXX-eng.XXX) in {context.data_dir / 'tatoeba'}")
+        raise TaskSkipped(f"{asked} Tatoeba file ({TATOEBA_FILES}) in {context.data_dir / 'tatoeba'}")
 
     def run(lang: str) -> list[Result]:
         pairs = [(eng, x) for x, eng in tatoeba_pairs(context.data_dir, lang).pairs]
