@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from ._lazy import lazy_getattr
 
-
 __version__ = "0.1.0"
 
 _API = {
@@ -27,7 +26,8 @@ _API = {
     "BabelModel": "babelzoo.zoo.model",
     "EncoderOutput": "babelzoo.zoo.model",
     "ModelConfig": "babelzoo.zoo.config",
-    "TextConfig": "babelzoo.zoo.config",
+    "EncoderConfig": "babelzoo.zoo.config",
+    "TextConfig": "babelzoo.zoo.transformer_config",
     "VisionConfig": "babelzoo.zoo.config",
     "AudioConfig": "babelzoo.zoo.config",
     "KnowledgeConfig": "babelzoo.zoo.config",

@@ -46,7 +46,7 @@ class BabelEncoder:
         # Never longer than the model's positions: a long sentence is truncated, not an error
         # that fails a whole task (the protocol records the length actually used).
         text = getattr(getattr(self.model, "config", None), "text", None)
-        if text is not None and text.position_embedding != "none":
+        if text is not None:
             self.max_length = min(self.max_length, text.max_positions)
 
     @property

@@ -33,8 +33,8 @@ import torch
 from torch import nn
 
 from ..errors import InputError
-from ..zoo.dropout import Dropout
-from ..zoo.layers import SelfAttention
+from ..zoo.layers import Dropout, SelfAttention
+from ..zoo.transformer_config import TextConfig
 from .base import KBError
 
 
@@ -113,9 +113,9 @@ class KnowledgeFusion(nn.Module):
     def __init__(self, model: nn.Module, config):
         super().__init__()
         text = model.config.text
-        layers = getattr(model.encoder, "layers", None)
-        if layers is None:
-            raise KBError("ERNIE fusion needs a Transformer encoder (this model's encoder has no layers)")
+        if not isinstance(text, TextConfig):
+            raise KBError(f"ERNIE fusion needs a Transformer-family encoder (this model's family is {text.family!r})")
+        layers = model.encoder.layers
         if text.share_layers:
             raise KBError("ERNIE fusion needs distinct layers; this model shares one block across layers (ALBERT)")
         bad = [i for i in config.fusion_layers if not 0 <= i < len(layers)]

@@ -89,8 +89,8 @@ def encoder_inputs(model: nn.Module, batch: dict[str, torch.Tensor], use_languag
                    prefix: str = "") -> dict[str, torch.Tensor]:
     """The keyword arguments for ``model(...)`` from a prepared batch.
 
-    Position ids get the model's ``position_offset`` (RoBERTa/XLM-R count from 2); segment ids
-    are passed only to models with at least two segment embeddings, language ids only to models
+    Position ids count from 0 (the model shifts them by its own ``position_offset``, RoBERTa and
+    XLM-R's 2; a model without positions ignores them); segment ids are passed only to models with at least two segment embeddings, language ids only to models
     with language embeddings (and when ``use_language_ids``), so one prepared batch serves
     mBERT, XLM and XLM-R layouts alike.
     """
@@ -98,8 +98,8 @@ def encoder_inputs(model: nn.Module, batch: dict[str, torch.Tensor], use_languag
     text = core.config.text
     kwargs = {"input_ids": batch[prefix + "input_ids"], "attention_mask": batch[prefix + "attention_mask"]}
     positions = batch.get(prefix + "position_ids")
-    if positions is not None and text.position_embedding != "none":
-        kwargs["position_ids"] = positions + text.position_offset
+    if positions is not None:
+        kwargs["position_ids"] = positions
     segments = batch.get(prefix + "segment_ids")
     if segments is not None and text.segment_vocab_size >= 2:
         kwargs["segment_ids"] = segments

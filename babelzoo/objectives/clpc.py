@@ -21,11 +21,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ConfigError, ModelConfig, TextConfig
+from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from ..zoo.layers import pool
 from .base import Loss, Objective, register_objective
-from .batching import (check_vocab, encoder_inputs, frame_rows, language_index, languages_known, pad, pair_rows,
-                       truncate, unwrap)
+from .batching import (
+    check_vocab,
+    encoder_inputs,
+    frame_rows,
+    language_index,
+    languages_known,
+    pad,
+    pair_rows,
+    truncate,
+    unwrap,
+)
 from .examples import ExampleError, as_pair, require_nonempty
 from .negatives import NegativeMiner, build_miner
 
@@ -55,7 +64,7 @@ class CLPC(Objective):
 
     name = "clpc"
 
-    def __init__(self, specials: SpecialIds, config: TextConfig | ModelConfig, *,
+    def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *,
                  miner: str | NegativeMiner = "random", negatives: int = 1, max_length: int = 128,
                  use_language_ids: bool = True):
         super().__init__()

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ModelConfig, TextConfig
+from ..zoo.config import EncoderConfig, ModelConfig
 from .base import Loss, Objective, register_objective
 from .batching import IGNORE, check_vocab, encoder_inputs, language_index, languages_known, pad, truncate, unwrap
 from .examples import ExampleError, as_pair, require_nonempty
@@ -39,7 +39,7 @@ class CLWR(Objective):
 
     name = "clwr"
 
-    def __init__(self, specials: SpecialIds, config: TextConfig | ModelConfig, *, max_length: int = 128,
+    def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *, max_length: int = 128,
                  use_language_ids: bool = True):
         super().__init__()
         text = config.text if isinstance(config, ModelConfig) else config

@@ -21,7 +21,7 @@ from ..datasets.multimodal import collate_multimodal
 from ..datasets.multimodal_media import SpecAugment
 from ..datasets.specials import SpecialIds
 from ..errors import InputError
-from ..zoo.config import ModelConfig, TextConfig
+from ..zoo.config import EncoderConfig, ModelConfig
 from .base import Loss, Objective, register_objective
 from .batching import encoder_inputs, unwrap
 from .itc import MAX_LOGIT_SCALE, modality_inputs
@@ -52,7 +52,7 @@ class ITM(Objective):
 
     name = "itm"
 
-    def __init__(self, specials: SpecialIds, config: TextConfig | ModelConfig, *, max_length: int = 128,
+    def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *, max_length: int = 128,
                  spec_augment: Optional[SpecAugment | dict] = None):
         super().__init__()
         text = config.text if isinstance(config, ModelConfig) else config

@@ -16,7 +16,6 @@ A mixture's batch holds each objective's tensors under ``"<name>.<key>"``; its m
 from __future__ import annotations
 
 import importlib
-
 import inspect
 from typing import Any, Mapping, Optional, Sequence
 
@@ -24,7 +23,7 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ConfigError, ModelConfig, TextConfig
+from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from .base import OBJECTIVES, Loss, Objective
 from .examples import ExampleError
 
@@ -35,7 +34,7 @@ MODES = ("sum", "sample")
 KNOWLEDGE_OBJECTIVES = {"dea": "babelzoo.knowledge.dea", "entity_mlm": "babelzoo.knowledge.entity_mlm"}
 
 
-def build_objective(name: str, specials: SpecialIds, config: TextConfig | ModelConfig | None = None,
+def build_objective(name: str, specials: SpecialIds, config: EncoderConfig | ModelConfig | None = None,
                     **options: Any) -> Objective:
     """Instantiate a registered objective. Objectives that own heads sized by the model (CLWR,
     CLPC, SOP/NSP, RTD) need the model's ``config``; the others ignore it."""
@@ -82,7 +81,7 @@ class Mixture(Objective):
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Mapping[str, Any]], specials: SpecialIds,
-                  config: TextConfig | ModelConfig | None = None, mode: str = "sum") -> "Mixture":
+                  config: EncoderConfig | ModelConfig | None = None, mode: str = "sum") -> "Mixture":
         """Build from ``{name: {"weight": w, "objective": registered_name, **options}}``; the
         registered name defaults to ``name`` (so ``{"mlm": {}, "tlm": {"weight": 2}}`` works)."""
         objectives, weights = {}, {}

@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ConfigError, ModelConfig, TextConfig
-from ..zoo.encoder import build_encoder
+from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.family import family_of
 from ..zoo.layers import activation
 from .base import Loss, register_objective
 from .batching import IGNORE, encoder_inputs, unwrap
@@ -38,15 +38,16 @@ from .masking import MaskingConfig
 from .mlm import MLM
 
 
-def generator_config(text: TextConfig, size: float) -> TextConfig:
+def generator_config(text: EncoderConfig, size: float) -> EncoderConfig:
     """The generator's encoder config: width ``size`` × H, heads of 64 (at least one), 4× FFN."""
     if not 0.0 < size <= 1.0:
         raise ConfigError(f"RTD generator_size={size!r} must be in (0, 1]")
     width = max(8, int(round(text.hidden_size * size)))
     heads = max(1, width // 64)
     width = heads * (width // heads)
-    return text.replace(hidden_size=width, num_heads=heads, intermediate_size=4 * width, embedding_size=None,
-                        pooler=False, mlm_head=False)
+    # Only the encoder is built: it reads the shared (projected) embeddings, so the family's
+    # embedding fields do not matter.
+    return text.replace(hidden_size=width, num_heads=heads, intermediate_size=4 * width, pooler=False, mlm_head=False)
 
 
 class GeneratorHead(nn.Module):
@@ -70,7 +71,7 @@ class RTD(MLM):
 
     name = "rtd"
 
-    def __init__(self, specials: SpecialIds, config: TextConfig | ModelConfig, *, generator_size: float = 0.25,
+    def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *, generator_size: float = 0.25,
                  discriminator_weight: float = 50.0, masking: MaskingConfig | Mapping | None = None,
                  word_starts: Optional[torch.Tensor] = None, max_length: int = 128, use_language_ids: bool = True):
         # ELECTRA's generator input replaces every chosen token by [MASK].
@@ -82,7 +83,7 @@ class RTD(MLM):
         gen = generator_config(text, generator_size)
         self.generator_project = (nn.Linear(text.embedding_dim, gen.hidden_size)
                                   if text.embedding_dim != gen.hidden_size else None)
-        self.generator = build_encoder(gen)
+        self.generator = family_of(gen).build_encoder(gen)
         self.generator_head = GeneratorHead(gen.hidden_size, text.embedding_dim, text.vocab_size, text.activation,
                                             text.layer_norm_eps)
         self.discriminator = nn.Sequential(nn.Linear(text.hidden_size, text.hidden_size), activation(text.activation),

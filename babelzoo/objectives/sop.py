@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ConfigError, ModelConfig, TextConfig
+from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from .base import Loss, Objective, register_objective
 from .batching import check_vocab, encoder_inputs, language_index, languages_known, pad
 from .clpc import sentence_classifier_input
@@ -42,7 +42,7 @@ def _randint(high: int) -> int:
 class SentencePairCoherence(Objective):
     """Shared machinery of NSP and SOP; subclasses choose segment B and the label."""
 
-    def __init__(self, specials: SpecialIds, config: TextConfig | ModelConfig, *, max_length: int = 128,
+    def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *, max_length: int = 128,
                  use_language_ids: bool = True):
         super().__init__()
         text = config.text if isinstance(config, ModelConfig) else config

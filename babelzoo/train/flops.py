@@ -15,39 +15,24 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..zoo.config import ModelConfig, TextConfig
+from ..zoo.config import EncoderConfig, ModelConfig
 
 _PEAKS: dict[tuple[str, str, int], float] = {}
 
 
-def text_flops_per_token(text: TextConfig, seq_len: int, predicted_fraction: float = 1.0,
+def text_flops_per_token(text: EncoderConfig, seq_len: int, predicted_fraction: float = 1.0,
                          training: bool = True) -> float:
     """FLOPs per input token of the text encoder (+ MLM head on ``predicted_fraction`` of the
     tokens), counting each multiply-add as 2 FLOPs.
 
-    Transformer layer, per token, forward (hidden H, intermediate I, sequence L)::
-
-        2·(3H² + H²)  fused QKV and output projections     2·2HI   feed-forward
-        2·2·L·H       scores QKᵀ and the weighted sum of V (per token, over L keys)
-
-    plus NEZHA's relative key and value terms (another 2·2·L·H), ALBERT's E→H projection (2EH),
-    and the MLM head 2·(HE + EV) per predicted token. RNN encoders count their gate matmuls.
-    Embedding lookups and element-wise operations are not counted (as in PaLM's formula).
+    The encoder's layers are counted by its family
+    (:meth:`~babelzoo.zoo.config.EncoderConfig.encoder_flops_per_token`; a Transformer layer is
+    2·(3H² + H²) for the projections, 2·2HI for the feed-forward and 2·2·L·H for attention over
+    L keys), plus ALBERT's E→H projection (2EH) and the MLM head 2·(HE + EV) per predicted
+    token. Embedding lookups and element-wise operations are not counted (as in PaLM's formula).
     """
-    h, e, layers = text.hidden_size, text.embedding_dim, text.num_layers
-    if text.encoder == "transformer":
-        per_layer = 2 * (4 * h * h) + 2 * (2 * h * text.intermediate_size) + 4 * seq_len * h
-        if text.relative_attention == "nezha":
-            per_layer += 4 * seq_len * h
-        encoder = layers * per_layer
-    else:
-        directions = 2 if text.bidirectional else 1
-        width = h // directions
-        gates = 4 if text.encoder == "lstm" else 3
-        encoder = 0
-        for layer in range(layers):
-            inputs = h if layer == 0 else width * directions
-            encoder += directions * 2 * gates * width * (inputs + width)
+    h, e = text.hidden_size, text.embedding_dim
+    encoder = text.encoder_flops_per_token(seq_len)
     project = 2 * e * h if e != h else 0
     head = 2 * (h * e + e * text.vocab_size) * predicted_fraction if text.mlm_head else 0.0
     forward = encoder + project + head

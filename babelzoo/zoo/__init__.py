@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from .._lazy import lazy_getattr
 
-
 _API = {
-    **dict.fromkeys(["AudioConfig", "ConfigError", "FusionConfig", "KnowledgeConfig", "ModelConfig", "TextConfig",
+    **dict.fromkeys(["AudioConfig", "ConfigError", "EncoderConfig", "FusionConfig", "KnowledgeConfig", "ModelConfig",
                      "VisionConfig"], "config"),
+    "TextConfig": "transformer_config",
     **dict.fromkeys(["MODELS", "PretrainedWeights", "create_model", "list_models", "model_config",
                      "register_model", "build_model"], "factory"),
     **dict.fromkeys(["BabelModel", "EncoderOutput"], "model"),

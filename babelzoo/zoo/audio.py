@@ -19,7 +19,7 @@ from torch import nn
 
 from ..errors import InputError
 from .config import AudioConfig
-from .positions import sinusoidal_table
+from .layers.positions import sinusoidal_table
 
 
 class ConvSubsampler(nn.Module):

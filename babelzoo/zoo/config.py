@@ -5,6 +5,9 @@ It round-trips through JSON exactly, and every mistake is reported with the fiel
 
     >>> TextConfig(hidden_size=100, num_heads=12)
     ConfigError: TextConfig.hidden_size=100 must be divisible by num_heads=12
+
+The text part's class depends on its family (:mod:`babelzoo.zoo.family`): ``TextConfig`` for
+the Transformer family, one class per other family, all derived from :class:`EncoderConfig`.
 """
 
 from __future__ import annotations
@@ -133,59 +136,50 @@ class _Config:
 
 
 @dataclass(frozen=True)
-class TextConfig(_Config):
-    """Token embeddings and the text encoder (Transformer or RNN).
+class EncoderConfig(_Config):
+    """What every text encoder has, whatever its family: the vocabulary, the widths, the
+    inputs it takes (segments, XLM language ids), dropout and the output heads.
 
-    ``embedding_size`` smaller than ``hidden_size`` gives ALBERT's factorised embedding;
-    ``share_layers`` gives ALBERT's cross-layer sharing; ``num_languages > 0`` adds XLM language
-    embeddings; ``position_offset`` is RoBERTa's shift of position ids past the padding index.
+    A family subclasses it with its own fields and a ``family`` name (``TextConfig`` is the
+    ``transformer`` family: BERT, XLM, ALBERT, NEZHA...; see :mod:`babelzoo.zoo.family`);
+    ``to_dict`` writes the name beside the fields, so a config file says which class reads it.
     """
+
+    family: ClassVar[str] = ""
 
     vocab_size: int = 32000
     hidden_size: int = 768
     num_layers: int = 12
     num_heads: int = 12
     intermediate_size: int = 3072
-    embedding_size: Optional[int] = None
     max_positions: int = 512
-    position_embedding: str = "learned"
-    position_offset: int = 0
-    relative_attention: str = "none"
-    relative_buckets: int = 32
-    relative_max_distance: int = 128
     segment_vocab_size: int = 2
     num_languages: int = 0
-    encoder: str = "transformer"
-    norm_position: str = "post"
     activation: str = "gelu"
     dropout: float = 0.1
     attention_dropout: float = 0.1
     layer_norm_eps: float = 1e-12
-    embedding_layer_norm: bool = True
-    share_layers: bool = False
-    causal: bool = False
-    bidirectional: bool = True
     pooler: bool = True
     mlm_head: bool = True
     tie_word_embeddings: bool = True
     pad_token_id: int = 0
     init_std: float = 0.02
 
-    _choices: ClassVar = {
-        "position_embedding": ("learned", "sinusoidal", "none"),
-        "relative_attention": ("none", "t5", "nezha"),
-        "encoder": ("transformer", "lstm", "gru"),
-        "norm_position": ("post", "pre"),
-        "activation": ("gelu", "gelu_tanh", "relu"),
-    }
+    _choices: ClassVar = {"activation": ("gelu", "gelu_tanh", "relu", "silu")}
     _positive: ClassVar = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
-                           "max_positions", "relative_buckets", "relative_max_distance")
-    _non_negative: ClassVar = ("position_offset", "segment_vocab_size", "num_languages", "pad_token_id")
+                           "max_positions")
+    _non_negative: ClassVar = ("segment_vocab_size", "num_languages", "pad_token_id")
     _probabilities: ClassVar = ("dropout", "attention_dropout")
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("family"):
+            TEXT_CONFIGS[cls.family] = cls
 
     @property
     def embedding_dim(self) -> int:
-        return self.embedding_size or self.hidden_size
+        """The width of the word embeddings (the MLM decoder's input)."""
+        return self.hidden_size
 
     @property
     def head_dim(self) -> int:
@@ -195,21 +189,62 @@ class TextConfig(_Config):
         name = type(self).__name__
         _check(self.hidden_size % self.num_heads == 0, name, "hidden_size", self.hidden_size,
                f"must be divisible by num_heads={self.num_heads}")
-        if self.embedding_size is not None:
-            _check(isinstance(self.embedding_size, int) and self.embedding_size > 0, name, "embedding_size",
-                   self.embedding_size, "must be a positive integer or None")
         _check(self.pad_token_id < self.vocab_size, name, "pad_token_id", self.pad_token_id,
                f"must be smaller than vocab_size={self.vocab_size}")
         _check(self.layer_norm_eps > 0, name, "layer_norm_eps", self.layer_norm_eps, "must be positive")
         _check(self.init_std > 0, name, "init_std", self.init_std, "must be positive")
-        if self.encoder != "transformer":
-            _check(self.relative_attention == "none", name, "relative_attention", self.relative_attention,
-                   f"needs encoder='transformer' (got encoder={self.encoder!r})")
-            _check(not self.share_layers, name, "share_layers", self.share_layers,
-                   f"needs encoder='transformer' (got encoder={self.encoder!r})")
-        if self.relative_attention == "nezha":
-            _check(self.head_dim % 2 == 0, name, "hidden_size", self.hidden_size,
-                   "must give an even head dimension for NEZHA's sinusoidal relative encoding")
+
+    def encoder_flops_per_token(self, seq_len: int) -> float:
+        """Forward FLOPs per token of the encoder's layers (multiply-add = 2), for
+        :mod:`babelzoo.train.flops`; each family counts its own layers."""
+        raise NotImplementedError(f"{type(self).__name__} does not count its FLOPs")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"family": self.family, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = ""):
+        """The config of the family ``data["family"]`` names (a file written before families
+        had names is migrated: see :meth:`migrate`)."""
+        if not isinstance(data, Mapping):
+            return super().from_dict(data, where)
+        data = dict(data)
+        family = data.pop("family", None)
+        if family is None:
+            family, data = migrate_legacy_text(data, where)
+        target = text_config_class(family, where)
+        if cls.family and target is not cls:
+            raise ConfigError(f"{where or cls.__name__}: family {family!r} is not {cls.__name__}'s ({cls.family!r})")
+        return _Config.from_dict.__func__(target, data, where)
+
+    @classmethod
+    def migrate(cls, data: dict[str, Any], where: str) -> dict[str, Any]:
+        """Fields of a config written before families had names, in this family's layout."""
+        return data
+
+
+# family name -> its config class; filled by EncoderConfig subclasses as they are defined.
+TEXT_CONFIGS: dict[str, type[EncoderConfig]] = {}
+
+
+def text_config_class(family: Any, where: str = "") -> type[EncoderConfig]:
+    """The config class of a text family, importing a built-in family's module on first use."""
+    from .family import load_family_module
+
+    if isinstance(family, str) and family not in TEXT_CONFIGS:
+        load_family_module(family)
+    if family not in TEXT_CONFIGS:
+        raise ConfigError(f"{where + ': ' if where else ''}unknown text family {family!r}; known families: "
+                          f"{', '.join(sorted(TEXT_CONFIGS))}")
+    return TEXT_CONFIGS[family]
+
+
+def migrate_legacy_text(data: dict[str, Any], where: str) -> tuple[str, dict[str, Any]]:
+    """A text config from before families had names: one flat set of fields, the encoder kind
+    in ``encoder`` ('transformer', 'lstm' or 'gru'). Returns its family and its fields in that
+    family's layout."""
+    family = "rnn" if data.get("encoder") in ("lstm", "gru") else "transformer"
+    return family, text_config_class(family, where).migrate(data, where)
 
 
 @dataclass(frozen=True)
@@ -325,7 +360,7 @@ class HeadConfig(_Config):
 
 
 _SUBCONFIGS: dict[str, type[_Config]] = {
-    "text": TextConfig,
+    "text": EncoderConfig,
     "vision": VisionConfig,
     "audio": AudioConfig,
     "knowledge": KnowledgeConfig,
@@ -339,7 +374,7 @@ class ModelConfig:
     """The whole model: an architecture name plus one sub-config per part present."""
 
     architecture: str = "custom"
-    text: TextConfig = field(default_factory=TextConfig)
+    text: EncoderConfig = field(default_factory=lambda: text_config_class("transformer")())
     vision: Optional[VisionConfig] = None
     audio: Optional[AudioConfig] = None
     knowledge: Optional[KnowledgeConfig] = None
@@ -386,7 +421,7 @@ class ModelConfig:
                               f"valid keys: {', '.join(valid)}")
         if data.get("text") is None:  # a text part is never implied: a default would be a 12-layer model
             raise ConfigError(f"{where + ': ' if where else ''}ModelConfig.text is required (a mapping of "
-                              f"TextConfig fields), got {data.get('text')!r}" if "text" in data else
+                              f"text encoder fields), got {data.get('text')!r}" if "text" in data else
                               f"{where + ': ' if where else ''}ModelConfig.text is missing")
         architecture = data.get("architecture", "custom")
         _check(isinstance(architecture, str) and bool(architecture), "ModelConfig", "architecture", architecture,
@@ -439,11 +474,11 @@ class ModelConfig:
                     raise ConfigError(f"unknown config part {part!r} in {key!r}; valid parts: "
                                       f"{', '.join(_SUBCONFIGS)}")
                 changes.setdefault(part, {})[sub_key] = value
-            elif key in TextConfig.field_names():
+            elif key in type(self.text).field_names():
                 changes.setdefault("text", {})[key] = value
             else:
                 raise ConfigError(f"unknown config key {key!r}; valid keys: architecture, "
-                                  f"{', '.join(TextConfig.field_names())}, or a part "
+                                  f"{', '.join(type(self.text).field_names())}, or a part "
                                   f"({', '.join(_SUBCONFIGS)}) given as a dict or a dotted key")
         config = dataclasses.replace(self, **top) if top else self
         for part, values in changes.items():
@@ -452,3 +487,10 @@ class ModelConfig:
             new = _SUBCONFIGS[part].from_dict(values) if current is None else current.replace(**values)
             config = dataclasses.replace(config, **{part: new})
         return config
+
+
+def __getattr__(name: str):
+    # TextConfig belongs to the transformer family's module; it is importable from here too.
+    if name == "TextConfig":
+        return text_config_class("transformer")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

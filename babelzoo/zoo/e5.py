@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import ConfigError, ModelConfig, TextConfig
+from .config import ConfigError, ModelConfig
 from .pretrained import CheckpointError
+from .transformer_config import TextConfig
 
 MAGIC = b"E5S1"
 VERSION = 1

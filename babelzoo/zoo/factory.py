@@ -44,6 +44,10 @@ class ModelEntry:
 
 MODELS: Registry[ModelEntry] = Registry("model")
 
+# The sizes of every ``*_tiny`` entry: each family's switches at a size that trains in seconds
+# on a CPU (tests, demos).
+TINY = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=4, intermediate_size=256, max_positions=256)
+
 
 def register_model(fn: Callable[[], ModelConfig] | None = None, *, pretrained: PretrainedWeights | None = None):
     """Register a function returning a :class:`ModelConfig` under its name::
@@ -62,12 +66,15 @@ def register_model(fn: Callable[[], ModelConfig] | None = None, *, pretrained: P
 
 
 def _ensure_registered() -> None:
-    from . import architectures, multimodal_architectures  # noqa: F401  (register the built-in entries)
+    from . import multimodal_architectures  # noqa: F401  (register the built-in entries)
+    from .family import load_builtin_families
+
+    load_builtin_families()
 
 
 def build_model(config: ModelConfig):
-    """The module class for a config: a fusion model when the config has a fusion part,
-    otherwise a :class:`BabelModel`."""
+    """The module for a config: a fusion model when the config has a fusion part, otherwise a
+    :class:`BabelModel` whose parts come from the text config's family."""
     if config.fusion is not None:
         from .fusion import FusionModel
 
@@ -151,9 +158,6 @@ def _with_text_tower(entry: ModelEntry, text_tower: Any, overrides: dict[str, An
     if not isinstance(tower, BabelModel):
         raise TypeError(f"text_tower must be a zoo name or a BabelModel, not {type(tower).__name__}")
     text = tower.config.text
-    if text.encoder != "transformer":
-        raise ConfigError(f"text_tower {tower.config.architecture!r} has encoder={text.encoder!r}; fusion needs "
-                          f"a Transformer text encoder")
     model = build_model(dataclasses.replace(config, text=text).override(**overrides))
     # Strict on the encoder; a pooler or MLM head the tower lacks stays freshly initialised.
     try:

@@ -34,10 +34,10 @@ from torch import nn
 
 from ..errors import InputError
 from .config import ConfigError, ModelConfig
-from .dropout import Dropout
-from .encoder import TransformerEncoder
-from .layers import FeedForward, SelfAttention, attend, build_attention_mask
+from .layers import Dropout, FeedForward, LayerStack, SelfAttention, attend, build_attention_mask
 from .model import BabelModel, EncoderOutput
+from .transformer import TransformerEncoder
+from .transformer_config import TextConfig
 
 TEXT, OTHER = 0, 1  # modality-type ids
 
@@ -121,8 +121,9 @@ class FusionModel(nn.Module):
             raise ConfigError(f"model {config.architecture!r}: a fusion model needs exactly one of a vision or an "
                               f"audio part (vision={config.vision is not None}, audio={config.audio is not None})")
         text, fusion = config.text, config.fusion
-        if text.encoder != "transformer":
-            raise ConfigError(f"TextConfig.encoder={text.encoder!r}: fusion needs encoder='transformer'")
+        if not isinstance(text, TextConfig):
+            raise ConfigError(f"ModelConfig.text is of family {text.family!r}: fusion needs a text tower of the "
+                              f"'transformer' family")
         if fusion.mode == "single_stream" and fusion.num_layers > text.num_layers:
             raise ConfigError(f"FusionConfig.num_layers={fusion.num_layers} must be <= TextConfig.num_layers="
                               f"{text.num_layers} for single_stream (it counts the top text layers run jointly)")
@@ -151,7 +152,7 @@ class FusionModel(nn.Module):
         if fusion.mode != "single_stream" and not deep_backbone:
             # Positions of patches/frames are absolute (added by the front end), and a speech or
             # image tower never attends causally.
-            self.modality_encoder = TransformerEncoder(text.replace(relative_attention="none", causal=False))
+            self.modality_encoder = TransformerEncoder(text.for_modality())
         self.fusion_layers = nn.ModuleList()
         if fusion.mode == "cross_attention":
             self.fusion_layers.extend(
@@ -209,16 +210,14 @@ class FusionModel(nn.Module):
             x = self.modality_norm(x)
         return self.dropout(x), mask
 
+    @property
+    def stack(self) -> LayerStack:
+        """The text tower's layers, run through their public stack API."""
+        return self.text.encoder
+
     def _run_layers(self, x: torch.Tensor, mask: torch.Tensor, start: int) -> torch.Tensor:
         """Run text-encoder layers ``start..num_layers-1`` (shared by both modalities)."""
-        encoder = self.text.encoder
-        length = x.shape[1]
-        attn_mask = build_attention_mask(mask, None, False, length)
-        bias = encoder.t5_bias(length) if encoder.t5_bias is not None else None
-        relative = encoder.nezha(length) if encoder.nezha is not None else None
-        for i in range(start, self.config.text.num_layers):
-            x = encoder.layer(i)(x, attn_mask, bias, relative)
-        return encoder.final_norm(x) if encoder.final_norm is not None else x
+        return self.stack.finish(self.stack.run(x, self.stack.prepare(mask, x.shape[1]), start))
 
     def encode_text(self, input_ids: Optional[torch.Tensor] = None, attention_mask: Optional[torch.Tensor] = None,
                     **kwargs) -> EncoderOutput:
@@ -327,7 +326,7 @@ class FusionModel(nn.Module):
         ``num_layers - fusion.num_layers`` layers see the text alone. Without an image or speech
         input, the text runs through every layer alone."""
         text_cfg = self.config.text
-        encoder = self.text.encoder
+        stack = self.stack
         x = self.text.embeddings(input_ids, **text_kwargs) + self.type_embedding.weight[TEXT]
         if attention_mask is None:
             attention_mask = (input_ids.ne(text_cfg.pad_token_id).long() if input_ids is not None
@@ -336,29 +335,19 @@ class FusionModel(nn.Module):
         fused = pixel_values is not None or audio_features is not None
         start = text_cfg.num_layers - self.config.fusion.num_layers if fused else text_cfg.num_layers
         states = [x] if output_hidden_states else None
-        text_mask = build_attention_mask(attention_mask, None, False, length)
-        bias = encoder.t5_bias(length) if encoder.t5_bias is not None else None
-        relative = encoder.nezha(length) if encoder.nezha is not None else None
-        for i in range(start):
-            x = encoder.layer(i)(x, text_mask, bias, relative)
-            if states is not None:
-                states.append(x)
+        x = stack.run(x, stack.prepare(attention_mask, length), 0, start, states=states)
         other, other_mask = None, None
         if fused:
             other, other_mask = self._modality_inputs(pixel_values, audio_features, audio_mask)
             x = torch.cat([x, other], dim=1)
             joint_mask = torch.cat([attention_mask.to(other_mask.dtype), other_mask], dim=1)
-            attn_mask = build_attention_mask(joint_mask, None, False, x.shape[1])
-            bias = encoder.t5_bias(x.shape[1]) if encoder.t5_bias is not None else None
-            relative = encoder.nezha(x.shape[1]) if encoder.nezha is not None else None
-            for i in range(start, text_cfg.num_layers):
-                x = encoder.layer(i)(x, attn_mask, bias, relative)
-                if states is not None:
-                    states.append(x[:, :length])
-        if encoder.final_norm is not None:
-            x = encoder.final_norm(x)
+            joint = [] if states is not None else None
+            x = stack.run(x, stack.prepare(joint_mask, x.shape[1]), start, states=joint)
             if states is not None:
-                states[-1] = x[:, :length]
+                states.extend(s[:, :length] for s in joint)
+        x = stack.finish(x)
+        if states is not None:
+            states[-1] = x[:, :length]
         hidden = x[:, :length]
         pooled = self.text.pooler(hidden) if self.text.pooler is not None else None
         return FusionOutput(hidden, tuple(states) if states is not None else None, pooled, attention_mask,

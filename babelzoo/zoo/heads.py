@@ -28,9 +28,8 @@ from torch import nn
 
 from ..errors import InputError
 from ..registry import Registry
-from .config import HeadConfig, TextConfig
-from .dropout import Dropout
-from .layers import pool
+from .config import EncoderConfig, HeadConfig
+from .layers import Dropout, pool
 
 HEADS: Registry[type["TaskHead"]] = Registry("head")
 
@@ -49,7 +48,7 @@ class TaskHead(nn.Module):
     per_token: ClassVar[bool] = False
     freezes_encoder: ClassVar[bool] = False
 
-    def __init__(self, config: HeadConfig, text: TextConfig):
+    def __init__(self, config: HeadConfig, text: EncoderConfig):
         super().__init__()
         self.config = config
         p = text.dropout if config.dropout is None else config.dropout
@@ -75,7 +74,7 @@ class SequenceClassificationHead(TaskHead):
 
     name = "sequence_classification"
 
-    def __init__(self, config: HeadConfig, text: TextConfig):
+    def __init__(self, config: HeadConfig, text: EncoderConfig):
         super().__init__(config, text)
         hidden = text.hidden_size
         self.dense = nn.Linear(hidden, hidden) if config.hidden_layer else None
@@ -102,7 +101,7 @@ class TokenClassificationHead(TaskHead):
     name = "token_classification"
     per_token = True
 
-    def __init__(self, config: HeadConfig, text: TextConfig):
+    def __init__(self, config: HeadConfig, text: EncoderConfig):
         super().__init__(config, text)
         self.out = nn.Linear(text.hidden_size, config.num_labels)
 
@@ -122,7 +121,7 @@ class LinearProbe(SequenceClassificationHead):
     freezes_encoder = True
 
 
-def build_head(config: HeadConfig, text: TextConfig) -> TaskHead:
+def build_head(config: HeadConfig, text: EncoderConfig) -> TaskHead:
     """The registered head ``config.kind`` (an unknown name lists the known ones)."""
     return HEADS.get(config.kind)(config, text)
 

@@ -1,4 +1,5 @@
-"""BabelModel: embeddings → encoder → (fusion) with an optional tied MLM head and pooler."""
+"""BabelModel: a text family's embeddings → encoder (+ knowledge fusion) with an optional tied
+MLM head, pooler and task head."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from torch import nn
 
 from ..errors import InputError
 from .config import ModelConfig
-from .embeddings import TextEmbeddings
-from .encoder import build_encoder
-from .layers import MLMHead, Pooler
+from .family import family_of
+from .layers import Pooler
 
 
 @dataclass
@@ -40,11 +40,11 @@ class BabelModel(nn.Module):
         super().__init__()
         self.config = config
         text = config.text
-        self.embeddings = TextEmbeddings(text)
-        self.encoder = build_encoder(text)
+        parts = family_of(text).parts(text)
+        self.embeddings = parts.embeddings
+        self.encoder = parts.encoder
         self.pooler = Pooler(text.hidden_size) if text.pooler else None
-        self.lm_head = (MLMHead(text.hidden_size, text.embedding_dim, text.vocab_size, text.activation,
-                                text.layer_norm_eps) if text.mlm_head else None)
+        self.lm_head = parts.lm_head
         self.apply(self._init_weights)
         self.tie_weights()
         self.knowledge = None
@@ -115,9 +115,10 @@ class BabelModel(nn.Module):
             if module.padding_idx is not None:
                 with torch.no_grad():
                     module.weight[module.padding_idx].zero_()
-        elif isinstance(module, nn.LayerNorm):
+        elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
             nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+            if isinstance(module, nn.LayerNorm) and module.bias is not None:
+                nn.init.zeros_(module.bias)
 
     def tie_weights(self) -> None:
         if self.lm_head is not None and self.config.text.tie_word_embeddings:
@@ -182,10 +183,10 @@ class BabelModel(nn.Module):
         if entities is not None:
             with self.knowledge.bind(entities):
                 hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states,
-                                              output_positions, unpad)
+                                              output_positions, unpad, position_ids)
         else:
             hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states, output_positions,
-                                          unpad)
+                                          unpad, position_ids)
         pooled = self.pooler(hidden) if self.pooler is not None and output_positions is None else None
         return EncoderOutput(hidden, states, pooled, attention_mask)
 

@@ -8,9 +8,9 @@ trains in seconds on a CPU; ``create_model(name, vision={"backbone": "resnet50",
 
 from __future__ import annotations
 
-from .architectures import TINY
-from .config import AudioConfig, FusionConfig, ModelConfig, TextConfig, VisionConfig
-from .factory import register_model
+from .config import AudioConfig, FusionConfig, ModelConfig, VisionConfig
+from .factory import TINY, register_model
+from .transformer_config import TextConfig
 
 TINY_VISION = dict(backbone="patch", image_size=64, patch_size=16, pretrained=False)
 TINY_AUDIO = dict(conv_channels=128, max_frames=1500)

@@ -39,7 +39,7 @@ def test_numbers_keep_their_meaning():
 @pytest.mark.parametrize("data, message", [
     ({"architecture": "custom", "text": None}, "ModelConfig.text is required"),
     ({"architecture": "custom"}, "ModelConfig.text is missing"),
-    ({"architecture": "custom", "text": [1, 2]}, "expected a mapping of TextConfig fields, got list"),
+    ({"architecture": "custom", "text": [1, 2]}, "expected a mapping of EncoderConfig fields, got list"),
     ([1, 2], "expected a mapping, got list"),
 ])
 def test_a_missing_or_malformed_part_is_not_replaced_by_a_default(tmp_path, data, message):

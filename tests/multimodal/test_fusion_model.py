@@ -8,6 +8,7 @@ import babelzoo
 from babelzoo.zoo.config import FusionConfig, ModelConfig, TextConfig, VisionConfig
 from babelzoo.zoo.factory import model_config
 from babelzoo.zoo.fusion import FusionModel
+from babelzoo.zoo.rnn_config import RNNConfig
 
 FUSION_TINY = [n for n in babelzoo.list_models("*tiny") if model_config(n).fusion is not None]
 
@@ -120,8 +121,8 @@ def test_single_stream_with_fewer_joint_layers_runs_text_layers_first():
     (ModelConfig(text=TextConfig(num_layers=2), vision=VisionConfig(), fusion=FusionConfig(num_layers=3)),
      "num_layers=3 must be <= TextConfig.num_layers=2"),
     (ModelConfig(fusion=FusionConfig()), "exactly one of a vision or an audio part"),
-    (ModelConfig(text=TextConfig(encoder="lstm"), vision=VisionConfig(), fusion=FusionConfig()),
-     "needs encoder='transformer'"),
+    (ModelConfig(text=RNNConfig(cell="lstm"), vision=VisionConfig(), fusion=FusionConfig()),
+     "fusion needs a text tower of the 'transformer' family"),
 ])
 def test_invalid_fusion_configs(config, message):
     with pytest.raises(ValueError, match=message):

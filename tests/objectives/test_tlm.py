@@ -51,8 +51,9 @@ def test_tlm_truncates_the_longer_side_and_reports_it():
 
 
 def test_tlm_reaches_the_model_with_reset_positions_and_offsets():
-    """XLM gets positions and language ids as prepared; XLM-R (offset 2, one segment) gets
-    positions shifted by its offset and no segment ids; mBERT gets segments, no languages."""
+    """XLM gets positions and language ids as prepared; XLM-R (offset 2, one segment) gets the
+    same positions, which its embeddings shift by the offset once, and no segment ids; mBERT gets
+    segments, no languages."""
     batch = TLM(S).prepare([Pair([10, 11], [20], "en", "de")])
     xlm = babelzoo.create_model("xlm_tiny", vocab_size=64)
     xlmr = babelzoo.create_model("xlmr_tiny", vocab_size=64, pad_token_id=0)
@@ -60,7 +61,7 @@ def test_tlm_reaches_the_model_with_reset_positions_and_offsets():
     kx, kr, kb = encoder_inputs(xlm, batch), encoder_inputs(xlmr, batch), encoder_inputs(mbert, batch)
     assert kx["position_ids"].tolist() == [[0, 1, 2, 3, 0, 1, 2]] and "segment_ids" not in kx
     assert kx["language_ids"].tolist() == [[0, 0, 0, 0, 1, 1, 1]]
-    assert kr["position_ids"].tolist() == [[2, 3, 4, 5, 2, 3, 4]] and "segment_ids" not in kr
+    assert kr["position_ids"].tolist() == [[0, 1, 2, 3, 0, 1, 2]] and "segment_ids" not in kr
     assert "language_ids" not in kr and "language_ids" not in kb
     assert kb["segment_ids"].tolist() == [[0, 0, 0, 0, 1, 1, 1]]
     # The loss uses exactly these inputs: recompute it by hand on XLM.
@@ -71,3 +72,15 @@ def test_tlm_reaches_the_model_with_reset_positions_and_offsets():
     where = batch["labels"].ne(IGNORE)
     expected = torch.nn.functional.cross_entropy(xlm.mlm_logits(hidden)[where], batch["labels"][where])
     assert torch.allclose(loss.value, expected, atol=1e-6)
+
+
+def test_counting_positions_from_zero_reproduces_the_default_positions_of_an_offset_model():
+    """XLM-R's embeddings shift explicit position ids by its offset (2): ids 0..L-1 from a batch
+    must give the output of the model's own default positions, not positions shifted twice."""
+    xlmr = babelzoo.create_model("xlmr_tiny", vocab_size=64).eval()
+    ids = torch.tensor([[0, 5, 6, 7, 2]])
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "position_ids": torch.arange(5)[None]}
+    with torch.no_grad():
+        default = xlmr(input_ids=ids, attention_mask=batch["attention_mask"]).last_hidden
+        through_batch = xlmr(**encoder_inputs(xlmr, batch)).last_hidden
+    torch.testing.assert_close(through_batch, default, rtol=0, atol=0)

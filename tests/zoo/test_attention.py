@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from babelzoo.zoo.layers import SelfAttention, build_attention_mask, causal_visibility, prefix_visibility
-from babelzoo.zoo.positions import NezhaRelativePositions, sinusoidal_table, t5_relative_bucket
+from babelzoo.zoo.layers.positions import NezhaRelativePositions, sinusoidal_table, t5_relative_bucket
 
 
 def reference_attention(module: SelfAttention, x, visible, bias=None, relative=None):

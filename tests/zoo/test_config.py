@@ -12,7 +12,7 @@ def test_hidden_size_must_divide_by_heads():
 
 
 @pytest.mark.parametrize("field,value,message", [
-    ("activation", "swish", "TextConfig.activation='swish' must be one of 'gelu', 'gelu_tanh', 'relu'"),
+    ("activation", "swish", "TextConfig.activation='swish' must be one of 'gelu', 'gelu_tanh', 'relu', 'silu'"),
     ("num_layers", 0, "TextConfig.num_layers=0 must be a positive integer"),
     ("dropout", 1.5, "TextConfig.dropout=1.5 must be in [0, 1)"),
     ("pad_token_id", 9000, "TextConfig.pad_token_id=9000 must be smaller than vocab_size=8000"),

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from babelzoo.zoo.dropout import Dropout, dropout, keep_mask
 from babelzoo.zoo.layers import attend
+from babelzoo.zoo.layers.dropout import Dropout, dropout, keep_mask
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.03])

@@ -17,6 +17,7 @@ from babelzoo.objectives.mlm import MLM, token_prediction_loss
 from babelzoo.zoo.config import ModelConfig, TextConfig
 from babelzoo.zoo.layers import SelfAttention, build_attention_mask
 from babelzoo.zoo.model import BabelModel
+from babelzoo.zoo.rnn_config import RNNConfig
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 VOCAB = SPECIALS + list(string.ascii_lowercase + string.digits + ".,!?'") + ["##" + c for c in string.ascii_lowercase]
@@ -25,10 +26,10 @@ SENTENCES = ["Tom left.", "Where is the station?", "I don't know what you mean b
              "Could you tell me how to get to the museum from here, please?", "He is tall.", "We won."]
 
 
-def tiny(vocab_size: int = 64, **overrides) -> BabelModel:
+def tiny(vocab_size: int = 64, config_class=TextConfig, **overrides) -> BabelModel:
     sizes = dict(vocab_size=vocab_size, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
                  max_positions=128, dropout=0.0, attention_dropout=0.0)
-    text = TextConfig(**{**sizes, **overrides})
+    text = config_class(**{**sizes, **overrides})
     model = BabelModel(ModelConfig(text=text))
     with torch.no_grad():  # a non-zero MLM bias and LayerNorm shift, so that every term shows
         model.lm_head.bias.normal_(0, 0.5)
@@ -228,7 +229,7 @@ LAST_LAYER_CASES = {
     "t5_bias": dict(relative_attention="t5", position_embedding="none"),
     "causal": dict(causal=True),
     "nezha_full_layer": dict(relative_attention="nezha", position_embedding="none"),
-    "lstm": dict(encoder="lstm", num_layers=1),
+    "lstm": dict(config_class=RNNConfig, cell="lstm", num_layers=1),
 }
 
 

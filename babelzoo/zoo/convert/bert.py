@@ -9,7 +9,7 @@ encoder without pooler.
 
 from __future__ import annotations
 
-from ..config import TextConfig
+from ..transformer_config import TextConfig
 from .family import COMMON_REQUIRED, Family, TaskClass, common_text_from_hf, common_text_to_hf
 from .keymap import KeyMap
 

@@ -38,6 +38,9 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
         raise CheckpointError(f"cannot export {config.architecture!r} as {fam.model_type}: it has "
                               f"{', '.join(parts)} part(s), which a text encoder checkpoint cannot hold")
     text = config.text
+    if not isinstance(text, fam.text_config):
+        raise CheckpointError(f"cannot export {config.architecture!r} as {fam.model_type}: its text encoder is of "
+                              f"family {text.family!r}, not {fam.text_config.family!r}")
     unmet = [need for need, ok in fam.required.items() if not ok(text)]
     if unmet:
         raise CheckpointError(f"cannot export {config.architecture!r} as {fam.model_type}: needs {unmet}")

@@ -8,8 +8,9 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-from ..config import ConfigError, HeadConfig, ModelConfig, TextConfig
+from ..config import ConfigError, EncoderConfig, HeadConfig, ModelConfig
 from ..pretrained import CheckpointError
+from ..transformer_config import TextConfig
 from .keymap import KeyMap
 
 # HF ``hidden_act`` → our activation. The tanh approximations are one function written three ways.
@@ -61,7 +62,8 @@ class Family:
     heads that a babelzoo encoder does not hold (BERT's next-sentence classifier, ALBERT's
     sentence-order classifier): an objective owns such heads, so import drops them with a
     warning that names them. ``tied`` maps HF alias keys to the key they must equal.
-    ``tasks`` are the fine-tuned classes that hold a babelzoo task head, one per head kind."""
+    ``tasks`` are the fine-tuned classes that hold a babelzoo task head, one per head kind.
+    ``text_config`` is the babelzoo text config class (family) the HF family maps to."""
 
     name: str
     model_type: str
@@ -73,12 +75,13 @@ class Family:
     patterns: tuple[str, ...]
     defaults: Mapping[str, Any]
     text_from_hf: Callable[[Mapping[str, Any], str], dict]
-    text_to_hf: Callable[[TextConfig], dict]
-    required: Mapping[str, Callable[[TextConfig], bool]]
+    text_to_hf: Callable[[EncoderConfig], dict]
+    required: Mapping[str, Callable[[EncoderConfig], bool]]
     tied: Mapping[str, str] = field(default_factory=dict)
     heads_not_kept: tuple[str, ...] = ()
     buffers: tuple[str, ...] = BUFFERS
     tasks: tuple[TaskClass, ...] = ()
+    text_config: type[EncoderConfig] = TextConfig
 
     def matches(self, architecture: str) -> bool:
         return any(fnmatch.fnmatchcase(architecture, p) for p in self.patterns)
@@ -162,7 +165,6 @@ def common_text_to_hf(text: TextConfig) -> dict:
 
 # What every BERT-like family needs of a babelzoo text config to be exportable: field -> test.
 COMMON_REQUIRED: dict[str, Callable[[TextConfig], bool]] = {
-    "encoder == 'transformer'": lambda t: t.encoder == "transformer",
     "position_embedding == 'learned'": lambda t: t.position_embedding == "learned",
     "relative_attention == 'none'": lambda t: t.relative_attention == "none",
     "norm_position == 'post'": lambda t: t.norm_position == "post",

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional
 
 import torch
 
-from ..config import ConfigError, ModelConfig, TextConfig
+from ..config import ConfigError, EncoderConfig, ModelConfig
 from ..pretrained import CheckpointError, load_state_strict, model_state
 from .families import family_for_model_type
 from .family import Family, TaskClass, head_from_hf
@@ -59,7 +59,7 @@ def import_hf(directory: str | Path):
     has_mlm = bool(keys.hf_keys("mlm", 1) & set(state))
     head = head_from_hf(hf, task, where) if task is not None else None
     try:
-        text = TextConfig(**family.text_from_hf(hf, where), pooler=has_pooler, mlm_head=has_mlm,
+        text = family.text_config(**family.text_from_hf(hf, where), pooler=has_pooler, mlm_head=has_mlm,
                           tie_word_embeddings=bool(hf.get("tie_word_embeddings", True)))
         config = ModelConfig(architecture=family.name, text=text, head=head)
     except ConfigError as err:
@@ -137,7 +137,7 @@ def _normalise(raw: Mapping[str, torch.Tensor], family: Family,
     return state, names
 
 
-def _drop_tied_aliases(state: dict[str, torch.Tensor], family: Family, text: TextConfig,
+def _drop_tied_aliases(state: dict[str, torch.Tensor], family: Family, text: EncoderConfig,
                        names: Mapping[str, str], source: str) -> None:
     """Older checkpoints also store the tied copies (decoder weight = word embeddings, decoder
     bias = MLM bias). They must equal what they are tied to; then they are redundant.
@@ -160,7 +160,7 @@ def _drop_tied_aliases(state: dict[str, torch.Tensor], family: Family, text: Tex
         del state[alias]
 
 
-def _attach_tokenizer(model, directory: Path, family: Family, text: TextConfig) -> None:
+def _attach_tokenizer(model, directory: Path, family: Family, text: EncoderConfig) -> None:
     from .tokenizers import load_hf_tokenizer
 
     tokenizer = load_hf_tokenizer(directory, family, text)

@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-from ..config import TextConfig
+from ..config import EncoderConfig
 from ..pretrained import CheckpointError
 from .family import Family
 
@@ -18,7 +18,7 @@ TOKENIZERS = {"bert": ("wordpiece", "vocab.txt"), "xlmr": ("sentencepiece", "sen
               "albert": ("sentencepiece", "spiece.model")}
 
 
-def load_hf_tokenizer(directory: Path, family: Family, text: TextConfig):
+def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig):
     """The tokenizer of an HF model directory, or None when it holds none."""
     from ...datasets.tokenizer import TokenizerError, load_tokenizer
 
@@ -36,7 +36,7 @@ def load_hf_tokenizer(directory: Path, family: Family, text: TextConfig):
     return tokenizer
 
 
-def check_tokenizer(tokenizer, family: Family, text: TextConfig, where: str) -> None:
+def check_tokenizer(tokenizer, family: Family, text: EncoderConfig, where: str) -> None:
     """A tokenizer must be of the family's kind, fit in the embedding table and pad with the
     id the model masks out."""
     kind = TOKENIZERS.get(family.name, (None,))[0]
@@ -51,7 +51,7 @@ def check_tokenizer(tokenizer, family: Family, text: TextConfig, where: str) -> 
                               f"pad_token_id is {text.pad_token_id}")
 
 
-def save_hf_tokenizer(tokenizer, directory: Path, family: Family, text: TextConfig) -> Optional[Path]:
+def save_hf_tokenizer(tokenizer, directory: Path, family: Family, text: EncoderConfig) -> Optional[Path]:
     """Write ``tokenizer`` in the layout ``transformers.AutoTokenizer`` loads for ``family``."""
     check_tokenizer(tokenizer, family, text, f"tokenizer for {directory}")
     save_hf = getattr(tokenizer, "save_hf", None)

@@ -10,7 +10,7 @@ first token through its own dense + tanh layer (``classifier.dense``, then ``cla
 
 from __future__ import annotations
 
-from ..config import TextConfig
+from ..transformer_config import TextConfig
 from .bert import KEYS as BERT_KEYS
 from .family import COMMON_REQUIRED, Family, TaskClass, common_text_from_hf, common_text_to_hf
 from .keymap import KeyMap

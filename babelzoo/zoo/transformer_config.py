@@ -1,14 +1,99 @@
-"""Named architectures. Each entry's docstring is its model card.
+"""The Transformer family's config and zoo entries: BERT and its relatives as switches of one
+encoder (:mod:`babelzoo.zoo.transformer` holds the modules).
 
-``*_base`` entries follow the published sizes; ``*_tiny`` entries keep every switch of their
-family at a size that trains in seconds on a CPU (tests, demos)."""
+Post-LN or pre-LN blocks, learned or sinusoidal absolute positions (RoBERTa's offset), segment
+and XLM language embeddings, ALBERT's factorised embedding and cross-layer sharing, T5 bucketed
+relative bias and NEZHA functional relative positions, causal attention. Entries: mBERT, XLM,
+XLM-R, Unicoder, ALBERT, NEZHA, a T5-bias pre-LN encoder, multilingual-e5-small. ``*_base``
+entries follow the published sizes; ``*_tiny`` entries keep every switch of their family at a
+size that trains in seconds on a CPU (tests, demos).
+"""
 
 from __future__ import annotations
 
-from .config import ModelConfig, TextConfig
-from .factory import register_model
+from dataclasses import dataclass
+from typing import Any, ClassVar, Optional
 
-TINY = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=4, intermediate_size=256, max_positions=256)
+from .config import ConfigError, EncoderConfig, ModelConfig, _check
+from .factory import TINY, PretrainedWeights, register_model
+from .family import TextFamily, register_family
+
+
+@dataclass(frozen=True)
+class TextConfig(EncoderConfig):
+    """The Transformer family's config: :class:`EncoderConfig`'s fields plus its switches.
+
+    ``embedding_size`` smaller than ``hidden_size`` gives ALBERT's factorised embedding;
+    ``share_layers`` gives ALBERT's cross-layer sharing; ``num_languages > 0`` adds XLM language
+    embeddings; ``position_offset`` is RoBERTa's shift of position ids past the padding index;
+    ``relative_attention`` adds T5's bucketed bias or NEZHA's relative positions.
+    """
+
+    family: ClassVar[str] = "transformer"
+
+    embedding_size: Optional[int] = None
+    position_embedding: str = "learned"
+    position_offset: int = 0
+    relative_attention: str = "none"
+    relative_buckets: int = 32
+    relative_max_distance: int = 128
+    norm_position: str = "post"
+    embedding_layer_norm: bool = True
+    share_layers: bool = False
+    causal: bool = False
+
+    _choices: ClassVar = {
+        **EncoderConfig._choices,
+        "position_embedding": ("learned", "sinusoidal", "none"),
+        "relative_attention": ("none", "t5", "nezha"),
+        "norm_position": ("post", "pre"),
+    }
+    _positive: ClassVar = EncoderConfig._positive + ("relative_buckets", "relative_max_distance")
+    _non_negative: ClassVar = EncoderConfig._non_negative + ("position_offset",)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.embedding_size or self.hidden_size
+
+    def validate(self) -> None:
+        super().validate()
+        name = type(self).__name__
+        if self.embedding_size is not None:
+            _check(isinstance(self.embedding_size, int) and self.embedding_size > 0, name, "embedding_size",
+                   self.embedding_size, "must be a positive integer or None")
+        if self.relative_attention == "nezha":
+            _check(self.head_dim % 2 == 0, name, "hidden_size", self.hidden_size,
+                   "must give an even head dimension for NEZHA's sinusoidal relative encoding")
+
+    def for_modality(self) -> "TextConfig":
+        """The config of a plain tower over image patches or speech frames shaped like this
+        text encoder: their positions are absolute (added by the front end) and never causal."""
+        return self.replace(relative_attention="none", causal=False)
+
+    def encoder_flops_per_token(self, seq_len: int) -> float:
+        """2·(3H² + H²) for the QKV and output projections, 2·2HI for the feed-forward and
+        2·2·L·H for the scores and the weighted sum over L keys, per layer; NEZHA's relative
+        key and value terms add another 2·2·L·H."""
+        h = self.hidden_size
+        per_layer = 2 * (4 * h * h) + 2 * (2 * h * self.intermediate_size) + 4 * seq_len * h
+        if self.relative_attention == "nezha":
+            per_layer += 4 * seq_len * h
+        return float(self.num_layers * per_layer)
+
+    @classmethod
+    def migrate(cls, data: dict[str, Any], where: str) -> dict[str, Any]:
+        # Before families, ``encoder`` named the encoder kind and ``bidirectional`` (read by RNNs
+        # only) was in every config; a Transformer reads neither.
+        data = dict(data)
+        kind = data.pop("encoder", "transformer")
+        if kind != "transformer":
+            raise ConfigError(f"{where or 'text'}: encoder={kind!r} is not a Transformer")
+        data.pop("bidirectional", None)
+        return data
+
+
+FAMILY = register_family(TextFamily("transformer", TextConfig, build="babelzoo.zoo.transformer:build",
+                                           encoder="babelzoo.zoo.transformer:TransformerEncoder"))
 
 
 def _tiny(config: ModelConfig, **extra) -> ModelConfig:
@@ -130,30 +215,7 @@ def t5rel_prenorm_tiny() -> ModelConfig:
     return _tiny(t5rel_prenorm_base())
 
 
-@register_model
-def bilstm_base() -> ModelConfig:
-    """A 2-layer bidirectional LSTM encoder (ELMo-style, Peters et al. 2018) over learned token
-    embeddings; a cheap baseline for the same objectives."""
-    return ModelConfig(text=TextConfig(encoder="lstm", num_layers=2, position_embedding="none",
-                                       segment_vocab_size=0))
-
-
-@register_model
-def bilstm_tiny() -> ModelConfig:
-    """The bidirectional LSTM baseline at tiny size (2 layers, width 128), for tests and demos."""
-    return _tiny(bilstm_base())
-
-
-@register_model
-def bigru_tiny() -> ModelConfig:
-    """A bidirectional GRU (Cho et al. 2014) encoder at tiny size (2 layers, width 128)."""
-    return _tiny(bilstm_base(), encoder="gru")
-
-
 # --- pretrained entries read from installed packages -------------------------------------------
-
-from .factory import PretrainedWeights  # noqa: E402
-
 
 def _load_multilingual_e5_small(**overrides):
     from .e5 import load_multilingual_e5_small

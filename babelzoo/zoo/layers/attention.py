@@ -1,10 +1,10 @@
-"""Reusable Transformer blocks: one attention path, feed-forward, pre/post-LN blocks, heads.
+"""Multi-head self-attention on one attention path, :func:`attend`.
 
 Every kind of attention mask goes through :func:`attend`, which calls
 ``torch.nn.functional.scaled_dot_product_attention`` (or writes the same softmax out where SDPA
 has no kernel for the case): padding masks, causal and prefix masks, per-example [B, L, L]
 visibility matrices (K-BERT) and additive relative-position biases are all expressed as one
-``attn_mask``.
+``attn_mask``; rotary positions rotate the queries and keys first.
 """
 
 from __future__ import annotations
@@ -16,74 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import InputError
-from .config import ConfigError
-from .dropout import Dropout, dropout as drop
-
-ACTIVATIONS = {
-    "gelu": nn.GELU,
-    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
-    "relu": nn.ReLU,
-}
-
-
-def activation(name: str) -> nn.Module:
-    return ACTIVATIONS[name]()
-
-
-# --- masks -------------------------------------------------------------------------------------
-
-def causal_visibility(length: int, device=None) -> torch.Tensor:
-    """[L, L] bool: position i sees positions j <= i (GPT-style language modelling)."""
-    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
-
-
-def prefix_visibility(prefix_lengths: torch.Tensor, length: int) -> torch.Tensor:
-    """[B, L, L] bool: every position sees the whole prefix; positions after it see causally
-    (UniLM / UER's 'prefix' mask)."""
-    causal = causal_visibility(length, prefix_lengths.device)
-    in_prefix = torch.arange(length, device=prefix_lengths.device)[None, :] < prefix_lengths[:, None]
-    return causal[None] | in_prefix[:, None, :]
-
-
-def build_attention_mask(attention_mask: Optional[torch.Tensor] = None,
-                         visible: Optional[torch.Tensor] = None,
-                         causal: bool = False,
-                         length: Optional[int] = None) -> Optional[torch.Tensor]:
-    """Combine a [B, L] padding mask (1 = real token), an optional [B, L, L] or [L, L]
-    visibility matrix (True = may attend) and an optional causal constraint into one bool mask
-    for SDPA, shaped [B, 1, L or 1, L]. Returns None when nothing is masked, which lets SDPA use
-    its fastest kernels.
-
-    A query row that would see no key at all (a padding position under a causal or K-BERT mask)
-    is allowed to see itself, so that softmax never divides by zero.
-    """
-    mask = None
-    if attention_mask is not None:
-        keys = attention_mask.bool()
-        if not bool(keys.all()):
-            mask = keys[:, None, None, :]
-    if visible is not None:
-        vis = visible.bool()
-        vis = vis[:, None] if vis.dim() == 3 else vis[None, None]
-        mask = vis if mask is None else mask & vis
-    if causal:
-        size = length if length is not None else mask.shape[-1]
-        device = mask.device if mask is not None else None
-        tri = causal_visibility(size, device)[None, None]
-        mask = tri if mask is None else mask & tri
-    if mask is None:
-        return None
-    # A query that may see no key (a row of padding only) would take a softmax over nothing: NaN,
-    # whose gradient reaches the weights even though no loss reads that row. It sees itself
-    # instead (per-query masks) or every position (a key mask shared by all queries).
-    empty = ~mask.any(dim=-1, keepdim=True)
-    if bool(empty.any()):
-        if mask.shape[-2] > 1:
-            mask = mask | (empty & torch.eye(mask.shape[-1], dtype=torch.bool, device=mask.device))
-        else:
-            mask = mask | empty
-    return mask
+from ...errors import InputError
+from .dropout import dropout as drop
+from .positions import apply_rotary
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -173,32 +108,37 @@ class Packing:
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with one fused QKV projection."""
+    """Multi-head self-attention with one fused QKV projection (``bias=False``: no biases on
+    either projection, as in ModernBERT)."""
 
-    def __init__(self, hidden_size: int, num_heads: int, dropout: float = 0.0):
+    def __init__(self, hidden_size: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
         self.num_heads = num_heads
         self.head_dim = hidden_size // num_heads
         self.dropout = dropout
-        self.qkv = nn.Linear(hidden_size, 3 * hidden_size)
-        self.out = nn.Linear(hidden_size, hidden_size)
+        self.qkv = nn.Linear(hidden_size, 3 * hidden_size, bias=bias)
+        self.out = nn.Linear(hidden_size, hidden_size, bias=bias)
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
                 bias: Optional[torch.Tensor] = None,
                 relative: Optional[torch.Tensor] = None,
                 rows: Optional[torch.Tensor] = None,
-                packing: Optional["Packing"] = None) -> torch.Tensor:
+                packing: Optional["Packing"] = None,
+                rotary: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
         """``relative`` is NEZHA's [L, L, D] table a_ij, added to keys and values. ``rows``
         ([B, K] positions, see :func:`select_rows`) computes queries, and so outputs [B, K, H],
         at those positions only; keys and values still come from every position. With
         ``packing``, ``x`` is [N, H], the real tokens only (see :class:`Packing`): the
-        projections run on them, attention on the padded layout."""
+        projections run on them, attention on the padded layout. ``rotary`` (cos, sin) from
+        :class:`~babelzoo.zoo.layers.positions.RotaryEmbedding` rotates queries and keys."""
         if packing is not None:
             if rows is not None:
                 raise InputError("query rows and packed tokens cannot be combined")
             width = x.shape[-1]
             qkv = packing.unpack(self.qkv(x)).view(packing.batch, packing.length, 3, self.num_heads, self.head_dim)
             q, k, v = qkv.permute(2, 0, 3, 1, 4)
+            if rotary is not None:
+                q, k = apply_rotary(q, rotary), apply_rotary(k, rotary)
             if relative is not None:
                 rel_scores = torch.einsum("bhid,ijd->bhij", q, relative.to(q.dtype)) / math.sqrt(self.head_dim)
                 bias = rel_scores if bias is None else bias + rel_scores
@@ -208,9 +148,11 @@ class SelfAttention(nn.Module):
         if rows is None:
             queries = length
             q, k, v = self.qkv(x).view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+            if rotary is not None:
+                q, k = apply_rotary(q, rotary), apply_rotary(k, rotary)
         else:
-            if relative is not None:
-                raise InputError("query rows cannot be combined with NEZHA relative positions")
+            if relative is not None or rotary is not None:
+                raise InputError("query rows cannot be combined with NEZHA relative or rotary positions")
             queries = rows.shape[1]
             weight, qkv_bias = self.qkv.weight, self.qkv.bias
             q = F.linear(take_rows(x, rows), weight[:width], None if qkv_bias is None else qkv_bias[:width])
@@ -224,87 +166,3 @@ class SelfAttention(nn.Module):
             bias = rel_scores if bias is None else bias + rel_scores
         context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0)
         return self.out(context.transpose(1, 2).reshape(b, queries, width))
-
-
-class FeedForward(nn.Module):
-    def __init__(self, hidden_size: int, intermediate_size: int, act: str):
-        super().__init__()
-        self.up = nn.Linear(hidden_size, intermediate_size)
-        self.act = activation(act)
-        self.down = nn.Linear(intermediate_size, hidden_size)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(self.act(self.up(x)))
-
-
-class TransformerBlock(nn.Module):
-    """Post-LN (BERT: x = LN(x + f(x))) or pre-LN (GPT-2: x = x + f(LN(x))) block."""
-
-    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, act: str = "gelu",
-                 dropout: float = 0.1, attention_dropout: float = 0.1, eps: float = 1e-12,
-                 pre_norm: bool = False):
-        super().__init__()
-        self.pre_norm = pre_norm
-        self.attention = SelfAttention(hidden_size, num_heads, attention_dropout)
-        self.attention_norm = nn.LayerNorm(hidden_size, eps=eps)
-        self.ffn = FeedForward(hidden_size, intermediate_size, act)
-        self.ffn_norm = nn.LayerNorm(hidden_size, eps=eps)
-        self.dropout = Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
-                bias: Optional[torch.Tensor] = None, relative: Optional[torch.Tensor] = None,
-                rows: Optional[torch.Tensor] = None, packing: Optional[Packing] = None) -> torch.Tensor:
-        """``rows`` ([B, K] positions): the block's output [B, K, H] at those positions only
-        (every position still serves as a key and value). ``packing``: ``x`` and the output
-        are the real tokens only, [N, H]."""
-        residual = x if rows is None else take_rows(x, rows)
-        if self.pre_norm:
-            x = residual + self.dropout(self.attention(self.attention_norm(x), mask, bias, relative, rows, packing))
-            return x + self.dropout(self.ffn(self.ffn_norm(x)))
-        x = self.attention_norm(residual + self.dropout(self.attention(x, mask, bias, relative, rows, packing)))
-        return self.ffn_norm(x + self.dropout(self.ffn(x)))
-
-
-class MLMHead(nn.Module):
-    """BERT's masked-LM head: dense → activation → LayerNorm → decoder tied to the word
-    embeddings (+ a free bias). With ALBERT's factorised embedding the decoder works in the
-    embedding width E, so the dense layer maps H → E."""
-
-    def __init__(self, hidden_size: int, embedding_dim: int, vocab_size: int, act: str, eps: float):
-        super().__init__()
-        self.dense = nn.Linear(hidden_size, embedding_dim)
-        self.act = activation(act)
-        self.norm = nn.LayerNorm(embedding_dim, eps=eps)
-        self.decoder = nn.Linear(embedding_dim, vocab_size, bias=False)
-        self.bias = nn.Parameter(torch.zeros(vocab_size))
-
-    def forward(self, hidden: torch.Tensor, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Logits for every position, or only where the bool ``positions`` mask is True
-        (then [N, V] for the N selected tokens: the vocabulary projection dominates the cost of
-        a masked-LM step, and only ~15% of positions carry a label)."""
-        if positions is not None:
-            hidden = hidden[positions]
-        return self.decoder(self.norm(self.act(self.dense(hidden)))) + self.bias
-
-
-def pool(hidden: torch.Tensor, mask: Optional[torch.Tensor], mode: str = "cls") -> torch.Tensor:
-    """Sentence vectors [B, H]: the first ([CLS]) token, or the mean over real tokens."""
-    if mode == "cls":
-        return hidden[:, 0]
-    if mode == "mean":
-        if mask is None:
-            return hidden.mean(1)
-        weights = mask.to(hidden.dtype).unsqueeze(-1)
-        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
-    raise ConfigError(f"unknown pooling {mode!r}; choose 'cls' or 'mean'")
-
-
-class Pooler(nn.Module):
-    """tanh(W h_0 + b) over the first token, as in BERT's next-sentence head."""
-
-    def __init__(self, hidden_size: int):
-        super().__init__()
-        self.dense = nn.Linear(hidden_size, hidden_size)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(hidden[:, 0]))

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ConfigError
+from ..config import ConfigError
 
 _WORD = 2 ** 32
 _INT64_MIN = -2 ** 63

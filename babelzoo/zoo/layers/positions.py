@@ -1,5 +1,5 @@
 """Position information: absolute sinusoidal tables, T5 relative buckets, NEZHA functional
-relative encoding."""
+relative encoding, rotary embeddings (RoPE)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import math
 
 import torch
 from torch import nn
+
+from ..config import ConfigError
 
 
 def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
@@ -77,3 +79,33 @@ class NezhaRelativePositions(nn.Module):
         """Returns the [L, L, head_dim] tensor of a_ij."""
         index = relative_distances(length, self.table.device).clamp(-self.max_distance, self.max_distance)
         return self.table[index + self.max_distance]
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding (Su et al. 2021, "RoFormer"): the pair (x_2i, x_2i+1), here the
+    halves (x_i, x_i+d/2) as in GPT-NeoX and ModernBERT, of each query and key is rotated by
+    the angle p·θ^(−2i/d), so q_m·k_n depends on m − n only. ``theta`` is the base θ."""
+
+    def __init__(self, head_dim: int, theta: float = 10000.0):
+        super().__init__()
+        if head_dim % 2:
+            raise ConfigError(f"rotary embeddings need an even head dimension, got {head_dim}")
+        self.theta = theta
+        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``position_ids`` [B or 1, L] → (cos, sin), each [B or 1, 1, L, head_dim], in fp32."""
+        angles = position_ids[..., None].float() * self.inv_freq
+        angles = torch.cat([angles, angles], dim=-1)[:, None]
+        return angles.cos(), angles.sin()
+
+
+def apply_rotary(x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Rotate ``x`` [B, H, L, D] by (cos, sin) from :class:`RotaryEmbedding`, computed in fp32:
+    x·cos + rotate_half(x)·sin with rotate_half(a, b) = (−b, a)."""
+    cos, sin = rotary
+    half = x.shape[-1] // 2
+    x32 = x.float()
+    rotated = torch.cat([-x32[..., half:], x32[..., :half]], dim=-1)
+    return (x32 * cos + rotated * sin).to(x.dtype)

@@ -1,0 +1,110 @@
+"""Text encoder families: the seam a new family plugs into.
+
+A family is two modules under ``babelzoo/zoo/``: ``<name>_config.py``, which imports no torch
+(listing the zoo stays light), defines
+
+* its config, a subclass of :class:`~babelzoo.zoo.config.EncoderConfig` with a ``family`` name
+  and the family's own fields;
+* a :class:`TextFamily` registered with :func:`register_family`, whose ``build`` names the
+  function (``"module:function"``) that makes the model's parts from that config
+  (:class:`TextParts`: embeddings, encoder, MLM head);
+* its zoo entries (``@register_model``);
+
+and ``<name>.py``, its modules and that ``build`` function, composed from
+:mod:`babelzoo.zoo.layers`.
+
+:class:`~babelzoo.zoo.model.BabelModel` composes the parts and never looks at the family; an
+encoder that is a :class:`~babelzoo.zoo.layers.LayerStack` also serves fusion models. Adding a
+family is its file plus its name in :data:`BUILTIN_FAMILIES` (or an entry point in the
+``babelzoo.families`` group for a family that lives in another package)::
+
+    @dataclass(frozen=True)
+    class MyConfig(EncoderConfig):
+        family: ClassVar[str] = "mine"
+        window: int = 64
+
+    register_family(TextFamily("mine", MyConfig, build="my_package.mine:build"))
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Optional
+
+from ..registry import Registry
+
+# Built-in families: name -> module (imported on first use, so listing the zoo stays light).
+BUILTIN_FAMILIES = {
+    "transformer": "babelzoo.zoo.transformer_config",
+    "rnn": "babelzoo.zoo.rnn_config",
+}
+ENTRY_POINT_GROUP = "babelzoo.families"
+
+
+@dataclass
+class TextParts:
+    """What a family builds for a text model: ``embeddings`` (ids → [B, L, H]), ``encoder``
+    (a :class:`~babelzoo.zoo.layers.LayerStack` or another module with the same ``forward``),
+    ``lm_head`` (None without one). The embeddings name their word table ``word`` and the
+    head its decoder ``decoder``, so ``tie_word_embeddings`` ties them for every family."""
+
+    embeddings: Any
+    encoder: Any
+    lm_head: Optional[Any] = None
+
+
+@dataclass(frozen=True)
+class TextFamily:
+    """``name`` (the config's ``family``), its ``config`` class, and the ``"module:function"``
+    paths (imported when first used) of ``build(config) -> TextParts`` and of
+    ``encoder(config)``, the encoder alone (an ELECTRA generator has no embeddings of its own)."""
+
+    name: str
+    config: type
+    build: str
+    encoder: str
+
+    def parts(self, config) -> TextParts:
+        return _resolve(self.build)(config)
+
+    def build_encoder(self, config):
+        return _resolve(self.encoder)(config)
+
+
+def _resolve(path: str):
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+FAMILIES: Registry[TextFamily] = Registry("text family")
+
+
+def register_family(family: TextFamily) -> TextFamily:
+    FAMILIES.register(family, name=family.name)
+    return family
+
+
+def load_family_module(name: str) -> None:
+    """Import the module that defines family ``name`` (built in, or from an entry point)."""
+    if name in BUILTIN_FAMILIES:
+        importlib.import_module(BUILTIN_FAMILIES[name])
+        return
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name == name:
+            point.load()
+            return
+
+
+def load_builtin_families() -> None:
+    for name in BUILTIN_FAMILIES:
+        load_family_module(name)
+
+
+def family_of(config) -> TextFamily:
+    """The family of a text config (an :class:`~babelzoo.zoo.config.EncoderConfig`)."""
+    name = type(config).family
+    if name not in FAMILIES:
+        load_family_module(name)
+    return FAMILIES.get(name)

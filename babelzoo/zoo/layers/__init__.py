@@ -1,0 +1,28 @@
+"""Reusable parts that families compose: attention on one SDPA path with every mask kind,
+feed-forward variants (MLP, GeGLU, SwiGLU), LayerNorm/RMSNorm, positions (learned, sinusoidal,
+T5 buckets, NEZHA, rotary), token embeddings, the Transformer block, the layer-stack API and
+output heads."""
+
+from .attention import Packing, SelfAttention, attend, select_rows, take_rows
+from .blocks import TransformerBlock
+from .dropout import Dropout, dropout
+from .embeddings import TokenEmbeddings
+from .ffn import ACTIVATIONS, FeedForward, GatedFeedForward, activation
+from .masks import build_attention_mask, causal_visibility, prefix_visibility, sliding_window_visibility
+from .norms import make_norm
+from .outputs import MLMHead, Pooler, pool
+from .positions import (
+                        NezhaRelativePositions,
+                        RotaryEmbedding,
+                        T5RelativeBias,
+                        apply_rotary,
+                        sinusoidal_table,
+                        t5_relative_bucket,
+)
+from .stack import LayerStack
+
+__all__ = ["ACTIVATIONS", "Dropout", "FeedForward", "GatedFeedForward", "LayerStack", "MLMHead",
+           "NezhaRelativePositions", "Packing", "Pooler", "RotaryEmbedding", "SelfAttention", "T5RelativeBias",
+           "TokenEmbeddings", "TransformerBlock", "activation", "apply_rotary", "attend", "build_attention_mask",
+           "causal_visibility", "dropout", "make_norm", "pool", "prefix_visibility", "select_rows",
+           "sinusoidal_table", "sliding_window_visibility", "t5_relative_bucket", "take_rows"]

@@ -1,0 +1,58 @@
+"""The Transformer block: attention and feed-forward sublayers with residuals, post-LN or pre-LN."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+
+from .attention import Packing, SelfAttention, take_rows
+from .dropout import Dropout
+from .ffn import FeedForward, GatedFeedForward
+from .norms import make_norm
+
+
+class TransformerBlock(nn.Module):
+    """Post-LN (BERT: x = LN(x + f(x))) or pre-LN (GPT-2: x = x + f(LN(x))) block.
+
+    The parts are switches: ``bias=False`` drops the biases of every projection, ``norm``
+    picks LayerNorm or RMSNorm (``norm_bias`` its β), ``gated`` a GLU feed-forward (GeGLU with
+    GELU), ``attention_norm=False`` leaves a pre-LN block's input unnormalised (ModernBERT's
+    first layer, which reads already normalised embeddings). ``dropout`` applies to each
+    sublayer's output, ``ffn_dropout`` inside a gated feed-forward.
+    """
+
+    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, act: str = "gelu",
+                 dropout: float = 0.1, attention_dropout: float = 0.1, eps: float = 1e-12,
+                 pre_norm: bool = False, *, bias: bool = True, norm: str = "layer", norm_bias: bool = True,
+                 gated: bool = False, attention_norm: bool = True, ffn_dropout: float = 0.0):
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.attention = SelfAttention(hidden_size, num_heads, attention_dropout, bias=bias)
+        self.attention_norm = make_norm(norm, hidden_size, eps, norm_bias) if attention_norm else nn.Identity()
+        self.ffn = (GatedFeedForward(hidden_size, intermediate_size, act, bias, ffn_dropout) if gated
+                    else FeedForward(hidden_size, intermediate_size, act, bias))
+        self.ffn_norm = make_norm(norm, hidden_size, eps, norm_bias)
+        self.dropout = Dropout(dropout)
+
+    @property
+    def row_wise(self) -> bool:
+        """True when the feed-forward treats every position alone (so rows may be packed or
+        pruned); a knowledge-fusion feed-forward mixes tokens with their entities."""
+        return isinstance(self.ffn, (FeedForward, GatedFeedForward))
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
+                bias: Optional[torch.Tensor] = None, relative: Optional[torch.Tensor] = None,
+                rows: Optional[torch.Tensor] = None, packing: Optional[Packing] = None,
+                rotary: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+        """``rows`` ([B, K] positions): the block's output [B, K, H] at those positions only
+        (every position still serves as a key and value). ``packing``: ``x`` and the output
+        are the real tokens only, [N, H]."""
+        residual = x if rows is None else take_rows(x, rows)
+        if self.pre_norm:
+            attended = self.attention(self.attention_norm(x), mask, bias, relative, rows, packing, rotary)
+            x = residual + self.dropout(attended)
+            return x + self.dropout(self.ffn(self.ffn_norm(x)))
+        x = self.attention_norm(residual + self.dropout(self.attention(x, mask, bias, relative, rows, packing, rotary)))
+        return self.ffn_norm(x + self.dropout(self.ffn(x)))

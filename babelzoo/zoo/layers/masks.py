@@ -1,0 +1,68 @@
+"""Attention masks: padding, causal, prefix (UniLM), sliding-window (local attention) and
+per-example visibility matrices, combined into one bool mask for SDPA."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+
+def causal_visibility(length: int, device=None) -> torch.Tensor:
+    """[L, L] bool: position i sees positions j <= i (GPT-style language modelling)."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+
+
+def prefix_visibility(prefix_lengths: torch.Tensor, length: int) -> torch.Tensor:
+    """[B, L, L] bool: every position sees the whole prefix; positions after it see causally
+    (UniLM / UER's 'prefix' mask)."""
+    causal = causal_visibility(length, prefix_lengths.device)
+    in_prefix = torch.arange(length, device=prefix_lengths.device)[None, :] < prefix_lengths[:, None]
+    return causal[None] | in_prefix[:, None, :]
+
+
+def sliding_window_visibility(length: int, window: int, device=None) -> torch.Tensor:
+    """[L, L] bool: position i sees positions j with |i − j| <= ``window`` (local attention,
+    Longformer/ModernBERT; ``window`` is half the span)."""
+    pos = torch.arange(length, device=device)
+    return (pos[None, :] - pos[:, None]).abs() <= window
+
+
+def build_attention_mask(attention_mask: Optional[torch.Tensor] = None,
+                         visible: Optional[torch.Tensor] = None,
+                         causal: bool = False,
+                         length: Optional[int] = None) -> Optional[torch.Tensor]:
+    """Combine a [B, L] padding mask (1 = real token), an optional [B, L, L] or [L, L]
+    visibility matrix (True = may attend) and an optional causal constraint into one bool mask
+    for SDPA, shaped [B, 1, L or 1, L]. Returns None when nothing is masked, which lets SDPA use
+    its fastest kernels.
+
+    A query row that would see no key at all (a padding position under a causal or K-BERT mask)
+    is allowed to see itself, so that softmax never divides by zero.
+    """
+    mask = None
+    if attention_mask is not None:
+        keys = attention_mask.bool()
+        if not bool(keys.all()):
+            mask = keys[:, None, None, :]
+    if visible is not None:
+        vis = visible.bool()
+        vis = vis[:, None] if vis.dim() == 3 else vis[None, None]
+        mask = vis if mask is None else mask & vis
+    if causal:
+        size = length if length is not None else mask.shape[-1]
+        device = mask.device if mask is not None else None
+        tri = causal_visibility(size, device)[None, None]
+        mask = tri if mask is None else mask & tri
+    if mask is None:
+        return None
+    # A query that may see no key (a row of padding only) would take a softmax over nothing: NaN,
+    # whose gradient reaches the weights even though no loss reads that row. It sees itself
+    # instead (per-query masks) or every position (a key mask shared by all queries).
+    empty = ~mask.any(dim=-1, keepdim=True)
+    if bool(empty.any()):
+        if mask.shape[-2] > 1:
+            mask = mask | (empty & torch.eye(mask.shape[-1], dtype=torch.bool, device=mask.device))
+        else:
+            mask = mask | empty
+    return mask

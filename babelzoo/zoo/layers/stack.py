@@ -1,0 +1,93 @@
+"""The public layer-stack API every Transformer family implements, and the one forward pass
+built on it.
+
+A family's encoder is a :class:`LayerStack`: ``prepare`` turns a padding mask (and visibility,
+causality, position ids) into the family's per-forward state (the SDPA mask, a relative
+position bias, rotary angles, one per attention kind), ``run`` applies layers ``start..end-1``
+to hidden states with that state, ``finish`` applies what follows the last layer (a pre-LN
+stack's final norm). Fusion models call exactly these three to run the text layers on
+[text; image] sequences, so no code outside a family reads the family's attributes::
+
+    state = encoder.prepare(mask, length)
+    x = encoder.finish(encoder.run(x, state, start=2))   # layers 2 .. num_layers-1
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+from ...errors import InputError
+from .attention import Packing, select_rows
+
+
+class LayerStack(nn.Module):
+    """Base class of a family's layer stack. Subclasses set ``num_layers`` and implement
+    :meth:`prepare`, :meth:`run` and (when they have one) :meth:`finish`; they say with
+    :meth:`can_pack` and :meth:`can_select_rows` which fast paths their layers allow."""
+
+    num_layers: int
+
+    def prepare(self, attention_mask: Optional[torch.Tensor], length: int,
+                visible: Optional[torch.Tensor] = None, causal: bool = False,
+                position_ids: Optional[torch.Tensor] = None) -> Any:
+        """The state every layer of one forward pass reads (opaque to callers)."""
+        raise NotImplementedError
+
+    def run(self, x: torch.Tensor, state: Any, start: int = 0, end: Optional[int] = None,
+            rows: Optional[torch.Tensor] = None, packing: Optional[Packing] = None,
+            states: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
+        """Layers ``start .. end-1`` (``end`` None: to the top). ``rows`` ([B, K]) makes the last
+        of them return those positions only; ``packing``: ``x`` holds the real tokens only;
+        each layer's output is appended to ``states`` when given."""
+        raise NotImplementedError
+
+    def finish(self, x: torch.Tensor) -> torch.Tensor:
+        """What follows the last layer (identity unless the family has a final norm)."""
+        return x
+
+    def can_pack(self) -> bool:
+        """May projections and feed-forwards run on the real tokens only?"""
+        return True
+
+    def can_select_rows(self) -> bool:
+        """May the last layer compute its output at selected positions only?"""
+        return True
+
+    def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                visible: Optional[torch.Tensor] = None, causal: bool = False,
+                output_hidden_states: bool = False,
+                output_positions: Optional[torch.Tensor] = None,
+                unpad: bool = False,
+                position_ids: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
+        """Every layer, then :meth:`finish`. ``output_positions`` (bool [B, L]): return
+        ``x[output_positions]`` ([N, H]) only, and run the last layer's queries, feed-forward
+        and norms at those positions alone where the family allows it. ``unpad``: run
+        projections and feed-forward layers on the real tokens only
+        (:class:`~babelzoo.zoo.layers.Packing`); states at padding positions are then zeros."""
+        state = self.prepare(attention_mask, x.shape[1], visible, causal, position_ids)
+        last = self.num_layers - 1
+        packing = Packing(attention_mask) if unpad and attention_mask is not None and self.can_pack() else None
+        rows = valid = None
+        if output_positions is not None:
+            if output_hidden_states:
+                raise InputError("output_positions returns the selected positions of the last layer only; "
+                                 "it cannot be combined with output_hidden_states")
+            if packing is None and self.can_select_rows() and bool(output_positions.any()):
+                rows, valid = select_rows(output_positions)
+        if packing is not None:
+            x = packing.pack(x)
+        states = [x] if output_hidden_states else None
+        x = self.run(x, state, 0, last, packing=packing, states=states)
+        x = self.finish(self.run(x, state, last, last + 1, rows=rows, packing=packing, states=states))
+        if states is not None:
+            states[-1] = x
+        if packing is not None:
+            if output_positions is not None:  # the selected real tokens, in row-major order
+                return x[output_positions.reshape(-1)[packing.index].bool()], None
+            return packing.unpack(x), tuple(packing.unpack(s) for s in states) if states is not None else None
+        if output_positions is not None:
+            x = x[valid] if rows is not None else x[output_positions.bool()]
+        return x, tuple(states) if states is not None else None

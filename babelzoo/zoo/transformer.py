@@ -1,0 +1,101 @@
+"""The Transformer family's modules: token embeddings, the block stack (post/pre-LN, ALBERT
+sharing, T5/NEZHA relative positions) and the MLM head, composed from
+:mod:`babelzoo.zoo.layers`. Its config and entries are in
+:mod:`babelzoo.zoo.transformer_config`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+
+from .family import TextParts
+from .layers import (
+    LayerStack,
+    MLMHead,
+    NezhaRelativePositions,
+    Packing,
+    T5RelativeBias,
+    TokenEmbeddings,
+    TransformerBlock,
+    build_attention_mask,
+)
+from .transformer_config import TextConfig
+
+
+@dataclass
+class StackState:
+    """One forward pass's inputs to every layer: the SDPA mask and the relative positions."""
+
+    mask: Optional[torch.Tensor]
+    bias: Optional[torch.Tensor] = None
+    relative: Optional[torch.Tensor] = None
+
+
+class TransformerEncoder(LayerStack):
+    def __init__(self, config: TextConfig):
+        super().__init__()
+        self.config = config
+        self.num_layers = config.num_layers
+
+        def block() -> TransformerBlock:
+            return TransformerBlock(config.hidden_size, config.num_heads, config.intermediate_size,
+                                    config.activation, config.dropout, config.attention_dropout,
+                                    config.layer_norm_eps, pre_norm=config.norm_position == "pre")
+
+        # ALBERT shares one block across all layers; the forward pass still runs num_layers times.
+        self.layers = nn.ModuleList([block()] if config.share_layers else [block() for _ in range(config.num_layers)])
+        self.final_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+                           if config.norm_position == "pre" else None)
+        self.t5_bias = None
+        self.nezha = None
+        if config.relative_attention == "t5":
+            self.t5_bias = T5RelativeBias(config.num_heads, config.relative_buckets, config.relative_max_distance)
+        elif config.relative_attention == "nezha":
+            self.nezha = NezhaRelativePositions(config.head_dim, config.relative_max_distance)
+
+    def layer(self, index: int) -> TransformerBlock:
+        return self.layers[0 if self.config.share_layers else index]
+
+    def prepare(self, attention_mask: Optional[torch.Tensor], length: int,
+                visible: Optional[torch.Tensor] = None, causal: bool = False,
+                position_ids: Optional[torch.Tensor] = None) -> StackState:
+        mask = build_attention_mask(attention_mask, visible, causal or self.config.causal, length)
+        bias = self.t5_bias(length) if self.t5_bias is not None else None
+        relative = self.nezha(length) if self.nezha is not None else None
+        return StackState(mask, bias, relative)
+
+    def run(self, x: torch.Tensor, state: StackState, start: int = 0, end: Optional[int] = None,
+            rows: Optional[torch.Tensor] = None, packing: Optional[Packing] = None,
+            states: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
+        end = self.num_layers if end is None else end
+        for i in range(start, end):
+            x = self.layer(i)(x, state.mask, state.bias, state.relative, rows if i == end - 1 else None, packing)
+            if states is not None:
+                states.append(x)
+        return x
+
+    def finish(self, x: torch.Tensor) -> torch.Tensor:
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def can_pack(self) -> bool:
+        # Packing needs row-wise layers: ERNIE's entity fusion mixes tokens with their entities.
+        return all(self.layer(i).row_wise for i in range(self.num_layers))
+
+    def can_select_rows(self) -> bool:
+        # Row-wise pruning needs a row-wise last layer and no per-pair table (NEZHA).
+        return self.nezha is None and self.layer(self.num_layers - 1).row_wise
+
+
+def build(config: TextConfig) -> TextParts:
+    embeddings = TokenEmbeddings(
+        config.vocab_size, config.embedding_dim, config.hidden_size, config.pad_token_id,
+        positions=config.position_embedding, max_positions=config.max_positions,
+        position_offset=config.position_offset, segment_vocab_size=config.segment_vocab_size,
+        num_languages=config.num_languages, norm="layer" if config.embedding_layer_norm else None,
+        eps=config.layer_norm_eps, dropout=config.dropout)
+    lm_head = (MLMHead(config.hidden_size, config.embedding_dim, config.vocab_size, config.activation,
+                       config.layer_norm_eps) if config.mlm_head else None)
+    return TextParts(embeddings, TransformerEncoder(config), lm_head)
