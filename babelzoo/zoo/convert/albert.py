@@ -76,4 +76,5 @@ FAMILY = Family(
               "position_offset == 0": lambda t: t.position_offset == 0},
     tied={"predictions.decoder.bias": "predictions.bias"},
     heads_not_kept=("sop_classifier.",),
+    tokenizer=("sentencepiece", "spiece.model"),
 )

@@ -71,4 +71,5 @@ FAMILY = Family(
     tied={"cls.predictions.decoder.bias": "cls.predictions.bias"},
     heads_not_kept=("cls.seq_relationship.",),
     tasks=TASKS,
+    tokenizer=("wordpiece", "vocab.txt"),
 )

@@ -63,7 +63,9 @@ class Family:
     sentence-order classifier): an objective owns such heads, so import drops them with a
     warning that names them. ``tied`` maps HF alias keys to the key they must equal.
     ``tasks`` are the fine-tuned classes that hold a babelzoo task head, one per head kind.
-    ``text_config`` is the babelzoo text config class (family) the HF family maps to."""
+    ``text_config`` is the babelzoo text config class (family) the HF family maps to;
+    ``tokenizer`` the kind of tokenizer babelzoo reads from its directories and the file that
+    holds it (None: the model is imported without its tokenizer)."""
 
     name: str
     model_type: str
@@ -82,6 +84,7 @@ class Family:
     buffers: tuple[str, ...] = BUFFERS
     tasks: tuple[TaskClass, ...] = ()
     text_config: type[EncoderConfig] = TextConfig
+    tokenizer: Optional[tuple[str, str]] = None
 
     def matches(self, architecture: str) -> bool:
         return any(fnmatch.fnmatchcase(architecture, p) for p in self.patterns)

@@ -6,7 +6,9 @@ split into equal parts on export (BERT's separate query/key/value projections be
 ``qkv`` Linear, in that order). Two placeholders expand a pair into many:
 
 * ``{p}`` is each of ``weight`` and ``bias`` (a Linear or LayerNorm);
-* ``{i}`` is each layer index, ``0 .. num_layers - 1``.
+* ``{i}`` is each layer index, ``0 .. num_layers - 1``;
+* ``{j}`` is each layer index but the first, ``1 .. num_layers - 1`` (a part the first layer
+  lacks, as ModernBERT's first attention norm).
 
 Groups say when a pair applies: ``base`` always; ``pooler`` and ``mlm`` when the model has that
 head; ``decoder`` when the MLM decoder is not tied to the word embeddings; ``head`` when the model
@@ -66,8 +68,9 @@ class KeyMap:
 
 def _fills(text: str, num_layers: int) -> list[dict[str, object]]:
     params = ("weight", "bias") if "{p}" in text else (None,)
-    layers = range(num_layers) if "{i}" in text else (None,)
-    return [{k: v for k, v in (("p", p), ("i", i)) if v is not None} for i in layers for p in params]
+    layer_key = "i" if "{i}" in text else "j" if "{j}" in text else None
+    layers = {"i": range(num_layers), "j": range(1, num_layers), None: (None,)}[layer_key]
+    return [{k: v for k, v in (("p", p), (layer_key, i)) if v is not None} for i in layers for p in params]
 
 
 def to_ours(state: Mapping[str, torch.Tensor], pairs: list[Pair]) -> dict[str, torch.Tensor]:

@@ -13,16 +13,17 @@ from ..config import EncoderConfig
 from ..pretrained import CheckpointError
 from .family import Family
 
-# family -> (tokenizer kind, its vocabulary file in a Hugging Face directory)
-TOKENIZERS = {"bert": ("wordpiece", "vocab.txt"), "xlmr": ("sentencepiece", "sentencepiece.bpe.model"),
-              "albert": ("sentencepiece", "spiece.model")}
-
 
 def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig):
     """The tokenizer of an HF model directory, or None when it holds none."""
     from ...datasets.tokenizer import TokenizerError, load_tokenizer
 
-    kind, vocab_file = TOKENIZERS[family.name]
+    if family.tokenizer is None:
+        if (directory / "tokenizer.json").is_file():
+            warnings.warn(f"{directory}: babelzoo reads no {family.model_type} tokenizer files, so the model is "
+                          f"imported without its tokenizer", stacklevel=3)
+        return None
+    kind, vocab_file = family.tokenizer
     if not (directory / vocab_file).is_file():
         if (directory / "tokenizer.json").is_file():
             warnings.warn(f"{directory}: tokenizer.json without {vocab_file}; babelzoo reads {vocab_file}, so "
@@ -39,7 +40,7 @@ def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig):
 def check_tokenizer(tokenizer, family: Family, text: EncoderConfig, where: str) -> None:
     """A tokenizer must be of the family's kind, fit in the embedding table and pad with the
     id the model masks out."""
-    kind = TOKENIZERS.get(family.name, (None,))[0]
+    kind = family.tokenizer[0] if family.tokenizer is not None else None
     if tokenizer.kind != kind:
         raise CheckpointError(f"{where}: a {tokenizer.kind} tokenizer cannot go with a {family.model_type} model "
                               f"(expected {kind or 'none'})")

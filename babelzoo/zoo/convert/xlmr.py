@@ -63,4 +63,5 @@ FAMILY = Family(
                   lambda t: not t.mlm_head or t.activation == "gelu"},
     tied={"lm_head.decoder.bias": "lm_head.bias"},
     tasks=TASKS,
+    tokenizer=("sentencepiece", "sentencepiece.bpe.model"),
 )
