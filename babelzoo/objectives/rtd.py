@@ -91,7 +91,8 @@ class RTD(MLM):
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.normal_(module.weight, std=text.init_std)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:  # a bias-free family's generator (ModernBERT)
+                    nn.init.zeros_(module.bias)
 
     def generate(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """The generator's logits at the masked positions, through the shared embeddings."""

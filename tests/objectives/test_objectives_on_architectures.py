@@ -11,8 +11,7 @@ import torch
 import babelzoo
 from babelzoo.objectives import ExampleError, build_objective
 
-TEXT_MODELS = ["xlm_tiny", "mbert_tiny", "xlmr_tiny", "albert_tiny", "unicoder_tiny", "nezha_tiny",
-               "t5rel_prenorm_tiny", "bilstm_tiny"]
+TEXT_MODELS = [name for name in babelzoo.list_models("*_tiny") if babelzoo.model_config(name).fusion is None]
 
 
 @pytest.mark.parametrize("arch", TEXT_MODELS)

@@ -15,8 +15,8 @@ from .keymap import KeyMap
 
 # HF ``hidden_act`` → our activation. The tanh approximations are one function written three ways.
 ACTIVATIONS_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-                       "gelu_fast": "gelu_tanh", "relu": "relu"}
-ACTIVATIONS_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
+                       "gelu_fast": "gelu_tanh", "relu": "relu", "silu": "silu"}
+ACTIVATIONS_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
 
 # Non-weight buffers that older transformers versions wrote into checkpoints (index tables that
 # every model rebuilds itself): dropped by name, never by a loose filter.
