@@ -39,6 +39,7 @@ from ..registry import Registry
 BUILTIN_FAMILIES = {
     "transformer": "babelzoo.zoo.transformer_config",
     "rnn": "babelzoo.zoo.rnn_config",
+    "modernbert": "babelzoo.zoo.modernbert_config",
 }
 ENTRY_POINT_GROUP = "babelzoo.families"
 

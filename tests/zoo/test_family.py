@@ -20,7 +20,7 @@ TEXT_TINY = [n for n in babelzoo.list_models("*_tiny") if babelzoo.model_config(
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_each_family_config_names_its_family_and_round_trips(name):
     config_class = FAMILIES.get(name).config
-    config = ModelConfig(text=config_class(hidden_size=16, num_heads=2, vocab_size=50))
+    config = ModelConfig(text=config_class(hidden_size=16, num_heads=2, vocab_size=50, pad_token_id=0))
     data = json.loads(config.to_json())
     assert data["text"]["family"] == name
     assert type(ModelConfig.from_dict(data).text) is config_class
