@@ -2,7 +2,7 @@
 
 A :class:`BabelzooError` is a mistake in what the user gave (a file, a line, a config field, a
 name) and its message names it. Every error class of the package derives from it (and keeps its
-standard base: a :class:`~babelzoo.zoo.config.ConfigError` is still a ``ValueError``). A command
+standard base: a :class:`ConfigError` is still a ``ValueError``). A command
 prints such an error as one line, ``babelzoo COMMAND: message``, and exits with
 :data:`USER_ERROR`; so does an ``OSError`` about a named file (missing, unreadable, disk full).
 Any other exception is a bug and keeps its traceback.
@@ -23,6 +23,10 @@ class BabelzooError(Exception):
 
 class UsageError(BabelzooError):
     """Command-line options that do not fit together."""
+
+
+class ConfigError(BabelzooError, ValueError):
+    """A configuration value or key is invalid; the message names the field."""
 
 
 class InputError(BabelzooError, ValueError):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from .._lazy import lazy_getattr
 
-
 _API = {
     "KnowledgeBase": "base", "KBError": "base", "Triple": "base", "KNOWLEDGE_BASES": "base",
     "register_kb": "base", "load_kb": "base", "list_kbs": "base", "discover_entry_points": "base",
@@ -27,7 +26,7 @@ _API = {
     "RetrievalMemory": "memory", "MemoryFormatError": "memory", "recall_at_k": "memory",
     "attach_knowledge": "fusion", "KnowledgeFusion": "fusion", "ErnieFeedForward": "fusion",
     "DEAObjective": "dea", "DEAHead": "dea", "corrupt_entities": "dea",
-    "KBertInjector": "kbert", "flatten_tree": "kbert", "SentenceTree": "kbert",
+    "KBertInjector": "kbert", "flatten_tree": "kbert", "SentenceTree": "kbert", "KBertMLM": "kbert_mlm",
     "entity_mask": "entity_masking",
     "KNNAttention": "knn", "KNNLM": "knn",
 }

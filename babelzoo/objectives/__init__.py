@@ -14,6 +14,7 @@ name                        objective
 ``xlco``                    cross-lingual contrast (InfoXLM)
 ``translation_ranking``     additive-margin translation ranking (LaBSE)
 ``dea`` / ``entity_mlm``    entity alignment (ERNIE) / entity-level masked LM (ERNIE 1.0), from :mod:`babelzoo.knowledge`
+``kbert_mlm``               masked LM over K-BERT sentence trees (visible matrix, soft positions), from :mod:`babelzoo.knowledge`
 ``sequence_classification`` fine-tuning: cross-entropy of the model's sequence head
 ``token_classification``    fine-tuning: cross-entropy of the model's token head on first sub-words
 ==========================  ===============================================================

@@ -31,7 +31,8 @@ MODES = ("sum", "sample")
 
 
 # Objectives that live with the knowledge modules, imported on first use.
-KNOWLEDGE_OBJECTIVES = {"dea": "babelzoo.knowledge.dea", "entity_mlm": "babelzoo.knowledge.entity_mlm"}
+KNOWLEDGE_OBJECTIVES = {"dea": "babelzoo.knowledge.dea", "entity_mlm": "babelzoo.knowledge.entity_mlm",
+                        "kbert_mlm": "babelzoo.knowledge.kbert_mlm"}
 
 
 def build_objective(name: str, specials: SpecialIds, config: EncoderConfig | ModelConfig | None = None,

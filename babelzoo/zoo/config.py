@@ -21,11 +21,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Optional
 
-from ..errors import BabelzooError
+from ..errors import ConfigError
 
-
-class ConfigError(BabelzooError, ValueError):
-    """A configuration value or key is invalid; the message names the field."""
+__all__ = ["AudioConfig", "ConfigError", "EncoderConfig", "FusionConfig", "HeadConfig", "KnowledgeConfig",
+           "ModelConfig", "VisionConfig", "text_config_class"]
 
 
 def _check(cond: bool, cls: str, name: str, value: Any, why: str) -> None:
@@ -193,6 +192,12 @@ class EncoderConfig(_Config):
                f"must be smaller than vocab_size={self.vocab_size}")
         _check(self.layer_norm_eps > 0, name, "layer_norm_eps", self.layer_norm_eps, "must be positive")
         _check(self.init_std > 0, name, "init_std", self.init_std, "must be positive")
+
+    def check_knowledge(self, knowledge: "KnowledgeConfig") -> None:
+        """Refuse a knowledge part this family cannot build (checked by :class:`ModelConfig`)."""
+        if knowledge.fusion == "ernie":
+            raise ConfigError(f"ModelConfig.knowledge: ERNIE fusion layers need a 'transformer' family text encoder; "
+                              f"family {self.family!r} has none (use fusion='none')")
 
     def encoder_flops_per_token(self, seq_len: int) -> float:
         """Forward FLOPs per token of the encoder's layers (multiply-add = 2), for
@@ -386,6 +391,13 @@ class ModelConfig:
             value = getattr(self, name)
             if value is not None and not isinstance(value, cls):
                 raise ConfigError(f"ModelConfig.{name} must be a {cls.__name__}, got {type(value).__name__}")
+        knowledge = self.knowledge
+        if knowledge is not None and knowledge.fusion == "ernie" and not knowledge.fusion_layers:
+            # No layers named: the upper half of the encoder, ERNIE's K-encoder, recorded as such.
+            layers = self.text.num_layers
+            object.__setattr__(self, "knowledge", knowledge.replace(fusion_layers=tuple(range(layers // 2, layers))))
+        if self.knowledge is not None:
+            self.text.check_knowledge(self.knowledge)
         if self.head is not None:
             self._check_head(self.head)
 

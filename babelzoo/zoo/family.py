@@ -48,27 +48,32 @@ ENTRY_POINT_GROUP = "babelzoo.families"
 class TextParts:
     """What a family builds for a text model: ``embeddings`` (ids → [B, L, H]), ``encoder``
     (a :class:`~babelzoo.zoo.layers.LayerStack` or another module with the same ``forward``),
-    ``lm_head`` (None without one). The embeddings name their word table ``word`` and the
-    head its decoder ``decoder``, so ``tie_word_embeddings`` ties them for every family."""
+    ``lm_head`` (None without one), ``entities`` (the entity table of ERNIE fusion layers,
+    :class:`~babelzoo.zoo.layers.entities.EntityFusion`, when the knowledge part asks for
+    them). The embeddings name their word table ``word`` and the head its decoder ``decoder``,
+    so ``tie_word_embeddings`` ties them for every family."""
 
     embeddings: Any
     encoder: Any
     lm_head: Optional[Any] = None
+    entities: Optional[Any] = None
 
 
 @dataclass(frozen=True)
 class TextFamily:
     """``name`` (the config's ``family``), its ``config`` class, and the ``"module:function"``
-    paths (imported when first used) of ``build(config) -> TextParts`` and of
-    ``encoder(config)``, the encoder alone (an ELECTRA generator has no embeddings of its own)."""
+    paths (imported when first used) of ``build(config, knowledge) -> TextParts`` (``knowledge``:
+    the model's :class:`~babelzoo.zoo.config.KnowledgeConfig` or None, already checked by the
+    text config's ``check_knowledge``) and of ``encoder(config)``, the encoder alone (an ELECTRA
+    generator has no embeddings of its own)."""
 
     name: str
     config: type
     build: str
     encoder: str
 
-    def parts(self, config) -> TextParts:
-        return _resolve(self.build)(config)
+    def parts(self, config, knowledge=None) -> TextParts:
+        return _resolve(self.build)(config, knowledge)
 
     def build_encoder(self, config):
         return _resolve(self.encoder)(config)

@@ -40,27 +40,25 @@ class BabelModel(nn.Module):
         super().__init__()
         self.config = config
         text = config.text
-        parts = family_of(text).parts(text)
+        # Drawn before any module is built, whose constructors draw from the global RNG too.
+        generator = torch.Generator().manual_seed(int(torch.randint(0, 2 ** 62, ())))
+        parts = family_of(text).parts(text, config.knowledge)
         self.embeddings = parts.embeddings
         self.encoder = parts.encoder
         self.pooler = Pooler(text.hidden_size) if text.pooler else None
         self.lm_head = parts.lm_head
-        self.apply(self._init_weights)
-        self.tie_weights()
-        self.knowledge = None
-        if config.knowledge is not None and config.knowledge.fusion == "ernie":
-            self._build_knowledge(config.knowledge)
+        self.knowledge = parts.entities
         self.head = None
         if config.head is not None:
             self._build_head(config.head)
+        self._initialise(generator)
+        self.tie_weights()
 
     def _build_head(self, head) -> None:
-        """The task head, built after the encoder so that the encoder's initial weights are
-        the same with or without a head; a frozen encoder gets no gradients."""
+        """The task head; a frozen encoder gets no gradients."""
         from .heads import build_head
 
         self.head = build_head(head, self.config.text)
-        self.head.apply(self._init_weights)
         if self.encoder_frozen:
             for name, param in self.named_parameters():
                 if not name.startswith("head."):
@@ -79,39 +77,29 @@ class BabelModel(nn.Module):
                     child.eval()
         return self
 
-    def _build_knowledge(self, knowledge) -> None:
-        """ERNIE fusion layers and the entity table from the config's knowledge part, built after
-        the base weights so that a model has the same base weights with or without knowledge.
-        Empty ``fusion_layers`` means the upper half of the encoder (ERNIE's K-encoder); the
-        config then records the layers chosen."""
-        from ..knowledge.fusion import KnowledgeFusion
-
-        if not knowledge.fusion_layers:
-            layers = self.config.text.num_layers
-            knowledge = knowledge.replace(fusion_layers=tuple(range(layers // 2, layers)))
-            self.config = self.config.override(knowledge=knowledge)
-        self.knowledge = KnowledgeFusion(self, knowledge)
-
-    def attach_knowledge(self, kb, memory=None, **kwargs):
-        """Attach a knowledge base (and optionally a retrieval memory) and add ERNIE fusion:
-        see :func:`babelzoo.knowledge.fusion.attach_knowledge` for the keyword arguments
-        (``entity_embeddings``, ``fusion_layers``, ``entity_dim``, ``freeze_entities``,
-        ``languages``). Afterwards ``model(input_ids, entities=...)`` fuses entity indices
-        aligned with the tokens (``model.knowledge.link(...)`` makes them). Returns
-        ``model.knowledge``."""
-        from ..knowledge.fusion import attach_knowledge
-
-        return attach_knowledge(self, kb, memory, **kwargs)
-
     # --- weights -------------------------------------------------------------------------------
-    def _init_weights(self, module: nn.Module) -> None:
+    def _initialise(self, generator: torch.Generator) -> None:
+        """BERT's initialisation from ``generator`` (seeded by one draw of the global RNG): the
+        base weights first, then those of a knowledge part, then a task head's, so that a model
+        has the same base weights with or without knowledge fusion or a head."""
+        named = list(self.named_modules())
+        order = {"base": [], "knowledge": [], "head": []}
+        for name, module in named:
+            part = ("head" if name.startswith("head") else
+                    "knowledge" if name.startswith("knowledge") or ".entity_" in name else "base")
+            order[part].append(module)
+        for modules in order.values():
+            for module in modules:
+                self._init_weights(module, generator)
+
+    def _init_weights(self, module: nn.Module, generator: Optional[torch.Generator] = None) -> None:
         std = self.config.text.init_std
         if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, std=std)
+            nn.init.normal_(module.weight, std=std, generator=generator)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, std=std)
+            nn.init.normal_(module.weight, std=std, generator=generator)
             if module.padding_idx is not None:
                 with torch.no_grad():
                     module.weight[module.padding_idx].zero_()

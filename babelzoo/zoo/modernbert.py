@@ -89,7 +89,8 @@ class ModernBertEncoder(LayerStack):
         return False
 
 
-def build(config: ModernBertConfig) -> TextParts:
+def build(config: ModernBertConfig, knowledge=None) -> TextParts:
+    # ``knowledge`` asks for nothing here: the config's check_knowledge refuses fusion layers.
     embeddings = TokenEmbeddings(config.vocab_size, config.hidden_size, config.hidden_size, config.pad_token_id,
                                  positions="none", segment_vocab_size=config.segment_vocab_size,
                                  num_languages=config.num_languages, norm="layer", norm_bias=False,

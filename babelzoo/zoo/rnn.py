@@ -49,7 +49,8 @@ class RNNEncoder(nn.Module):
         return (out if output_positions is None else out[output_positions.bool()]), states
 
 
-def build(config: RNNConfig) -> TextParts:
+def build(config: RNNConfig, knowledge=None) -> TextParts:
+    # ``knowledge`` asks for nothing here: the config's check_knowledge refuses fusion layers.
     embeddings = TokenEmbeddings(
         config.vocab_size, config.hidden_size, config.hidden_size, config.pad_token_id,
         positions=config.position_embedding, max_positions=config.max_positions,

@@ -11,6 +11,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from .config import KnowledgeConfig
 from .family import TextParts
 from .layers import (
     LayerStack,
@@ -22,6 +23,8 @@ from .layers import (
     TransformerBlock,
     build_attention_mask,
 )
+from .layers.entities import EntityFusion
+from .layers.knn_attention import KNNAttention
 from .transformer_config import TextConfig
 
 
@@ -35,18 +38,29 @@ class StackState:
 
 
 class TransformerEncoder(LayerStack):
-    def __init__(self, config: TextConfig):
+    """The block stack; with ``entities``, the layers in its ``fusion_layers`` are ERNIE
+    aggregators (their feed-forward fuses the entity stream); the config's ``memory_layers``
+    attend with kNN-augmented attention."""
+
+    def __init__(self, config: TextConfig, entities: Optional[EntityFusion] = None):
         super().__init__()
         self.config = config
         self.num_layers = config.num_layers
+        fusion_layers = entities.fusion_layers if entities is not None else ()
 
-        def block() -> TransformerBlock:
+        def block(index: int) -> TransformerBlock:
+            ffn = (entities.feed_forward(index, config.hidden_size, config.intermediate_size, config.activation,
+                                         config.dropout, config.layer_norm_eps) if index in fusion_layers else None)
+            attention = (KNNAttention(config.hidden_size, config.num_heads, config.attention_dropout,
+                                      top_k=config.memory_top_k, capacity=config.memory_capacity)
+                         if index in config.memory_layers else None)
             return TransformerBlock(config.hidden_size, config.num_heads, config.intermediate_size,
                                     config.activation, config.dropout, config.attention_dropout,
-                                    config.layer_norm_eps, pre_norm=config.norm_position == "pre")
+                                    config.layer_norm_eps, pre_norm=config.norm_position == "pre", ffn=ffn,
+                                    attention=attention)
 
         # ALBERT shares one block across all layers; the forward pass still runs num_layers times.
-        self.layers = nn.ModuleList([block()] if config.share_layers else [block() for _ in range(config.num_layers)])
+        self.layers = nn.ModuleList([block(0)] if config.share_layers else [block(i) for i in range(config.num_layers)])
         self.final_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
                            if config.norm_position == "pre" else None)
         self.t5_bias = None
@@ -88,8 +102,16 @@ class TransformerEncoder(LayerStack):
         # Row-wise pruning needs a row-wise last layer and no per-pair table (NEZHA).
         return self.nezha is None and self.layer(self.num_layers - 1).row_wise
 
+    def reset_memory(self) -> None:
+        """Empty the memory of every kNN-augmented layer (between independent streams)."""
+        for block in self.layers:
+            if isinstance(block.attention, KNNAttention):
+                block.attention.reset_memory()
 
-def build(config: TextConfig) -> TextParts:
+
+def build(config: TextConfig, knowledge: Optional[KnowledgeConfig] = None) -> TextParts:
+    """The parts of a Transformer-family model; a knowledge part with ERNIE fusion gives the
+    entity table and fusion feed-forwards in its ``fusion_layers``."""
     embeddings = TokenEmbeddings(
         config.vocab_size, config.embedding_dim, config.hidden_size, config.pad_token_id,
         positions=config.position_embedding, max_positions=config.max_positions,
@@ -98,4 +120,7 @@ def build(config: TextConfig) -> TextParts:
         eps=config.layer_norm_eps, dropout=config.dropout)
     lm_head = (MLMHead(config.hidden_size, config.embedding_dim, config.vocab_size, config.activation,
                        config.layer_norm_eps) if config.mlm_head else None)
-    return TextParts(embeddings, TransformerEncoder(config), lm_head)
+    entities = None
+    if knowledge is not None and knowledge.fusion == "ernie":
+        entities = EntityFusion(knowledge.entity_vocab_size, knowledge.entity_dim, knowledge.fusion_layers)
+    return TextParts(embeddings, TransformerEncoder(config, entities), lm_head, entities)

@@ -26,7 +26,10 @@ class TextConfig(EncoderConfig):
     ``embedding_size`` smaller than ``hidden_size`` gives ALBERT's factorised embedding;
     ``share_layers`` gives ALBERT's cross-layer sharing; ``num_languages > 0`` adds XLM language
     embeddings; ``position_offset`` is RoBERTa's shift of position ids past the padding index;
-    ``relative_attention`` adds T5's bucketed bias or NEZHA's relative positions.
+    ``relative_attention`` adds T5's bucketed bias or NEZHA's relative positions;
+    ``memory_layers`` makes those layers' attention kNN-augmented (Memorizing Transformers: each
+    head also attends over its ``memory_top_k`` best entries of a memory of past keys and
+    values, at most ``memory_capacity`` of them).
     """
 
     family: ClassVar[str] = "transformer"
@@ -41,6 +44,9 @@ class TextConfig(EncoderConfig):
     embedding_layer_norm: bool = True
     share_layers: bool = False
     causal: bool = False
+    memory_layers: tuple = ()
+    memory_top_k: int = 32
+    memory_capacity: int = 65536
 
     _choices: ClassVar = {
         **EncoderConfig._choices,
@@ -48,7 +54,8 @@ class TextConfig(EncoderConfig):
         "relative_attention": ("none", "t5", "nezha"),
         "norm_position": ("post", "pre"),
     }
-    _positive: ClassVar = EncoderConfig._positive + ("relative_buckets", "relative_max_distance")
+    _positive: ClassVar = EncoderConfig._positive + ("relative_buckets", "relative_max_distance", "memory_top_k",
+                                                      "memory_capacity")
     _non_negative: ClassVar = EncoderConfig._non_negative + ("position_offset",)
 
     @property
@@ -61,9 +68,27 @@ class TextConfig(EncoderConfig):
         if self.embedding_size is not None:
             _check(isinstance(self.embedding_size, int) and self.embedding_size > 0, name, "embedding_size",
                    self.embedding_size, "must be a positive integer or None")
+        _check(all(isinstance(i, int) and 0 <= i < self.num_layers for i in self.memory_layers), name,
+               "memory_layers", self.memory_layers, f"must hold layer indices below num_layers={self.num_layers}")
+        if self.memory_layers:
+            _check(not self.share_layers, name, "memory_layers", self.memory_layers,
+                   "needs distinct layers (share_layers=false): a shared block would share one memory")
+            _check(self.relative_attention != "nezha", name, "memory_layers", self.memory_layers,
+                   "cannot be combined with NEZHA relative positions")
         if self.relative_attention == "nezha":
             _check(self.head_dim % 2 == 0, name, "hidden_size", self.hidden_size,
                    "must give an even head dimension for NEZHA's sinusoidal relative encoding")
+
+    def check_knowledge(self, knowledge) -> None:
+        if knowledge.fusion != "ernie":
+            return
+        if self.share_layers:
+            raise ConfigError("ModelConfig.knowledge: ERNIE fusion needs distinct layers; this model shares one block "
+                              "across layers (ALBERT's share_layers)")
+        bad = [i for i in knowledge.fusion_layers if not 0 <= i < self.num_layers]
+        if bad:
+            raise ConfigError(f"KnowledgeConfig.fusion_layers {bad} out of range: the encoder has {self.num_layers} "
+                              f"layers")
 
     def for_modality(self) -> "TextConfig":
         """The config of a plain tower over image patches or speech frames shaped like this

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from babelzoo.datasets.specials import SpecialIds
+from babelzoo.errors import InputError
 from babelzoo.knowledge import GraphKB, KBError, attach_knowledge
 from babelzoo.knowledge.dea import DEAObjective, corrupt_entities
 from babelzoo.knowledge.fusion import ErnieFeedForward
@@ -34,7 +35,10 @@ def test_attach_keeps_the_model_exact_without_entities():
     model = _model()
     ids = torch.randint(1, 50, (2, 7))
     before = model(ids).last_hidden
-    fusion = attach_knowledge(model, _kb(), entity_embeddings=torch.randn(5, 12), fusion_layers=(1, 2))
+    plain = model
+    model = attach_knowledge(model, _kb(), entity_embeddings=torch.randn(5, 12), fusion_layers=(1, 2))
+    fusion = model.knowledge
+    assert plain.config.knowledge is None and plain.knowledge is None  # the caller's model is not rewritten
     assert model.config.knowledge.entity_vocab_size == 6 and model.config.knowledge.entity_dim == 12
     assert model.config.knowledge.fusion_layers == (1, 2)
     assert isinstance(model.encoder.layers[1].ffn, ErnieFeedForward)
@@ -49,8 +53,8 @@ def test_attach_keeps_the_model_exact_without_entities():
 
 
 def test_fusion_shapes_and_gradients():
-    model = _model()
-    fusion = attach_knowledge(model, _kb(), entity_embeddings=torch.randn(5, 12), fusion_layers=(1, 2))
+    model = attach_knowledge(_model(), _kb(), entity_embeddings=torch.randn(5, 12), fusion_layers=(1, 2))
+    fusion = model.knowledge
     model.train()
     ids = torch.randint(1, 50, (2, 7))
     entities = torch.tensor([[0, 1, 0, 0, 3, 0, 0], [2, 0, 0, 0, 0, 5, 4]])
@@ -73,8 +77,8 @@ def test_fusion_shapes_and_gradients():
 
 def test_information_fusion_formula_on_one_entity():
     torch.manual_seed(3)
-    model = _model()
-    fusion = attach_knowledge(model, _kb(), entity_embeddings=torch.randn(5, 8), fusion_layers=(0,))
+    model = attach_knowledge(_model(), _kb(), entity_embeddings=torch.randn(5, 8), fusion_layers=(0,))
+    fusion = model.knowledge
     ffn = model.encoder.layers[0].ffn
     x = torch.randn(1, 4, 32)
     entities = torch.tensor([[0, 3, 0, 0]])
@@ -90,13 +94,13 @@ def test_information_fusion_formula_on_one_entity():
 
 
 def test_entity_alignment_and_errors():
-    model = _model()
-    fusion = attach_knowledge(model, _kb())
+    model = attach_knowledge(_model(), _kb())
+    fusion = model.knowledge
     assert model.config.knowledge.fusion_layers == (1, 2)  # default: the upper half, ERNIE's K-encoder
     mentions = [[Mention(1, 3, "Japan yen", "jp", ("jp",))], [Mention(0, 1, "Deutschland", "de", ("de",))]]
     assert fusion.entity_ids(mentions, 5).tolist() == [[0, 1, 0, 0, 0], [3, 0, 0, 0, 0]]
     assert fusion.entity_ids(mentions, 5, align="all").tolist() == [[0, 1, 1, 0, 0], [3, 0, 0, 0, 0]]
-    with pytest.raises(KBError, match="'xx' is not in the attached knowledge base"):
+    with pytest.raises(InputError, match="'xx' is not in the attached knowledge base"):
         fusion.entity_ids([[Mention(0, 1, "x", "xx", ("xx",))]], 3)
     with pytest.raises(ValueError, match="entity index 9 out of range"):
         with fusion.bind(torch.tensor([[9]])):
@@ -115,7 +119,7 @@ def test_entity_embeddings_from_a_kge_model():
     kb = _kb()
     data = LinkPredictionData.from_kb(kb)
     transe = create_kge("transe", data.num_entities, data.num_relations, 10)
-    fusion = attach_knowledge(_model(), kb, entity_embeddings=transe, freeze_entities=False)
+    fusion = attach_knowledge(_model(), kb, entity_embeddings=transe, freeze_entities=False).knowledge
     assert torch.equal(fusion.entity_embeddings.weight[1:], transe.entity.weight.detach())
     assert fusion.entity_embeddings.weight.requires_grad
 
@@ -132,8 +136,7 @@ def test_corruption_rates():
 
 def test_dea_objective_learns():
     torch.manual_seed(0)
-    model = _model()
-    attach_knowledge(model, _kb(), entity_embeddings=torch.randn(5, 12), fusion_layers=(2,))
+    model = attach_knowledge(_model(), _kb(), entity_embeddings=torch.randn(5, 12), fusion_layers=(2,))
     specials = SpecialIds(pad=0, cls=1, sep=2, unk=3, mask=4, vocab_size=50)
     objective = DEAObjective(specials, model.config, drop=0.0, replace=0.0)
     assert objective.entity_vocab_size == 6
@@ -156,12 +159,12 @@ def test_dea_objective_learns():
 
 
 def test_attaching_again_binds_without_touching_weights():
-    model = _model()
     kb = _kb()
-    fusion = attach_knowledge(model, kb, entity_embeddings=torch.randn(5, 12), fusion_layers=(2,))
+    model = attach_knowledge(_model(), kb, entity_embeddings=torch.randn(5, 12), fusion_layers=(2,))
+    fusion = model.knowledge
     table = fusion.entity_embeddings.weight.clone()
     again = attach_knowledge(model, kb, memory="memory-object")
-    assert again is fusion and torch.equal(fusion.entity_embeddings.weight, table)
+    assert again is model and again.knowledge is fusion and torch.equal(fusion.entity_embeddings.weight, table)
     assert fusion.memory == "memory-object"
     bigger = _kb()
     bigger.add_triple("it", "currency", "eur")
@@ -170,18 +173,16 @@ def test_attaching_again_binds_without_touching_weights():
 
 
 def test_knowledge_survives_save_and_load(tmp_path):
-    if not hasattr(BabelModel, "attach_knowledge"):
-        pytest.skip("BabelModel does not build knowledge fusion from its config yet")
-    model = _model()
     kb = _kb()
-    model.attach_knowledge(kb, entity_embeddings=torch.randn(5, 12), fusion_layers=(1, 2))
+    model = attach_knowledge(_model(), kb, entity_embeddings=torch.randn(5, 12), fusion_layers=(1, 2))
     ids = torch.randint(1, 50, (1, 6))
     entities = torch.tensor([[0, 1, 0, 4, 0, 0]])
     expected = model(ids, entities=entities).last_hidden
     model.save_pretrained(tmp_path)
     loaded = BabelModel.from_pretrained(tmp_path).eval()
     assert loaded.config.knowledge == model.config.knowledge
-    loaded.attach_knowledge(kb)  # binds the KB; the weights came from the checkpoint
+    assert attach_knowledge(loaded, kb) is loaded  # binds the KB; the weights came from the checkpoint
+    assert loaded.knowledge.entity_index["jp"] == 1
     assert torch.allclose(loaded(ids, entities=entities).last_hidden, expected, atol=1e-6)
 
 
@@ -229,8 +230,8 @@ def test_model_without_fusion_layers_rejects_entities():
 
 
 def test_nested_bind_restores_the_outer_entities():
-    model = _model()
-    fusion = model.attach_knowledge(_kb(), entity_embeddings=torch.randn(5, 12), fusion_layers=(2,))
+    model = attach_knowledge(_model(), _kb(), entity_embeddings=torch.randn(5, 12), fusion_layers=(2,))
+    fusion = model.knowledge
     ids = torch.randint(1, 50, (1, 4))
     outer, inner = torch.tensor([[1, 0, 0, 2]]), torch.tensor([[0, 3, 0, 0]])
     with fusion.bind(outer):

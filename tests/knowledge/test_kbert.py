@@ -3,10 +3,11 @@ hand; the injector on a toy KB; the no-knowledge ablation through the encoder's 
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from babelzoo.knowledge import GraphKB
-from babelzoo.knowledge.kbert import KBertInjector, flatten_tree
+from babelzoo.knowledge.kbert import KBertInjector, collate_trees, flatten_tree
 from babelzoo.zoo.config import ModelConfig, TextConfig
 from babelzoo.zoo.model import BabelModel
 
@@ -104,3 +105,37 @@ def test_no_knowledge_ablation_equals_the_plain_encoder():
     out1 = one(kbert["input_ids"], visible=kbert["visible"], position_ids=kbert["position_ids"]).last_hidden[0]
     for plain_index, tree_index in ((3, 5), (4, 6), (6, 12), (0, 0)):
         assert torch.allclose(out1[tree_index], ref1[plain_index], atol=1e-5)
+
+
+def test_kbert_mlm_masks_the_trunk_only_and_reads_the_tree():
+    from babelzoo.datasets.specials import SpecialIds
+    from babelzoo.knowledge.kbert_mlm import KBertMLM
+    from babelzoo.objectives import ExampleError, build_objective
+    from babelzoo.objectives.mlm import token_prediction_loss
+
+    specials = SpecialIds(pad=0, cls=1, sep=2, unk=3, mask=4, vocab_size=30)
+    injector = KBertInjector(_toy_kb(), _tokenize, lang="en", cls_id=1, sep_id=2)
+    trees = [injector.tree(["Tim", "Cook", "is", "visiting", "Beijing", "now"]), injector.tree(["Beijing", "now"])]
+    objective = build_objective("kbert_mlm", specials, masking={"probability": 0.5})
+    assert isinstance(objective, KBertMLM)
+    torch.manual_seed(0)
+    batches = [objective.prepare(trees) for _ in range(200)]
+    chosen = torch.stack([b["labels"].ne(-100) for b in batches])
+    branch = batches[0]["is_branch"]
+    assert not (chosen & branch).any()  # never a knowledge token
+    original = collate_trees(trees)["input_ids"]
+    trunk = ~branch & batches[0]["attention_mask"].bool() & ~torch.isin(original, torch.tensor([0, 1, 2]))
+    rate = chosen.float().mean(0)[trunk]
+    assert rate.min() > 0.35 and rate.max() < 0.65  # every sentence token is masked about half the time
+    config = ModelConfig(text=TextConfig(vocab_size=30, hidden_size=16, num_layers=2, num_heads=2,
+                                         intermediate_size=32, max_positions=32, dropout=0.0, attention_dropout=0.0))
+    model = BabelModel(config).eval()
+    batch = batches[0]
+    loss = objective(model, batch)
+    hidden = model(batch["input_ids"], attention_mask=batch["attention_mask"], visible=batch["visible"],
+                   position_ids=batch["position_ids"]).last_hidden
+    expected, _ = token_prediction_loss(model, hidden, batch["labels"])
+    torch.testing.assert_close(loss.value, expected)
+    assert float(loss.metrics["knowledge_tokens_per_row"]) == float(branch.sum()) / 2
+    with pytest.raises(ExampleError, match="expected a SentenceTree"):
+        objective.prepare([[5, 6, 7]])

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+import babelzoo
 from babelzoo.knowledge.knn import KNNLM, KNNAttention
 from babelzoo.knowledge.memory import RetrievalMemory
 from babelzoo.zoo.layers import SelfAttention
@@ -15,7 +16,8 @@ from babelzoo.zoo.layers import SelfAttention
 def test_knn_attention_matches_dense_attention_over_memory():
     torch.manual_seed(0)
     local = SelfAttention(16, 2)
-    layer = KNNAttention.from_attention(local, top_k=64)
+    layer = KNNAttention(16, 2, top_k=64)
+    layer.load_state_dict({**local.state_dict(), "gate": torch.zeros(2)})
     x1, x2 = torch.randn(1, 5, 16), torch.randn(1, 3, 16)
     assert torch.equal(layer(x1), local(x1))  # empty memory: plain attention
     assert layer.memory_size() == 5
@@ -33,18 +35,52 @@ def test_knn_attention_matches_dense_attention_over_memory():
     assert layer.memory_size() == 8
 
 
+def test_knn_attention_retrieves_the_top_k_by_inner_product():
+    """With top_k=1 each query reads the value of its best key, q·k largest over the memory."""
+    torch.manual_seed(2)
+    layer = KNNAttention(8, 1, top_k=1, memorize=False)
+    keys, values = torch.randn(1, 6, 8), torch.randn(1, 6, 8)
+    layer.memory_keys, layer.memory_values = keys, values
+    q = torch.randn(1, 1, 4, 8)
+    best = (q[0, 0] @ keys[0].T).argmax(-1)
+    torch.testing.assert_close(layer.retrieve(q)[0, 0], values[0, best])
+
+
 def test_knn_attention_gradients_padding_and_memory_limit():
     torch.manual_seed(1)
-    layer = KNNAttention(16, 4, top_k=4, max_memory=10)
+    layer = KNNAttention(16, 4, top_k=4, capacity=10)
     mask = torch.tensor([[True, True, True, False]])[:, None, None, :]
-    layer(torch.randn(1, 4, 16), mask)
+    first = torch.randn(1, 4, 16)
+    layer(first, mask)
     assert layer.memory_size() == 3  # the padding position is not remembered
-    out = layer(torch.randn(2, 4, 16))
-    assert layer.memory_size() == 10
-    assert sorted(layer.memories[0].ids().tolist()) == list(range(1, 11))  # the oldest entry went first
+    second = torch.randn(2, 4, 16)
+    out = layer(second)
+    assert layer.memory_size() == 10  # 3 + 8, the oldest one dropped
+    k_second = layer.qkv(second).view(2, 4, 3, 4, 4)[:, :, 1].permute(2, 0, 1, 3).reshape(4, 8, 4)
+    torch.testing.assert_close(layer.memory_keys[:, 2:], k_second.detach())
     out.sum().backward()
     assert layer.gate.grad is not None and layer.gate.grad.abs().sum() > 0
     assert layer.qkv.weight.grad.abs().sum() > 0
+
+
+def test_memory_layers_are_chosen_by_the_config_and_fill_as_the_model_reads():
+    model = babelzoo.create_model("mbert_tiny", vocab_size=64, memory_layers=[1], memory_top_k=4).eval()
+    assert isinstance(model.encoder.layers[1].attention, KNNAttention)
+    assert type(model.encoder.layers[0].attention) is SelfAttention
+    assert "encoder.layers.1.attention.gate" in model.state_dict()
+    ids = torch.randint(5, 64, (2, 6))
+    mask = torch.ones_like(ids)
+    mask[1, 4:] = 0
+    with torch.no_grad():
+        first = model(ids, attention_mask=mask).last_hidden
+        assert model.encoder.layers[1].attention.memory_size() == 10
+        second = model(ids, attention_mask=mask).last_hidden  # now the memory holds this very batch
+    assert not torch.allclose(first, second)
+    model.encoder.reset_memory()
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids, attention_mask=mask).last_hidden, first)
+    with pytest.raises(ValueError, match="memory_layers=\\(5,\\) must hold layer indices below num_layers=2"):
+        babelzoo.create_model("mbert_tiny", memory_layers=[5])
 
 
 def test_knn_lm_interpolation():

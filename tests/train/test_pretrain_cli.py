@@ -3,13 +3,14 @@ from the installed ``babel`` package) trains a tokenizer, a model and a mixture 
 and leaves a checkpoint that loads with its tokenizer; bad recipes exit with a clear message."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
+from tiny_objectives import one_thread  # noqa: F401
 
 import babelzoo
 from babelzoo.train.cli import pretrain_main
-from tiny_objectives import one_thread  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -116,3 +117,29 @@ def test_building_a_run_seeds_its_weights_and_leaves_the_global_rng_alone(tmp_pa
     for (name, a), b, c in zip(first.state_dict().items(), second.state_dict().values(), third.state_dict().values()):
         assert torch.equal(a, b), name
     assert not torch.equal(first.embeddings.word.weight, third.embeddings.word.weight)
+
+
+def test_pretrain_with_a_memory_layer_as_the_memorizing_recipe_does(tmp_path, corpus):
+    """The shipped memorizing recipe's model: a kNN-augmented top layer whose memory fills as
+    training reads batches, whose gate trains, and which checkpoints without its memory."""
+    from babelzoo.train.config import load_recipe
+    from babelzoo.zoo.layers.knn_attention import KNNAttention
+
+    shipped = load_recipe(Path(babelzoo.__file__).parent / "recipes" / "memorizing_mlm_tiny.yaml")
+    memory = {k: v for k, v in shipped.model_overrides.items() if k.startswith("memory_")}
+    assert memory["memory_layers"] == [1]
+    overrides = {"hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "max_positions": 64,
+                 **memory, "memory_top_k": 4}
+    path = recipe(tmp_path, corpus, model="xlmr_tiny", model_overrides=overrides,
+                  objectives={"mlm": {"max_length": 24}}, data={"mlm": recipe_data(corpus)})
+    assert pretrain_main(["--config", str(path)]) == 0
+    model = babelzoo.from_pretrained(tmp_path / "run" / "checkpoints/step-00000003")
+    layer = model.encoder.layers[1].attention
+    assert isinstance(layer, KNNAttention) and layer.memory_size() == 0  # run state is not saved
+    assert layer.gate.abs().sum() > 0  # the gate trained: the memory was read from step 2 on
+    assert type(model.encoder.layers[0].attention) is not KNNAttention
+
+
+def recipe_data(corpus):
+    return {"alpha": 0.5, "sources": [{"kind": "text", "path": str(corpus / f"{lang}.txt"), "lang": lang}
+                                      for lang in ("de", "fr")]}

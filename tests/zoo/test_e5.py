@@ -348,7 +348,7 @@ def test_text_tower_of_a_fusion_model(model):
 def test_encoder_for_the_knowledge_modules():
     """ERNIE fusion on e5: a fresh copy takes a knowledge base, entities linked in real text
     flow into the fusion layers, and without entities the outputs are e5's exactly."""
-    from babelzoo.knowledge import GraphKB
+    from babelzoo.knowledge import GraphKB, attach_knowledge
 
     kb = GraphKB("test")
     for entity, labels in {"territory:JP": {"en": "Japan", "fr": "Japon"},
@@ -361,7 +361,8 @@ def test_encoder_for_the_knowledge_modules():
     ids = torch.tensor([tok.encode("query: Le Japon utilise le yen.")])
     with torch.no_grad():
         before = model(ids).last_hidden
-    fusion = model.attach_knowledge(kb, entity_embeddings=torch.randn(2, 32), fusion_layers=(10, 11))
+    model = attach_knowledge(model, kb, entity_embeddings=torch.randn(2, 32), fusion_layers=(10, 11))
+    fusion = model.knowledge
     pieces = tok.convert_ids_to_tokens(ids[0].tolist())
     words = "query: Le Japon utilise le yen.".replace(".", " .").split()
     mentions = fusion.linker([words], "fr")

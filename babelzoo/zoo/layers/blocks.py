@@ -20,27 +20,34 @@ class TransformerBlock(nn.Module):
     picks LayerNorm or RMSNorm (``norm_bias`` its β), ``gated`` a GLU feed-forward (GeGLU with
     GELU), ``attention_norm=False`` leaves a pre-LN block's input unnormalised (ModernBERT's
     first layer, which reads already normalised embeddings). ``dropout`` applies to each
-    sublayer's output, ``ffn_dropout`` inside a gated feed-forward.
+    sublayer's output, ``ffn_dropout`` inside a gated feed-forward. ``ffn`` builds the block with
+    another feed-forward (ERNIE's entity fusion, :mod:`babelzoo.zoo.layers.entities`),
+    ``attention`` with another attention (kNN-augmented, :mod:`babelzoo.zoo.layers.knn_attention`).
     """
 
     def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, act: str = "gelu",
                  dropout: float = 0.1, attention_dropout: float = 0.1, eps: float = 1e-12,
                  pre_norm: bool = False, *, bias: bool = True, norm: str = "layer", norm_bias: bool = True,
-                 gated: bool = False, attention_norm: bool = True, ffn_dropout: float = 0.0):
+                 gated: bool = False, attention_norm: bool = True, ffn_dropout: float = 0.0,
+                 ffn: Optional[nn.Module] = None, attention: Optional[SelfAttention] = None):
         super().__init__()
         self.pre_norm = pre_norm
-        self.attention = SelfAttention(hidden_size, num_heads, attention_dropout, bias=bias)
+        self.attention = attention if attention is not None else SelfAttention(hidden_size, num_heads,
+                                                                               attention_dropout, bias=bias)
         self.attention_norm = make_norm(norm, hidden_size, eps, norm_bias) if attention_norm else nn.Identity()
-        self.ffn = (GatedFeedForward(hidden_size, intermediate_size, act, bias, ffn_dropout) if gated
-                    else FeedForward(hidden_size, intermediate_size, act, bias))
+        if ffn is None:
+            ffn = (GatedFeedForward(hidden_size, intermediate_size, act, bias, ffn_dropout) if gated
+                   else FeedForward(hidden_size, intermediate_size, act, bias))
+        self.ffn = ffn
         self.ffn_norm = make_norm(norm, hidden_size, eps, norm_bias)
         self.dropout = Dropout(dropout)
 
     @property
     def row_wise(self) -> bool:
-        """True when the feed-forward treats every position alone (so rows may be packed or
-        pruned); a knowledge-fusion feed-forward mixes tokens with their entities."""
-        return isinstance(self.ffn, (FeedForward, GatedFeedForward))
+        """True when the feed-forward treats every position alone and the attention is the plain
+        one (so rows may be packed or pruned); a knowledge-fusion feed-forward mixes tokens with
+        their entities, a memory attention reads every position's keys into its memory."""
+        return isinstance(self.ffn, (FeedForward, GatedFeedForward)) and type(self.attention) is SelfAttention
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
                 bias: Optional[torch.Tensor] = None, relative: Optional[torch.Tensor] = None,
