@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
-from babelzoo.datasets.loader import CorpusMixture, ShardedSampler, TokenizedCorpus  # noqa: E402
+from babelzoo.datasets.loader import CorpusMixture, EpochOrder, TokenizedCorpus  # noqa: E402
 from babelzoo.datasets.text import MonolingualCorpus, ReadReport, multi30k_pairs  # noqa: E402
 from babelzoo.evaluation.encoders import BabelEncoder  # noqa: E402
 from babelzoo.evaluation.tasks import TaskContext, load_tasks  # noqa: E402
@@ -128,8 +128,7 @@ def build_datasets(mono, pairs, tokenizer, fingerprint: Optional[str], cache: Pa
 
     def grouped(corpora: dict) -> tuple:
         mixture = CorpusMixture(corpora)
-        return mixture, ShardedSampler(mixture.sizes, alpha=1.0, group_size=batch_size, seed=seed, rank=0,
-                                       world_size=1)
+        return mixture, EpochOrder(mixture.sizes, alpha=1.0, group_size=batch_size, seed=seed)
 
     mono_t = {c.lang: tok(c) for c in mono}
     pair_t = {f"{c.src_lang}-{c.tgt_lang}": tok(c) for c in pairs}

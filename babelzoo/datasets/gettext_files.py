@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
-from ..errors import BabelzooError
-from ..zoo.config import ConfigError
+from ..errors import BabelzooError, ConfigError
 
 SUFFIXES = (".mo", ".po")
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from ..zoo.config import ConfigError
+from ..errors import ConfigError
 from .text import CorpusError, _dataset_dir, _unknown, iter_lines
 
 

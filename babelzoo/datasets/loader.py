@@ -1,4 +1,4 @@
-"""Tokenised corpora cached as memory-mapped arrays, and a sharded, resumable epoch sampler.
+"""Tokenised corpora cached as memory-mapped arrays, and the epoch order over a mixture of them.
 
 A corpus is tokenised once. Its ids go into one flat ``int32`` array per field (``text`` for a
 monolingual corpus; ``src`` and ``tgt`` for a parallel one) with ``int64`` offsets, so sentence
@@ -9,10 +9,9 @@ every DataLoader worker memory-map them and never call the tokenizer. An entry i
 temporary folder and renamed into place, so concurrent builders (one per DDP rank) are safe and
 an interrupted build is never read.
 
-:class:`ShardedSampler` decides each epoch's order: a permutation of everything, or a draw over
-corpora with ``q ∝ p^α`` (:mod:`babelzoo.datasets.sampling`); ranks take interleaved positions of
-that one global order, and DataLoader workers receive disjoint batches of their rank's indices
-from the main process, so every position is read exactly once across ranks × workers.
+:class:`EpochOrder` decides each epoch's order: a permutation of everything, or a draw over
+corpora with ``q ∝ p^α`` (:mod:`babelzoo.datasets.sampling`). The trainer's data stream turns
+that order into batches, one per (step, slot), and shards them across ranks and workers.
 """
 
 from __future__ import annotations
@@ -26,14 +25,12 @@ import uuid
 from array import array
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
-import torch
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import Dataset
 
-from ..errors import InputError
-from ..zoo.config import ConfigError
+from ..errors import ConfigError
 from .download import cache_dir as default_cache_dir
 from .download import sha256_of
 from .sampling import cyclic_take, sampling_probabilities
@@ -281,7 +278,7 @@ def _build(cache_dir: str | Path | None, key: str, langs: dict[str, str], tokeni
 class CorpusMixture(Dataset):
     """Several tokenised corpora (e.g. one per language or language pair) as one map-style
     dataset; global index ``offsets[k] + i`` is item *i* of corpus *k*. ``sizes`` feeds
-    :class:`ShardedSampler` for α-sampling over the corpora."""
+    :class:`EpochOrder` for α-sampling over the corpora."""
 
     def __init__(self, corpora: Mapping[Any, Dataset]):
         if not corpora:
@@ -310,17 +307,10 @@ class CorpusMixture(Dataset):
         return self.corpora[k][local]
 
 
-def _dist_rank_world() -> tuple[int, int]:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
-
-
-class ShardedSampler(Sampler[int]):
-    """Deterministic, resumable epoch order over one or more corpora, sharded across ranks.
-
-    Each epoch has one global order of ``num_samples`` dataset indices, a pure function of
-    ``(seed, epoch)``:
+class EpochOrder:
+    """Each epoch's order of ``num_samples`` dataset indices over one or more corpora, a pure
+    function of ``(seed, epoch)`` (the trainer's :class:`~babelzoo.train.data.DataStream` reads
+    it and shards it across ranks and workers itself):
 
     * ``alpha=None``: a random permutation of every index (in order with ``shuffle=False``);
       ``num_samples`` other than the total cycles through fresh permutations;
@@ -328,23 +318,14 @@ class ShardedSampler(Sampler[int]):
       the next item of that corpus's stream of fresh permutations, so no sentence repeats within
       a corpus before all of it has been seen (``shuffle`` does not apply). With
       ``group_size=g`` one corpus is drawn per run of *g* positions: set *g* to the global batch
-      size (per-rank batch × world size) and every step's batches hold one language, as XLM's
-      per-language batches do.
-
-    Rank *r* of *W* takes positions ``start + r, start + r + W, ...``; the ranks together read
-    every position once (no padding, no duplicates; ranks differ by at most one item). With
-    lock-step ranks, after *s* steps of global batch *B* exactly positions ``[0, s·B)`` have been
-    read, so ``set_epoch(epoch, start=s·B)`` resumes exactly, even with a different world size.
-    In a DataLoader the main process hands each worker whole batches of these indices, so
-    workers never share one.
+      size and every step's batch holds one language, as XLM's per-language batches do.
 
     ``sizes``: a corpus length, a list of lengths, or a ``{key: length}`` mapping (e.g.
     :attr:`CorpusMixture.sizes`), in the dataset's order.
     """
 
     def __init__(self, sizes: int | Sequence[int] | Mapping[Any, int], *, alpha: Optional[float] = None,
-                 num_samples: Optional[int] = None, group_size: int = 1, shuffle: bool = True, seed: int = 0,
-                 rank: Optional[int] = None, world_size: Optional[int] = None):
+                 num_samples: Optional[int] = None, group_size: int = 1, shuffle: bool = True, seed: int = 0):
         if isinstance(sizes, int):
             sizes = [sizes]
         self.sizes = dict(sizes) if isinstance(sizes, Mapping) else dict(enumerate(sizes))
@@ -354,42 +335,12 @@ class ShardedSampler(Sampler[int]):
             raise ConfigError(f"group_size={group_size}: expected >= 1")
         self.group_size = int(group_size)
         self.num_samples = self.total if num_samples is None else int(num_samples)
-        dist_rank, dist_world = _dist_rank_world()
-        self.rank = dist_rank if rank is None else rank
-        self.world_size = dist_world if world_size is None else world_size
-        if not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"rank {self.rank} is outside world_size {self.world_size}")
         if self.num_samples < 0 or (self.num_samples and not self.total):
             raise CorpusError(f"cannot draw {self.num_samples} samples from corpora of sizes {self.sizes}")
         self.probabilities = sampling_probabilities(self.sizes, alpha) if alpha is not None else None
-        self.epoch, self.start = 0, 0
 
-    def set_epoch(self, epoch: int, start: int = 0) -> None:
-        """Select the epoch and the global position to start from (samples already consumed by
-        all ranks together, i.e. steps × global batch size)."""
-        if not 0 <= start <= self.num_samples:
-            raise InputError(f"start={start} is outside the epoch's {self.num_samples} samples")
-        self.epoch, self.start = int(epoch), int(start)
-
-    def state_dict(self, consumed: int) -> dict[str, int]:
-        """Position to save in a checkpoint; ``consumed``: samples read by all ranks together since
-        the last :meth:`set_epoch`. A finished epoch becomes the start of the next one."""
-        position = self.start + consumed
-        if not 0 <= position <= self.num_samples:
-            raise InputError(f"consumed={consumed} from start {self.start} passes the epoch's "
-                             f"{self.num_samples} samples")
-        if position == self.num_samples:
-            return {"epoch": self.epoch + 1, "start": 0, "seed": self.seed}
-        return {"epoch": self.epoch, "start": position, "seed": self.seed}
-
-    def load_state_dict(self, state: Mapping[str, int]) -> None:
-        if state.get("seed", self.seed) != self.seed:
-            raise ConfigError(f"checkpoint sampler seed {state['seed']} differs from this sampler's {self.seed}")
-        self.set_epoch(state["epoch"], state["start"])
-
-    def epoch_order(self, epoch: Optional[int] = None) -> np.ndarray:
-        """The epoch's global order of dataset indices (identical on every rank)."""
-        epoch = self.epoch if epoch is None else epoch
+    def epoch_order(self, epoch: int = 0) -> np.ndarray:
+        """The epoch's order of dataset indices."""
         rng = np.random.default_rng([self.seed, epoch])
         if self.probabilities is None:
             if not self.shuffle:
@@ -405,14 +356,3 @@ class ShardedSampler(Sampler[int]):
             order[where] = start + cyclic_take(rng, size, len(where))
             start += size
         return order
-
-    def indices(self) -> np.ndarray:
-        """This rank's remaining indices for the current epoch, in order."""
-        return self.epoch_order()[self.start + self.rank::self.world_size]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.indices().tolist())
-
-    def __len__(self) -> int:
-        remaining = self.num_samples - self.start
-        return max(0, -(-(remaining - self.rank) // self.world_size))

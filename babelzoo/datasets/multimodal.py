@@ -17,17 +17,27 @@ from __future__ import annotations
 import hashlib
 import logging
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import torch
 
-from ..zoo.config import AudioConfig, ConfigError, ModelConfig
+from ..errors import ConfigError
 from .multimodal_emoji import EmojiRenderer, build_emoji_manifest, emoji_key, emoji_names
 from .multimodal_espeak import Espeak, build_speech_manifest
 from .multimodal_manifest import KINDS, MediaError, MediaRecord, read_manifest, write_manifest
-from .multimodal_media import (SpecAugment, fbank_features, load_image, read_audio, speech_features,
-                               utterance_cmvn)
+from .multimodal_media import (
+    SpecAugment,
+    fbank_features,
+    image_normalization,
+    load_image,
+    read_audio,
+    speech_features,
+    utterance_cmvn,
+)
 from .specials import SpecialIds
+
+if TYPE_CHECKING:  # the data layer reads a model's config, it does not import the zoo
+    from ..zoo.config import AudioConfig, ModelConfig
 
 __all__ = ["KINDS", "ON_ERROR", "EmojiRenderer", "Espeak", "MediaError", "MediaRecord", "MultimodalDataset",
            "SpecAugment", "build_emoji_manifest", "build_speech_manifest", "collate_multimodal", "emoji_key",
@@ -76,8 +86,6 @@ class MultimodalDataset(torch.utils.data.Dataset):
                      **kwargs) -> "MultimodalDataset":
         """Like :meth:`from_manifest`, from records already read."""
         if config.vision is not None:
-            from ..zoo.vision import image_normalization
-
             mean, std = image_normalization(config.vision)
             kwargs = {"image_size": config.vision.image_size, "mean": mean, "std": std, **kwargs}
         if config.audio is not None:

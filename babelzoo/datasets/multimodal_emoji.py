@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Collection, Optional, Sequence
 
-from ..zoo.config import ConfigError
+from ..errors import ConfigError
 from .multimodal_manifest import write_manifest
 
 SKIN_TONES = {chr(c) for c in range(0x1F3FB, 0x1F400)}

@@ -10,7 +10,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from ..zoo.config import ConfigError
+from ..errors import ConfigError
 from .multimodal_manifest import write_manifest
 
 

@@ -8,13 +8,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 import torch
 
-from ..zoo.config import AudioConfig
 from .multimodal_manifest import MediaError
+
+if TYPE_CHECKING:  # the data layer reads a model's config, it does not import the zoo
+    from ..zoo.config import AudioConfig, VisionConfig
+
+# ViLT and CLIP-style patch models see images scaled to [-1, 1].
+PATCH_MEAN = (0.5, 0.5, 0.5)
+PATCH_STD = (0.5, 0.5, 0.5)
+
+
+def image_normalization(config: "VisionConfig") -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The (mean, std) per channel that a vision tower expects pixels to be normalised with:
+    timm's pretrained statistics for a timm backbone, [-1, 1] scaling for raw patches."""
+    if config.backbone == "patch":
+        return PATCH_MEAN[: config.num_channels], PATCH_STD[: config.num_channels]
+    import timm
+
+    cfg = timm.get_pretrained_cfg(config.backbone)
+    if cfg is None:
+        return PATCH_MEAN, PATCH_STD
+    return tuple(cfg.mean), tuple(cfg.std)
 
 KALDI_SCALE = 32768.0  # Kaldi computes fbank on 16-bit sample values
 
@@ -171,7 +190,7 @@ class SpecAugment:
         return out
 
 
-def speech_features(path: str | Path, config: AudioConfig, cmvn: bool = True) -> torch.Tensor:
+def speech_features(path: str | Path, config: "AudioConfig", cmvn: bool = True) -> torch.Tensor:
     """File → ``[frames, num_mel_bins]`` normalised fbank features for a model's audio config.
 
     An utterance shorter than one frame or longer than ``config.max_frames`` is a

@@ -24,8 +24,7 @@ from typing import Hashable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from ..errors import InputError
-from ..zoo.config import ConfigError
+from ..errors import ConfigError, InputError
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")

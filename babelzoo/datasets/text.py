@@ -35,8 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator, Literal, Optional, Sequence
 
-from ..errors import BabelzooError
-from ..zoo.config import ConfigError
+from ..errors import BabelzooError, ConfigError
 
 EmptyPolicy = Literal["skip", "error", "keep"]
 EMPTY_POLICIES = ("skip", "error", "keep")

@@ -162,7 +162,7 @@ def build_data(cfg: TrainConfig, tokenizer: Any, fingerprint: str, corpora: dict
                alphas: dict[str, Optional[float]]) -> dict[str, Any]:
     """One tokenised dataset per objective (cached as memory-mapped arrays), α-sampled over
     its sources when the recipe gives α."""
-    from ..datasets.loader import CorpusMixture, ShardedSampler, TokenizedCorpus
+    from ..datasets.loader import CorpusMixture, EpochOrder, TokenizedCorpus
 
     cache = Path(cfg.output_dir) / "cache"
     data = {}
@@ -176,8 +176,7 @@ def build_data(cfg: TrainConfig, tokenizer: Any, fingerprint: str, corpora: dict
         if alphas[name] is None:
             data[name] = mixture
         else:
-            data[name] = (mixture, ShardedSampler(mixture.sizes, alpha=alphas[name], seed=cfg.seed, rank=0,
-                                                  world_size=1))
+            data[name] = (mixture, EpochOrder(mixture.sizes, alpha=alphas[name], seed=cfg.seed))
     return data
 
 

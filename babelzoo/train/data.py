@@ -58,7 +58,7 @@ class BatchPlan:
 
     ``order(epoch)``, when given, replaces the uniform permutation with another global epoch
     order of ``size`` positions (e.g. α-sampling over corpora,
-    :meth:`babelzoo.datasets.loader.ShardedSampler.epoch_order`)."""
+    :meth:`babelzoo.datasets.loader.EpochOrder.epoch_order`)."""
 
     def __init__(self, name: str, size: int, batch_size: int, grad_accum: int, world_size: int, seed: int,
                  order: Optional[Callable[[int], Sequence[int]]] = None):

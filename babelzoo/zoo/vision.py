@@ -19,12 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..datasets.multimodal_media import image_normalization
 from ..errors import InputError
 from .config import ConfigError, VisionConfig
 
-# ViLT and CLIP-style patch models see images scaled to [-1, 1].
-PATCH_MEAN = (0.5, 0.5, 0.5)
-PATCH_STD = (0.5, 0.5, 0.5)
+__all__ = ["PatchEmbedding", "TimmBackbone", "build_vision_tower", "image_normalization", "interpolate_positions"]
 
 
 def interpolate_positions(table: torch.Tensor, old_grid: Sequence[int], new_grid: Sequence[int]) -> torch.Tensor:
@@ -123,16 +122,3 @@ class TimmBackbone(nn.Module):
 
 def build_vision_tower(config: VisionConfig, hidden_size: int) -> nn.Module:
     return PatchEmbedding(config, hidden_size) if config.backbone == "patch" else TimmBackbone(config, hidden_size)
-
-
-def image_normalization(config: VisionConfig) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The (mean, std) per channel that the tower expects pixels to be normalised with: timm's
-    pretrained statistics for a timm backbone, [-1, 1] scaling for raw patches."""
-    if config.backbone == "patch":
-        return PATCH_MEAN[: config.num_channels], PATCH_STD[: config.num_channels]
-    import timm
-
-    cfg = timm.get_pretrained_cfg(config.backbone)
-    if cfg is None:
-        return PATCH_MEAN, PATCH_STD
-    return tuple(cfg.mean), tuple(cfg.std)

@@ -15,11 +15,15 @@ from collections import Counter
 
 import numpy as np
 import pytest
-import torch
-from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from babelzoo.datasets.loader import (CorpusMixture, PairExample, ShardedSampler, TextExample, TokenizedCorpus,
-                                      tokenizer_fingerprint)
+from babelzoo.datasets.loader import (
+    CorpusMixture,
+    EpochOrder,
+    PairExample,
+    TextExample,
+    TokenizedCorpus,
+    tokenizer_fingerprint,
+)
 from babelzoo.datasets.text import CorpusError, MonolingualCorpus, ParallelCorpus, ReadReport, multi30k_pairs
 
 LANGS = ("en", "de", "fr", "cs")
@@ -183,23 +187,6 @@ def test_real_multi30k_pairs(tmp_path, shared_data, tokenizer):
 
 # --- sampler -----------------------------------------------------------------------------------
 
-class Indexed(Dataset):
-    """Returns (dataset index, item) so a test can see which index each worker read."""
-
-    def __init__(self, dataset):
-        self.dataset = dataset
-
-    def __len__(self):
-        return len(self.dataset)
-
-    def __getitem__(self, index):
-        return index, self.dataset[index]
-
-
-def with_worker(batch):
-    return get_worker_info().id, [index for index, _ in batch]
-
-
 @pytest.fixture(scope="module")
 def mixture(tmp_path_factory, spm_model):
     cache = tmp_path_factory.mktemp("cache")
@@ -216,46 +203,21 @@ def test_mixture_indexing(mixture):
     assert mixture[85].lang == "cs" and mixture[85] == mixture.corpora[2][0]
 
 
-@pytest.mark.parametrize("alpha", [None, 0.3])
-def test_ranks_times_workers_partition_the_epoch(mixture, alpha):
-    world, batch = 3, 4
-    reference = ShardedSampler(mixture.sizes, alpha=alpha, num_samples=130, seed=5, rank=0, world_size=world)
-    reference.set_epoch(2)
-    order = reference.epoch_order()
-    seen = Counter()
-    for rank in range(world):
-        sampler = ShardedSampler(mixture.sizes, alpha=alpha, num_samples=130, seed=5, rank=rank, world_size=world)
-        sampler.set_epoch(2)
-        loader = DataLoader(Indexed(mixture), batch_size=batch, sampler=sampler, num_workers=2,
-                            collate_fn=with_worker, multiprocessing_context="fork")
-        shards = {0: [], 1: []}
-        for worker, indices in loader:
-            shards[worker].extend(indices)
-        assert shards[0] and shards[1]  # both workers did read
-        assert sorted(shards[0] + shards[1]) == sorted(order[rank::world].tolist())
-        assert len(sampler) == len(shards[0]) + len(shards[1])
-        for worker in (0, 1):
-            seen.update((rank, worker, i) for i in shards[worker])
-    # the union over rank × worker is exactly the epoch, position for position
-    union = Counter(i for (_, _, i), n in seen.items() for _ in range(n))
-    assert union == Counter(order.tolist()) and sum(union.values()) == 130
-    if alpha is None:
-        assert len(union) == 92 and max(Counter(order[:92].tolist()).values()) == 1  # a permutation first
-
-
 def test_epoch_order_is_a_function_of_seed_and_epoch(mixture):
-    make = lambda seed: ShardedSampler(mixture.sizes, alpha=0.5, seed=seed, rank=0, world_size=1)  # noqa: E731
+    make = lambda seed: EpochOrder(mixture.sizes, alpha=0.5, seed=seed)  # noqa: E731
     a, b = make(1), make(1)
     assert np.array_equal(a.epoch_order(0), b.epoch_order(0))
     assert not np.array_equal(a.epoch_order(0), a.epoch_order(1))
     assert not np.array_equal(a.epoch_order(0), make(2).epoch_order(0))
-    plain = ShardedSampler(92, shuffle=False, rank=0, world_size=1)
-    assert list(plain) == list(range(92))
+    assert EpochOrder(92, shuffle=False).epoch_order(3).tolist() == list(range(92))
+    assert EpochOrder(5, shuffle=False, num_samples=7).epoch_order().tolist() == [0, 1, 2, 3, 4, 0, 1]
+    shuffled = EpochOrder(92, num_samples=184, seed=4).epoch_order()
+    assert sorted(shuffled[:92].tolist()) == list(range(92)) == sorted(shuffled[92:].tolist())  # fresh permutations
 
 
 def test_alpha_sampling_frequencies_and_no_early_repeats(mixture):
     n = 60_000
-    sampler = ShardedSampler(mixture.sizes, alpha=0.5, num_samples=n, seed=0, rank=0, world_size=1)
+    sampler = EpochOrder(mixture.sizes, alpha=0.5, num_samples=n, seed=0)
     order = sampler.epoch_order()
     keys = np.array([mixture.locate(int(i))[0] for i in order[:6000]])
     q = sampler.probabilities
@@ -271,60 +233,17 @@ def test_alpha_sampling_frequencies_and_no_early_repeats(mixture):
 
 
 def test_language_homogeneous_steps(mixture):
-    world, batch = 2, 4
-    langs_per_step = []
-    ranks = [list(ShardedSampler(mixture.sizes, alpha=0.5, num_samples=400, group_size=world * batch, seed=3,
-                                 rank=r, world_size=world)) for r in range(world)]
-    for step in range(400 // (world * batch)):
-        ids = [i for r in range(world) for i in ranks[r][step * batch:(step + 1) * batch]]
-        langs_per_step.append({mixture.locate(i)[0] for i in ids})
-    assert all(len(langs) == 1 for langs in langs_per_step)  # every step: one language on all ranks
+    """group_size = the global batch: every step's batch comes from one corpus."""
+    batch = 8
+    order = EpochOrder(mixture.sizes, alpha=0.5, num_samples=400, group_size=batch, seed=3).epoch_order()
+    langs_per_step = [{mixture.locate(int(i))[0] for i in order[step * batch:(step + 1) * batch]}
+                      for step in range(400 // batch)]
+    assert all(len(langs) == 1 for langs in langs_per_step)
     assert set.union(*langs_per_step) == {"en", "de", "cs"}
 
 
-@pytest.mark.parametrize("new_world", [2, 3])
-def test_resume_from_position_is_exact(mixture, new_world):
-    world, batch, steps = 2, 5, 4
-    samplers = [ShardedSampler(mixture.sizes, alpha=0.7, num_samples=101, seed=9, rank=r, world_size=world)
-                for r in range(world)]
-    for s in samplers:
-        s.set_epoch(3)
-    order = samplers[0].epoch_order()
-    consumed = [list(s)[: steps * batch] for s in samplers]  # every rank ran `steps` batches
-    state = samplers[0].state_dict(consumed=steps * batch * world)
-    assert state == {"epoch": 3, "start": 40, "seed": 9}
-    resumed = []
-    for r in range(new_world):
-        s = ShardedSampler(mixture.sizes, alpha=0.7, num_samples=101, seed=9, rank=r, world_size=new_world)
-        s.load_state_dict(state)
-        resumed.append(list(s))
-        assert len(s) == len(resumed[-1])
-        if new_world == world:  # same world size: each rank continues its own sequence
-            assert consumed[r] + resumed[-1] == list(samplers[r])
-    done = sorted(sum(consumed, []) + sum(resumed, []))
-    assert done == sorted(order.tolist())  # nothing read twice, nothing skipped
-    assert sorted(sum(consumed, [])) == sorted(order[:40].tolist())
-
-
-def test_state_at_epoch_end_and_bad_positions(mixture):
-    sampler = ShardedSampler(mixture.sizes, seed=0, rank=1, world_size=2)
-    sampler.set_epoch(4)
-    assert len(sampler) == 46 and len(list(sampler)) == 46
-    assert sampler.state_dict(consumed=92) == {"epoch": 5, "start": 0, "seed": 0}
-    with pytest.raises(ValueError, match="passes the epoch's 92 samples"):
-        sampler.state_dict(consumed=93)
-    with pytest.raises(ValueError, match="start=93 is outside"):
-        sampler.set_epoch(0, start=93)
-    with pytest.raises(ValueError, match="rank 2 is outside world_size 2"):
-        ShardedSampler(10, rank=2, world_size=2)
-    with pytest.raises(ValueError, match="differs from this sampler's 0"):
-        sampler.load_state_dict({"epoch": 0, "start": 0, "seed": 1})
-    # an uneven split: ranks differ by at most one, none padded
-    lengths = [len(ShardedSampler(92, rank=r, world_size=5)) for r in range(5)]
-    assert lengths == [19, 19, 18, 18, 18] and sum(lengths) == 92
-
-
-def test_default_rank_without_process_group():
-    assert not torch.distributed.is_initialized()
-    sampler = ShardedSampler([3, 4])
-    assert (sampler.rank, sampler.world_size) == (0, 1) and sorted(sampler) == list(range(7))
+def test_bad_orders_are_errors():
+    with pytest.raises(ValueError, match="group_size=0: expected >= 1"):
+        EpochOrder(10, group_size=0)
+    with pytest.raises(ValueError, match="cannot draw 5 samples from corpora of sizes"):
+        EpochOrder([0, 0], num_samples=5)

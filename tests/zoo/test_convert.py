@@ -180,9 +180,9 @@ def test_registered_model_exports_with_pooler_and_mlm_head(tmp_path):
 def albert_sentencepiece_model(vocab_size: int = 400) -> bytes:
     """A unigram model in ALBERT's layout (<pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4)."""
     import io
+    from pydoc_data.topics import topics
 
     import sentencepiece as spm
-    from pydoc_data.topics import topics
 
     text = [" ".join(topics[name].split())[:4000].lower() for name in sorted(topics)]
     model = io.BytesIO()
@@ -197,9 +197,9 @@ def xlmr_sentencepiece_model(vocab_size: int = 400) -> bytes:
     """A unigram model in XLM-R's layout (<unk>=0, <s>=1, </s>=2, no <pad>), trained on the
     Python language reference that ships with CPython."""
     import io
+    from pydoc_data.topics import topics
 
     import sentencepiece as spm
-    from pydoc_data.topics import topics
 
     text = [" ".join(topics[name].split())[:4000] for name in sorted(topics)]
     model = io.BytesIO()
@@ -278,12 +278,13 @@ def test_extra_layer_is_unexpected(tmp_path):
 
 
 @pytest.mark.parametrize("changes, pattern", [
-    (dict(model_type="gpt2"), r"unknown Hugging Face model_type 'gpt2'.*known: albert, bert, xlm-roberta"),
+    (dict(model_type="gpt2"),
+     r"unknown Hugging Face model_type 'gpt2'.*known: albert, bert, modernbert, xlm-roberta"),
     (dict(model_type="xlm-robert"), r"did you mean 'xlm-roberta'"),
     (dict(architectures=["BertForQuestionAnswering"]), r"architecture 'BertForQuestionAnswering' is "
                                                         r"not supported"),
     (dict(position_embedding_type="relative_key"), r"position_embedding_type='relative_key'"),
-    (dict(hidden_act="silu"), r"hidden_act='silu' is not supported"),
+    (dict(hidden_act="quick_gelu"), r"hidden_act='quick_gelu' is not supported"),
 ])
 def test_unsupported_configs_are_errors(tmp_path, changes, pattern):
     hf_model("bert", False).save_pretrained(tmp_path)
