@@ -25,10 +25,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from babelzoo.knowledge.codex import load_codex  # noqa: E402
-from benchmarks._results import write_results  # noqa: E402
 from babelzoo.knowledge.kge import LinkPredictionData, save_kge  # noqa: E402
 from babelzoo.knowledge.kge_recipes import CODEX_S, train_by_recipe  # noqa: E402
 from babelzoo.knowledge.link_prediction import evaluate  # noqa: E402
+from benchmarks._results import write_results  # noqa: E402
 
 PAPER_MRR = {"transe": 0.354, "complex": 0.465}  # CoDEx paper, CoDEx-S test, filtered MRR
 
@@ -38,7 +38,7 @@ def run(name: str, data: LinkPredictionData, minutes: float, epochs: int | None,
     cpu_start, wall_start = time.process_time(), time.perf_counter()
 
     def log(row: dict) -> None:
-        print(f"  {name} epoch {row['epoch']:4d}  loss {row['loss']:.4f}  valid MRR {row['mrr']:.4f}  "
+        print(f"  {name} epoch {row['epoch']:4g}  loss {row['loss']:.4f}  valid MRR {row['mrr']:.4f}  "
               f"{row['seconds']:.0f} CPU s", flush=True)
 
     model, summary, config = train_by_recipe(name, data, minutes, epochs, log_every, log)

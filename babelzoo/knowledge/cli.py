@@ -148,7 +148,7 @@ def train_kge_main(args: argparse.Namespace, out=None) -> dict:
         raise UsageError(f"train-kge: {err}") from None
 
     def log(row: dict) -> None:
-        print(f"  epoch {row['epoch']:4d}  loss {row['loss']:.4f}  valid MRR {row['mrr']:.4f}  "
+        print(f"  epoch {row['epoch']:4g}  loss {row['loss']:.4f}  valid MRR {row['mrr']:.4f}  "
               f"Hits@10 {row['hits@10']:.4f}  {row['seconds']:.0f} CPU s", file=out, flush=True)
 
     start = time.process_time()

@@ -17,14 +17,20 @@ reported for head and tail prediction and their mean.
 
 from __future__ import annotations
 
-import copy
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
+from torch import nn
+from torch.utils.data import Dataset
 
+from ..objectives.base import Loss, Objective
+from ..objectives.batching import unwrap
 from .base import KBError
 from .kge import KGEModel, LinkPredictionData
 
@@ -35,8 +41,7 @@ LOSSES = ("self_adversarial", "uniform", "softmax", "1vsall")
 class KGETrainConfig:
     epochs: int = 100
     batch_size: int = 512
-    lr: float = 1e-3
-    optimizer: str = "adam"
+    lr: float = 1e-3  # Adam's (AdamW without decay), constant
     loss: str = "self_adversarial"
     negatives: int = 128
     adversarial_temperature: float = 1.0
@@ -54,8 +59,6 @@ class KGETrainConfig:
             raise KBError(f"KGETrainConfig.loss={self.loss!r} must be one of {', '.join(LOSSES)}")
         if self.clock not in ("wall", "cpu"):
             raise KBError(f"KGETrainConfig.clock={self.clock!r} must be 'wall' or 'cpu'")
-        if self.optimizer not in ("adam", "adagrad"):
-            raise KBError(f"KGETrainConfig.optimizer={self.optimizer!r} must be 'adam' or 'adagrad'")
         for name in ("epochs", "batch_size", "negatives", "eval_every"):
             if getattr(self, name) <= 0:
                 raise KBError(f"KGETrainConfig.{name}={getattr(self, name)} must be positive")
@@ -74,7 +77,7 @@ def negative_sampling_loss(positive: torch.Tensor, negative: torch.Tensor, loss:
     return (-F.logsigmoid(positive) - (weights * F.logsigmoid(-negative)).sum(1)).mean()
 
 
-def _batch_loss(model: KGEModel, batch: torch.Tensor, config: KGETrainConfig, generator: torch.Generator) -> torch.Tensor:
+def _batch_loss(model: KGEModel, batch: torch.Tensor, config: KGETrainConfig) -> torch.Tensor:
     h, r, t = batch.unbind(1)
     directions = [("tail", h, r, t)]
     if model.reciprocal:
@@ -88,7 +91,7 @@ def _batch_loss(model: KGEModel, batch: torch.Tensor, config: KGETrainConfig, ge
             scores = model.score_tails(hh, rr) if side == "tail" else model.score_heads(rr, tt)
             total = total + F.cross_entropy(scores, target, label_smoothing=config.label_smoothing)
             continue
-        negatives = torch.randint(model.num_entities, (len(batch), config.negatives), generator=generator)
+        negatives = torch.randint(model.num_entities, (len(batch), config.negatives), device=batch.device)
         positive = model._score(model.entity(hh), model.relation(rr), model.entity(tt))
         negative = (model.score_tails(hh, rr, negatives) if side == "tail" else
                     model._score(model.entity(negatives), model.relation(rr)[:, None], model.entity(tt)[:, None]))
@@ -99,47 +102,111 @@ def _batch_loss(model: KGEModel, batch: torch.Tensor, config: KGETrainConfig, ge
     return loss
 
 
+class TripleObjective(Objective):
+    """The KGE training loss of ``config`` (negative sampling or 1-vs-all, plus the
+    regularizer) as an objective of the shared :class:`~babelzoo.train.Trainer`: examples are
+    (h, r, t) id triples."""
+
+    name = "kge"
+
+    def __init__(self, config: KGETrainConfig):
+        super().__init__()
+        self.config = config
+        self.batches = 0  # training batches seen, for the epoch count of the log
+        self.loss_sum: Optional[torch.Tensor] = None  # their summed loss since the last read, on the device
+        self.loss_batches = 0
+
+    def read_loss(self) -> float:
+        """The mean training loss since the last read (one device read)."""
+        mean = float(self.loss_sum) / self.loss_batches if self.loss_batches else float("nan")
+        self.loss_sum, self.loss_batches = None, 0
+        return mean
+
+    def prepare(self, examples) -> dict[str, torch.Tensor]:
+        return {"triples": torch.stack([torch.as_tensor(e, dtype=torch.long) for e in examples])}
+
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> Loss:
+        triples = batch["triples"]
+        loss = _batch_loss(unwrap(model), triples, self.config)
+        if self.training:
+            self.batches += 1
+            self.loss_batches += 1
+            self.loss_sum = loss.detach() if self.loss_sum is None else self.loss_sum + loss.detach()
+        return Loss(loss, {"loss": loss.detach()}, tokens=torch.tensor(len(triples)))
+
+
+class Triples(Dataset):
+    """The rows of an [N, 3] id tensor as a map-style dataset."""
+
+    def __init__(self, triples: torch.Tensor):
+        self.triples = triples
+
+    def __len__(self) -> int:
+        return len(self.triples)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return self.triples[index]
+
+
+class ValidationRanking:
+    """The trainer's evaluator: filtered ranking on the valid split (selection metric: MRR).
+    ``log`` gets each evaluation's metrics with the epoch reached (``objective``'s batches over
+    ``steps_per_epoch``) and the seconds spent so far."""
+
+    metric = "mrr"
+
+    def __init__(self, data: LinkPredictionData, objective: TripleObjective, steps_per_epoch: int,
+                 clock: Callable[[], float], log: Optional[Callable[[dict], None]] = None):
+        self.data, self.objective, self.steps_per_epoch = data, objective, steps_per_epoch
+        self.clock, self.log = clock, log
+        self.filters = KnownTriples(data)
+        self.start = clock()
+
+    def __call__(self, model: nn.Module) -> dict[str, float]:
+        metrics = evaluate(model, self.data, "valid", filters=self.filters)
+        if self.log is not None:
+            epoch = self.objective.batches / self.steps_per_epoch
+            self.log({"epoch": int(epoch) if epoch == int(epoch) else round(epoch, 2),
+                      "loss": self.objective.read_loss(), "seconds": self.clock() - self.start, **metrics})
+        return metrics
+
+
 def train_kge(model: KGEModel, data: LinkPredictionData, config: KGETrainConfig = KGETrainConfig(),
-              log: Optional[Callable[[dict], None]] = None) -> dict:
-    """Train on ``data.train``, validating filtered MRR every ``eval_every`` epochs; keeps the best
-    validation state (early stopping after ``patience`` evaluations without improvement).
-    Returns a summary: best epoch, best validation metrics, epochs run, seconds."""
-    generator = torch.Generator().manual_seed(config.seed)
-    opt_cls = torch.optim.Adam if config.optimizer == "adam" else torch.optim.Adagrad
-    optimizer = opt_cls(model.parameters(), lr=config.lr)
-    filters = KnownTriples(data)
-    best = {"mrr": -1.0}
+              log: Optional[Callable[[dict], None]] = None, output_dir: Optional[str | Path] = None) -> dict:
+    """Train on ``data.train`` with the shared :class:`~babelzoo.train.Trainer`, validating
+    filtered MRR every ``eval_every`` epochs and at the end; keeps the best validation state
+    (early stopping after ``patience`` evaluations without improvement, a time budget of
+    ``max_seconds`` on ``clock``). The run (metrics, checkpoints, the best weights) goes to
+    ``output_dir``, a temporary directory when None. Returns a summary: the best epoch, the
+    best validation metrics, the epochs run and the seconds spent."""
+    from ..train import TrainConfig, Trainer
+
+    batch_size = min(config.batch_size, len(data.train))  # a graph smaller than a batch: one batch of it all
+    steps_per_epoch = -(-len(data.train) // batch_size)
+    train = TrainConfig(
+        seed=config.seed, max_steps=config.epochs * steps_per_epoch, max_seconds=config.max_seconds,
+        budget_clock=config.clock, device="cpu", batch_size=batch_size, optimizer="adamw", lr=config.lr,
+        weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8, schedule="constant", max_grad_norm=0.0,
+        eval_every=config.eval_every * steps_per_epoch, patience=config.patience, distributed="none",
+        checkpoint_every=config.epochs * steps_per_epoch, keep_checkpoints=1, resume=False,
+        log_every=steps_per_epoch, progress=False, tensorboard=False, measure_mfu=False)
     clock = time.process_time if config.clock == "cpu" else time.perf_counter
-    best_state, best_epoch, stale, start, epoch = None, 0, 0, clock(), 0
-    for epoch in range(1, config.epochs + 1):
-        model.train()
-        order = torch.randperm(len(data.train), generator=generator)
-        total, steps = 0.0, 0
-        for i in range(0, len(order), config.batch_size):
-            loss = _batch_loss(model, data.train[order[i:i + config.batch_size]], config, generator)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            total, steps = total + float(loss.detach()), steps + 1
-        elapsed = clock() - start
-        out_of_time = config.max_seconds is not None and elapsed > config.max_seconds
-        if epoch % config.eval_every == 0 or epoch == config.epochs or out_of_time:
-            metrics = evaluate(model, data, "valid", filters=filters)
-            if log is not None:
-                log({"epoch": epoch, "loss": total / max(steps, 1), "seconds": elapsed, **metrics})
-            if metrics["mrr"] > best["mrr"]:
-                best, best_epoch, stale = metrics, epoch, 0
-                best_state = copy.deepcopy(model.state_dict())
-            else:
-                stale += 1
-                if stale >= config.patience:
-                    break
-        if out_of_time:
-            break
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    return {"best_epoch": best_epoch, "epochs": epoch, "seconds": clock() - start,
-            "valid": best}
+    objective = TripleObjective(config)
+    evaluator = ValidationRanking(data, objective, steps_per_epoch, clock, log)
+    with tempfile.TemporaryDirectory(prefix="kge-") as scratch:
+        train.output_dir = str(output_dir if output_dir is not None else scratch)
+        summary = Trainer(model, objective, Triples(data.train), train, evaluator=evaluator).fit()
+        best = Path(train.output_dir) / "best" / "model.safetensors"
+        if summary["best_step"] is not None:
+            model.load_state_dict(load_file(best), strict=True)
+    history = {e["step"]: e for e in summary["evaluations"]}
+    valid = {k: v for k, v in history.get(summary["best_step"], {}).items() if k != "step"}
+    def epochs(steps: Optional[int]) -> float:
+        value = (steps or 0) / steps_per_epoch
+        return int(value) if value == int(value) else round(value, 2)
+
+    return {"best_epoch": epochs(summary["best_step"]), "epochs": epochs(summary["steps"]),
+            "seconds": summary["budget_seconds_used"], "valid": valid or {"mrr": -1.0}}
 
 
 class KnownTriples:

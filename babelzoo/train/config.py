@@ -70,6 +70,11 @@ class TrainConfig:
     output_dir: str = "runs/default"
     seed: int = 0
     max_steps: int = 1000
+    # a time budget besides max_steps (None: none), on ``budget_clock``: "wall", or "cpu" (the
+    # process's CPU time over all threads, which a busy machine does not shrink); when it runs
+    # out, the run evaluates (given an evaluator), checkpoints and stops
+    max_seconds: Optional[float] = None
+    budget_clock: str = "wall"
     device: str = "auto"
     # --- batches --------------------------------------------------------------------------------
     batch_size: int = 32
@@ -118,7 +123,7 @@ class TrainConfig:
         for f in fields(self):
             setattr(self, f.name, _coerce(f.name, getattr(self, f.name), _field_types()[f.name]))
         choices = {"optimizer": OPTIMIZERS, "schedule": SCHEDULES, "precision": PRECISIONS,
-                   "distributed": STRATEGIES, "device": DEVICES, "mixture": MIXTURES}
+                   "distributed": STRATEGIES, "device": DEVICES, "mixture": MIXTURES, "budget_clock": ("wall", "cpu")}
         for name, options in choices.items():
             if getattr(self, name) not in options:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be one of "
@@ -129,6 +134,8 @@ class TrainConfig:
         for name in ("num_workers", "warmup_steps", "eval_every", "patience"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be non-negative")
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise ConfigError(f"TrainConfig.max_seconds={self.max_seconds!r} must be positive (or null: no budget)")
         for name in ("lr", "eps"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be positive")

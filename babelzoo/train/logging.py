@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-
 # Record keys of evaluations (the trainer's evaluator names its metrics "dev/..."): shown as they
 # are on the progress bar, not averaged with the training metrics.
 EVAL_PREFIXES = ("dev/", "best ")

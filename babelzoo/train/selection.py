@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol
 
-from ..zoo.pretrained import replace_directory
+from ..zoo.pretrained import WEIGHTS_NAME, replace_directory
 from .identity import ResumeMismatch
 
 BEST_DIR = "best"
@@ -68,5 +68,6 @@ class Selection:
 
 def save_best(directory: Path, write: Callable[[Path], None]) -> Path:
     """Write the best model with ``write(tmp_dir)`` into a fresh directory beside ``directory``,
-    then swap it in, so that ``directory`` always holds one whole model."""
-    return replace_directory(directory, write)
+    then swap it in, so that ``directory`` always holds one whole model. Every best model has
+    its weights file (a model without a ``ModelConfig``, e.g. a KG embedding, has no config.json)."""
+    return replace_directory(directory, write, marker=WEIGHTS_NAME)

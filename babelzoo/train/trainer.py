@@ -42,8 +42,8 @@ from .allocator import keep_cpu_buffers
 from .checkpoint import CheckpointManager, read_model, read_part, rng_state, set_rng_state
 from .config import TrainConfig
 from .data import DataStream
-from .identity import ResumeMismatch, check_same_run, data_identity, objective_identity, saved_model_config
 from .flops import count_flops, measure_matmul_peak
+from .identity import ResumeMismatch, check_same_run, data_identity, objective_identity, saved_model_config
 from .logging import RunLogger
 from .optim import build_optimizer, build_schedule
 from .precision import Precision
@@ -224,8 +224,11 @@ class Trainer:
             state[key] = state[source]
         optim_state = read_part(path, "optimizer")
         if self.strategy == "fsdp":
-            from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-                                                                 set_optimizer_state_dict)
+            from torch.distributed.checkpoint.state_dict import (
+                StateDictOptions,
+                set_model_state_dict,
+                set_optimizer_state_dict,
+            )
 
             set_model_state_dict(self.module, state, options=StateDictOptions(full_state_dict=True))
             # parameters that never received a gradient (an unused pooler) have no optimizer state
@@ -386,6 +389,13 @@ class Trainer:
     def _stopped_early(self) -> bool:
         return self.selection is not None and self.selection.should_stop
 
+    def _out_of_time(self) -> bool:
+        """Has the run used its ``max_seconds`` on any rank's clock (every rank gets the same answer)?"""
+        cfg = self.config
+        if cfg.max_seconds is None:
+            return False
+        return D.any_rank(self._clock() - self._clock_start > cfg.max_seconds)
+
     def evaluate(self) -> dict[str, float]:
         """Run the evaluator on the model (eval mode, no autograd, the run's precision), update
         the selection and, on a new best, write the model to ``output_dir/best``. Every rank
@@ -459,16 +469,22 @@ class Trainer:
                     logger.log(done)
                 pending.clear()
 
+            self._clock = time.process_time if cfg.budget_clock == "cpu" else time.perf_counter
+            self._clock_start = self._clock()
+            out_of_time = False
             with self._signals():
                 try:
-                    while self.step < cfg.max_steps and self._stop_signal is None and not self._stopped_early:
+                    while (self.step < cfg.max_steps and self._stop_signal is None and not self._stopped_early
+                           and not out_of_time):
                         pending.append(self.train_step())
+                        out_of_time = self._out_of_time()
                         evaluated = self.evaluator is not None and (
-                            self.step == cfg.max_steps or bool(cfg.eval_every and self.step % cfg.eval_every == 0))
+                            self.step == cfg.max_steps or out_of_time
+                            or bool(cfg.eval_every and self.step % cfg.eval_every == 0))
                         if evaluated:
                             pending[-1].update(self.evaluate())
                         checkpoint = (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps
-                                      or self._stop_signal is not None or self._stopped_early)
+                                      or self._stop_signal is not None or self._stopped_early or out_of_time)
                         if checkpoint or evaluated or self.step % cfg.log_every == 0:
                             write_pending()  # the one read of the device since the last one
                         if checkpoint:
@@ -485,6 +501,8 @@ class Trainer:
                 "checkpoint": str(last_checkpoint) if last_checkpoint else None,
                 "resumed_from": str(resumed) if resumed else None,
                 "stopped_by_signal": self._stop_signal,
+                "out_of_time": out_of_time,
+                "budget_seconds_used": self._clock() - self._clock_start,
                 **self._selection_summary(),
                 "flops_per_token": self.flops_per_token,
                 "peak_flops": self.peak,

@@ -145,16 +145,16 @@ def find_weights(directory: Path) -> Path:
     raise CheckpointError(f"{directory}: no weights file ({WEIGHTS_NAME} or {', '.join(PICKLE_NAMES)})")
 
 
-def replace_directory(directory: str | Path, write: Callable[[Path], None]) -> Path:
+def replace_directory(directory: str | Path, write: Callable[[Path], None], marker: str = CONFIG_NAME) -> Path:
     """Write a whole model directory: ``write(tmp)`` fills a fresh folder beside ``directory``,
     which then takes its place, so no file of an earlier model (another tokenizer's files, a
     stale manifest) is left beside the new one, and an interrupted save leaves the old model
-    whole. A non-empty ``directory`` without a ``config.json`` is not a model directory: it is
-    refused and nothing in it is touched."""
+    whole. A non-empty ``directory`` without a ``config.json`` (``marker``) is not a model
+    directory: it is refused and nothing in it is touched."""
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise CheckpointError(f"{directory}: exists and is not a directory")
-    if directory.is_dir() and not (directory / CONFIG_NAME).is_file():
+    if directory.is_dir() and not (directory / marker).is_file():
         entries = sorted(p.name for p in directory.iterdir())
         if entries:
             raise CheckpointError(f"{directory}: not empty and not a model directory (it holds "

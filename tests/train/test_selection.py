@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+from tiny_objectives import FixedMaskMLM, corpus, one_thread, tiny_model  # noqa: F401
 
 import babelzoo
 from babelzoo.train.config import TrainConfig
@@ -12,7 +13,6 @@ from babelzoo.train.optim import build_optimizer, layer_depth
 from babelzoo.train.selection import Selection
 from babelzoo.train.trainer import Trainer, TrainModule
 from babelzoo.zoo.pretrained import read_weights
-from tiny_objectives import FixedMaskMLM, corpus, one_thread, tiny_model  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -125,3 +125,20 @@ def test_layer_wise_decay_scales_each_layers_learning_rate():
     assert decay_of[id(names["model.encoder.layers.0.ffn.up.weight"])] == 0.01
     plain = build_optimizer(module, TrainConfig(lr=1e-3))
     assert len(plain.param_groups) == 2 and {g["lr"] for g in plain.param_groups} == {1e-3}
+
+
+def test_a_time_budget_evaluates_checkpoints_and_stops(tmp_path, monkeypatch):
+    """max_seconds on the CPU clock: the step that spends the budget is the last; the run
+    evaluates there and leaves a checkpoint of it."""
+    import babelzoo.train.trainer as trainer_module
+
+    ticks = iter(range(0, 1000, 10))  # each read of the clock: 10 s later
+    monkeypatch.setattr(trainer_module.time, "process_time", lambda: float(next(ticks)))
+    evaluator = ScriptedEvaluator([0.4])
+    summary = Trainer(tiny_model(), FixedMaskMLM(), corpus(64),
+                      config(tmp_path, max_seconds=25.0, budget_clock="cpu"), evaluator=evaluator).fit()
+    assert summary["steps"] == 3 and summary["out_of_time"] and summary["budget_seconds_used"] == 40.0
+    assert evaluator.calls == 1 and summary["best_step"] == 3
+    assert (tmp_path / "checkpoints" / "step-00000003").is_dir()
+    with pytest.raises(ValueError, match="max_seconds=0.0 must be positive"):
+        config(tmp_path, max_seconds=0.0)
