@@ -6,8 +6,9 @@ Order, lowest first (a module may import from its own layer and from those below
 2. ``datasets``: text, tokenizers, media and corpora (reads model configs, never imports them);
 3. ``zoo``: configs, layers, families, models, checkpoints, conversion;
 4. ``objectives``: the pre-training and fine-tuning losses;
-5. ``knowledge``: knowledge bases, linking, KG embeddings, knowledge objectives;
-6. ``train``: the trainer, recipes, distributed running;
+5. ``train``: the shared trainer, recipes, distributed running;
+6. ``knowledge``: knowledge bases, linking, KG embeddings (trained by the shared trainer),
+   knowledge objectives;
 7. ``finetune``: fine-tuning recipes and transfer;
 8. ``evaluation``: tasks, encoders, leaderboards;
 9. the commands and entry points: ``cli``, ``demo``, ``hub``, ``__main__``, the package itself.
@@ -24,7 +25,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "babelzoo"
-LAYERS = [("errors", "registry", "_lazy"), ("datasets",), ("zoo",), ("objectives",), ("knowledge",), ("train",),
+LAYERS = [("errors", "registry", "_lazy"), ("datasets",), ("zoo",), ("objectives",), ("train",), ("knowledge",),
           ("finetune",), ("evaluation",), ("cli", "demo", "hub", "__main__", "")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
