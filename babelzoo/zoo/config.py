@@ -17,6 +17,7 @@ import functools
 import json
 import types
 import typing
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Optional
@@ -135,7 +136,7 @@ class _Config:
 
 
 @dataclass(frozen=True)
-class EncoderConfig(_Config):
+class EncoderConfig(_Config, metaclass=ABCMeta):
     """What every text encoder has, whatever its family: the vocabulary, the widths, the
     inputs it takes (segments, XLM language ids), dropout and the output heads.
 
@@ -199,10 +200,10 @@ class EncoderConfig(_Config):
             raise ConfigError(f"ModelConfig.knowledge: ERNIE fusion layers need a 'transformer' family text encoder; "
                               f"family {self.family!r} has none (use fusion='none')")
 
+    @abstractmethod
     def encoder_flops_per_token(self, seq_len: int) -> float:
         """Forward FLOPs per token of the encoder's layers (multiply-add = 2), for
         :mod:`babelzoo.train.flops`; each family counts its own layers."""
-        raise NotImplementedError(f"{type(self).__name__} does not count its FLOPs")
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, **dataclasses.asdict(self)}

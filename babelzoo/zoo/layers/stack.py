@@ -14,6 +14,7 @@ stack's final norm). Fusion models call exactly these three to run the text laye
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from typing import Any, Optional
 
 import torch
@@ -23,26 +24,26 @@ from ...errors import InputError
 from .attention import Packing, select_rows
 
 
-class LayerStack(nn.Module):
+class LayerStack(nn.Module, metaclass=ABCMeta):
     """Base class of a family's layer stack. Subclasses set ``num_layers`` and implement
     :meth:`prepare`, :meth:`run` and (when they have one) :meth:`finish`; they say with
     :meth:`can_pack` and :meth:`can_select_rows` which fast paths their layers allow."""
 
     num_layers: int
 
+    @abstractmethod
     def prepare(self, attention_mask: Optional[torch.Tensor], length: int,
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
                 position_ids: Optional[torch.Tensor] = None) -> Any:
         """The state every layer of one forward pass reads (opaque to callers)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def run(self, x: torch.Tensor, state: Any, start: int = 0, end: Optional[int] = None,
             rows: Optional[torch.Tensor] = None, packing: Optional[Packing] = None,
             states: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
         """Layers ``start .. end-1`` (``end`` None: to the top). ``rows`` ([B, K]) makes the last
         of them return those positions only; ``packing``: ``x`` holds the real tokens only;
         each layer's output is appended to ``states`` when given."""
-        raise NotImplementedError
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         """What follows the last layer (identity unless the family has a final norm)."""
