@@ -2,7 +2,7 @@
 
 Order, lowest first (a module may import from its own layer and from those below it):
 
-1. ``errors``, ``registry``, ``_lazy``: the base every part shares;
+1. ``errors``, ``registry``, ``_lazy``, ``typed``: the base every part shares;
 2. ``datasets``: text, tokenizers, media and corpora (reads model configs, never imports them);
 3. ``zoo``: configs, layers, families, models, checkpoints, conversion;
 4. ``objectives``: the pre-training and fine-tuning losses;
@@ -16,7 +16,9 @@ Order, lowest first (a module may import from its own layer and from those below
 Every ``import`` is counted, at module level and inside functions; only ``if TYPE_CHECKING:``
 blocks (annotations, never executed) are not. Parts found by name at run time go through a
 registry instead of an import (text families: ``zoo.family.BUILTIN_FAMILIES``; the knowledge
-objectives ``build_objective`` finds: ``objectives.mixture.KNOWLEDGE_OBJECTIVES``).
+objectives ``build_objective`` finds: ``objectives.mixture.KNOWLEDGE_OBJECTIVES``; the knowledge
+data sources: ``datasets.sources.BUILTIN_SOURCES``; a recipe's knowledge base:
+``train.cli.ATTACH_KNOWLEDGE``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "babelzoo"
-LAYERS = [("errors", "registry", "_lazy"), ("datasets",), ("zoo",), ("objectives",), ("train",), ("knowledge",),
+LAYERS = [("errors", "registry", "_lazy", "typed"), ("datasets",), ("zoo",), ("objectives",), ("train",), ("knowledge",),
           ("finetune",), ("evaluation",), ("cli", "demo", "hub", "__main__", "")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

@@ -33,6 +33,7 @@ class Entry:
     fuzzy: bool = False
     obsolete: bool = False
     where: str = ""
+    source_file: Optional[str] = None  # the first source file a .po reference (``#: file:line``) names
 
 
 @dataclass
@@ -162,7 +163,8 @@ def read_po(path: Union[str, Path]) -> Catalog:
         plural = isinstance(message.id, (tuple, list))
         strings = list(message.string) if isinstance(message.string, (tuple, list)) else [message.string or ""]
         entries.append(Entry(message.id[0] if plural else message.id, [s or "" for s in strings], message.context,
-                             plural, message.fuzzy, obsolete, where=f"{path}:{message.lineno}"))
+                             plural, message.fuzzy, obsolete, where=f"{path}:{message.lineno}",
+                             source_file=message.locations[0][0] if message.locations else None))
     plural_forms = catalog.mime_headers and dict(catalog.mime_headers).get("Plural-Forms")
     index = _plural_index(plural_forms or None, str(path))
     return Catalog(path, locale_of(path), entries, index, warnings)

@@ -193,6 +193,8 @@ class TaggedSentence:
     tags: tuple[str, ...]
     where: str = ""
     sent_id: Optional[str] = None
+    text: Optional[str] = None  # CoNLL-U ``# text = ...``
+    newdoc: bool = False  # CoNLL-U ``# newdoc``: the sentence starts a document
 
 
 def read_conllu(path: str | Path, *, column: str = "upos",
@@ -240,6 +242,8 @@ class _ConlluSentence:
         self.words: list[str] = []
         self.labels: list[str] = []
         self.sent_id: Optional[str] = None
+        self.text: Optional[str] = None
+        self.newdoc = False
         self.range: Optional[tuple[int, int, int]] = None  # (first, last, line) of an open multi-word token
         self.empty_node = (0, 0)  # the last empty node a.b seen
 
@@ -253,7 +257,8 @@ class _ConlluSentence:
         self._close_range(f"the sentence ends after word {len(self.words)}")
         if not self.words:
             raise LabelError(f"{self.path}:{first}: sentence with no words (only comments or ranges)")
-        return TaggedSentence(tuple(self.words), tuple(self.labels), f"{self.path}:{first}", self.sent_id)
+        return TaggedSentence(tuple(self.words), tuple(self.labels), f"{self.path}:{first}", self.sent_id,
+                              self.text, self.newdoc)
 
     def _error(self, lineno: int, message: str) -> LabelError:
         return LabelError(f"{self.path}:{lineno}: {message}")
@@ -266,6 +271,10 @@ class _ConlluSentence:
             if self.sent_id is not None:
                 raise self._error(lineno, f"second sent_id {match[1]!r} in one sentence (first: {self.sent_id!r})")
             self.sent_id = match[1]
+        elif text.startswith("# text =") or text.startswith("# text="):
+            self.text = text.split("=", 1)[1].strip()
+        elif text == "# newdoc" or text.startswith("# newdoc ") or text.startswith("# newdoc="):
+            self.newdoc = True
 
     def _fields(self, text: str, lineno: int) -> list[str]:
         fields = text.split("\t")

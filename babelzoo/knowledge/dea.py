@@ -73,6 +73,7 @@ class DEAObjective(Objective):
     the model's config, with its knowledge part (entity table size and width)."""
 
     name = "dea"
+    consumes = "entity_alignment"
 
     def __init__(self, specials: SpecialIds, config, *, replace: float = 0.05, drop: float = 0.15):
         super().__init__()

@@ -72,6 +72,7 @@ class EntityMLM(MaskingObjective):
     """Entity-level masked LM over ``[CLS] X [SEP]`` (see the module docstring)."""
 
     name = "entity_mlm"
+    consumes = "entity_mentions"
 
     def __init__(self, specials: SpecialIds, *, units: Literal["entities", "mixed"] = "entities",
                  rate: float = 0.15, max_length: int = 64, use_language_ids: bool = True):

@@ -41,6 +41,7 @@ class KBertMLM(MaskingObjective):
     than ``max_length`` are refused: :class:`KBertInjector` cuts them to its own limit."""
 
     name = "kbert_mlm"
+    consumes = "sentence_tree"
 
     def prepare(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
         require_nonempty(examples, self.name)

@@ -32,9 +32,12 @@ class Objective(nn.Module, abc.ABC):
     ``prepare(examples)`` turns a list of raw examples (token-id lists, translation pairs...)
     into a dict of tensors; it runs in DataLoader workers and must be deterministic given the
     torch RNG state. ``forward(model, batch)`` runs the encoder and the objective's heads.
+    ``consumes`` names the example type of :data:`babelzoo.datasets.sources.EXAMPLE_TYPES` it
+    prepares, so a recipe's data sources are checked against it before training.
     """
 
     name: ClassVar[str] = ""
+    consumes: ClassVar[str] = ""
 
     @abc.abstractmethod
     def prepare(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
@@ -52,5 +55,7 @@ def register_objective(cls: type[Objective]) -> type[Objective]:
     """Class decorator: register under ``cls.name``."""
     if not cls.name:
         raise InputError(f"{cls.__name__} must set a non-empty `name` to be registered")
+    if not cls.consumes:
+        raise InputError(f"{cls.__name__} must set `consumes`, the example type it prepares, to be registered")
     OBJECTIVES.register(cls, name=cls.name)
     return cls

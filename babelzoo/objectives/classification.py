@@ -115,6 +115,7 @@ class SequenceClassification(_HeadObjective):
     """Cross-entropy of the model's sequence head. Examples: :class:`Labelled`."""
 
     name = "sequence_classification"
+    consumes = "labelled_text"
 
     def prepare(self, examples: Sequence[Labelled]) -> dict[str, torch.Tensor]:
         require_nonempty(examples, self.name)
@@ -153,6 +154,7 @@ class TokenClassification(_HeadObjective):
     :class:`Tagged`; words beyond ``max_length`` are cut and counted (``truncated_words``)."""
 
     name = "token_classification"
+    consumes = "labelled_tokens"
 
     def prepare(self, examples: Sequence[Tagged]) -> dict[str, torch.Tensor]:
         require_nonempty(examples, self.name)

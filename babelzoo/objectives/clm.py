@@ -29,6 +29,7 @@ class CLM(Objective):
     """Next-token prediction over sentences (token-id lists or ``(ids, lang)`` tuples)."""
 
     name = "clm"
+    consumes = "sentence"
 
     def __init__(self, specials: SpecialIds, *, max_length: int = 128, use_language_ids: bool = True):
         super().__init__()

@@ -31,6 +31,7 @@ class CLMLM(MaskingObjective):
     ``(sentence, translation[, lang, translation_lang])`` pairs in document order."""
 
     name = "clmlm"
+    consumes = "parallel_document"
 
     def code_switch(self, document, start: int) -> list[tuple[list[int], object]]:
         """(ids, lang) of each sentence: the translation where ``k % 2 == start``."""

@@ -63,6 +63,7 @@ class CLPC(Objective):
     target. ``miner``: ``"random"``, ``"hard"`` or a :class:`NegativeMiner`."""
 
     name = "clpc"
+    consumes = "pair"
 
     def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *,
                  miner: str | NegativeMiner = "random", negatives: int = 1, max_length: int = 128,

@@ -38,6 +38,7 @@ class CLWR(Objective):
     trilinear weight W (a bias would cancel in the softmax over j, so there is none)."""
 
     name = "clwr"
+    consumes = "pair"
 
     def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *, max_length: int = 128,
                  use_language_ids: bool = True):

@@ -84,6 +84,7 @@ class ITC(Objective):
     """
 
     name = "itc"
+    consumes = "media_text"
 
     def __init__(self, specials: SpecialIds, *, max_length: int = 128,
                  spec_augment: Optional[SpecAugment | dict] = None, max_logit_scale: float = MAX_LOGIT_SCALE):

@@ -51,6 +51,7 @@ class ITM(Objective):
     cross-attention model (``dual`` models have no joint encoder); ``config`` sizes the head."""
 
     name = "itm"
+    consumes = "media_text"
 
     def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *, max_length: int = 128,
                  spec_augment: Optional[SpecAugment | dict] = None):

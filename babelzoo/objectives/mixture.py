@@ -35,13 +35,25 @@ KNOWLEDGE_OBJECTIVES = {"dea": "babelzoo.knowledge.dea", "entity_mlm": "babelzoo
                         "kbert_mlm": "babelzoo.knowledge.kbert_mlm"}
 
 
+def objective_class(name: str) -> type[Objective]:
+    """The registered objective class ``name`` (importing a knowledge objective on demand)."""
+    if name in KNOWLEDGE_OBJECTIVES and name not in OBJECTIVES:
+        importlib.import_module(KNOWLEDGE_OBJECTIVES[name])  # registers it (kept lazy: no import cycle)
+    return OBJECTIVES.get(name)
+
+
+def all_objectives() -> list[str]:
+    """Every objective name, the knowledge objectives included."""
+    for module in dict.fromkeys(KNOWLEDGE_OBJECTIVES.values()):
+        importlib.import_module(module)
+    return OBJECTIVES.list()
+
+
 def build_objective(name: str, specials: SpecialIds, config: EncoderConfig | ModelConfig | None = None,
                     **options: Any) -> Objective:
     """Instantiate a registered objective. Objectives that own heads sized by the model (CLWR,
     CLPC, SOP/NSP, RTD) need the model's ``config``; the others ignore it."""
-    if name in KNOWLEDGE_OBJECTIVES and name not in OBJECTIVES:
-        importlib.import_module(KNOWLEDGE_OBJECTIVES[name])  # registers it (kept lazy: no import cycle)
-    cls = OBJECTIVES.get(name)
+    cls = objective_class(name)
     params = inspect.signature(cls.__init__).parameters
     valid = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
     unknown = sorted(set(options) - set(valid))

@@ -93,6 +93,7 @@ class MLM(MaskingObjective):
     """
 
     name = "mlm"
+    consumes = "sentence"
 
     def prepare(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
         require_nonempty(examples, self.name)
@@ -128,6 +129,7 @@ class MMLM(MLM):
     embeddings and ``use_language_ids`` is on (XLM), and are left out otherwise (mBERT, XLM-R)."""
 
     name = "mmlm"
+    consumes = "sentence"
 
     def prepare(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
         require_nonempty(examples, self.name)

@@ -33,6 +33,7 @@ class ConditionedMLM(MaskingObjective):
     :class:`~babelzoo.datasets.multimodal.MultimodalDataset`."""
 
     name = "mlm_conditioned"
+    consumes = "media_text"
 
     def __init__(self, specials: SpecialIds, *, masking: MaskingConfig | Mapping | None = None,
                  word_starts: Optional[torch.Tensor] = None, max_length: int = 128, use_language_ids: bool = True,

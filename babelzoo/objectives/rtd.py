@@ -70,6 +70,7 @@ class RTD(MLM):
     """ELECTRA's replaced-token detection over sentences (token-id lists or ``(ids, lang)``)."""
 
     name = "rtd"
+    consumes = "sentence"
 
     def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *, generator_size: float = 0.25,
                  discriminator_weight: float = 50.0, masking: MaskingConfig | Mapping | None = None,

@@ -147,6 +147,7 @@ class NSP(SentencePairCoherence):
     another document of the batch (so a batch needs at least two documents)."""
 
     name = "nsp"
+    consumes = "document"
 
     def pair(self, documents, index):
         if len(documents) < 2:
@@ -164,6 +165,7 @@ class SOP(SentencePairCoherence):
     """ALBERT's sentence-order prediction: label 0 = A then B as in the document, 1 = swapped."""
 
     name = "sop"
+    consumes = "document"
 
     def pair(self, documents, index):
         a, b = self.chunk(documents[index])

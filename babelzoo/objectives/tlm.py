@@ -37,6 +37,7 @@ class TLM(MaskingObjective):
     ``truncated``)."""
 
     name = "tlm"
+    consumes = "pair"
 
     def prepare(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
         require_nonempty(examples, self.name)

@@ -49,6 +49,7 @@ class TranslationRanking(DualEncoderObjective):
     """LaBSE's bidirectional translation ranking with additive margin softmax."""
 
     name = "translation_ranking"
+    consumes = "pair"
 
     def __init__(self, specials: SpecialIds, *, margin: float = 0.3, scale: float = 1.0,
                  bidirectional: bool = True, pooling: str = "cls", layer: Optional[int] = None,

@@ -49,6 +49,7 @@ class XLCo(DualEncoderObjective):
     across ranks. ``symmetric=True`` adds the target → source direction (mean of the two)."""
 
     name = "xlco"
+    consumes = "pair"
 
     def __init__(self, specials: SpecialIds, *, temperature: float = 0.25, layer: Optional[int] = None,
                  pooling: str = "cls", normalize: bool = False, symmetric: bool = False, max_length: int = 128,

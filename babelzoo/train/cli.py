@@ -2,25 +2,30 @@
 and train it.
 
 A recipe is a :class:`~babelzoo.train.config.TrainConfig` in YAML. Besides the training
-settings, four fields describe what to train:
+settings, these fields describe what to train:
 
 ``model`` / ``model_overrides``
     a registered architecture and changes to its config. ``vocab_size`` and ``pad_token_id``
     are set from the tokenizer unless given.
+``knowledge``
+    ``{kb: cldr, fusion_layers: [1], entity_dim: 32}``: ERNIE fusion over a knowledge base
+    attached to the model (:func:`babelzoo.knowledge.attach_knowledge`), for objectives such as
+    ``dea`` that read its entities.
 ``tokenizer``
     ``{path: DIR}`` to load a saved tokenizer, or sentencepiece training options
-    (``{vocab_size: 8000, model_type: unigram, alpha: 0.3}``) to train one on the recipe's
-    text; it is saved in ``<output_dir>/tokenizer`` and reused when the run resumes.
+    (``{vocab_size: 8000, model_type: unigram, alpha: 0.3}``) to train one on the text of every
+    source; it is saved in ``<output_dir>/tokenizer`` and reused when the run resumes.
 ``objectives`` / ``mixture``
     ``{name: {weight: w, objective: registered_name, **options}}``; several objectives form a
     :class:`~babelzoo.objectives.mixture.Mixture` trained by ``mixture: sum`` or ``sample``.
 ``data``
-    ``{objective name: [source, ...]}`` where a source is one of
-    ``{kind: text, path: P or [P...], lang: de}`` (one sentence per line, plain or gzip),
-    ``{kind: parallel, src: P, tgt: P, src_lang: en, tgt_lang: de}`` (line-aligned files), or
-    ``{kind: tsv, path: P, src_lang: en, tgt_lang: de, src_column: 0, tgt_column: 1}``.
-    Several sources of one objective are sampled with XLM's q ∝ p^α when the objective's
-    entry is ``{alpha: 0.7, sources: [...]}``, else uniformly over all their examples.
+    ``{objective name: [source, ...]}``, each source a registered data source
+    (:mod:`babelzoo.datasets.sources`: ``{kind: text, path: P, lang: de}``,
+    ``{kind: parallel, ...}``, ``{kind: catalog_pairs, langs: [en, de]}``,
+    ``{kind: kb_facts, kb: cldr, langs: [en]}``, ...; ``babelzoo list sources``). A source must
+    provide the example type its objective consumes, which is checked before anything is read.
+    Several sources of one objective are sampled with XLM's q ∝ p^α when the objective's entry
+    is ``{alpha: 0.7, sources: [...]}``, else uniformly over all their examples.
 
 Paths may use environment variables (``${BABELZOO_DATA_DIR}/multi30k/train.de.gz``); relative
 paths are relative to the current directory. Examples::
@@ -33,83 +38,52 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from ..errors import command
+from ..typed import Where, key_lines
 from ..zoo.config import ConfigError
 from .config import TrainConfig, load_recipe, recipe_path
 
-SOURCE_KEYS = {
-    "text": ({"path", "lang"}, {"empty"}),
-    "parallel": ({"src", "tgt", "src_lang", "tgt_lang"}, {"empty"}),
-    "tsv": ({"path"}, {"src_lang", "tgt_lang", "src_column", "tgt_column", "header", "num_fields", "empty"}),
-}
+# the knowledge layer (above this one) attaches a recipe's knowledge base; found by name
+ATTACH_KNOWLEDGE = "babelzoo.knowledge.sources:attach_from_recipe"
 
 
-def _sources(name: str, entry: Any) -> tuple[list[dict], Optional[float]]:
-    """The source list and α of one objective's data entry, checked."""
-    alpha = None
-    if isinstance(entry, Mapping):
-        unknown = sorted(set(entry) - {"sources", "alpha"})
-        if unknown or "sources" not in entry:
-            raise ConfigError(f"data.{name}: expected a list of sources or {{alpha: a, sources: [...]}}, "
-                              f"got keys {sorted(entry)}")
-        alpha, entry = entry.get("alpha"), entry["sources"]
-    if not isinstance(entry, list) or not entry:
-        raise ConfigError(f"data.{name}: expected a non-empty list of sources, got {entry!r}")
-    for i, source in enumerate(entry):
-        where = f"data.{name}[{i}]"
-        if not isinstance(source, Mapping) or source.get("kind") not in SOURCE_KEYS:
-            raise ConfigError(f"{where}: a source needs kind: one of {', '.join(SOURCE_KEYS)}; got {source!r}")
-        required, optional = SOURCE_KEYS[source["kind"]]
-        keys = set(source) - {"kind"}
-        missing, unknown = sorted(required - keys), sorted(keys - required - optional)
-        if missing or unknown:
-            raise ConfigError(f"{where} (kind {source['kind']}): missing {missing}, unknown {unknown}; "
-                              f"valid keys: kind, {', '.join(sorted(required | optional))}")
-    return list(entry), alpha
+def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list, Optional[float]]]:
+    """``{objective: (sources, α)}`` from the recipe's ``data``, every source checked against
+    the example type its objective consumes (nothing is read yet)."""
+    from ..datasets.sources import check_consumes, parse_source
+    from ..objectives.mixture import objective_class
 
-
-def _path(value: Any, where: str) -> Any:
-    if isinstance(value, list):
-        return [_path(v, where) for v in value]
-    expanded = os.path.expanduser(os.path.expandvars(str(value)))
-    if "$" in expanded:
-        raise ConfigError(f"{where}: {value!r} names an environment variable that is not set")
-    return expanded
-
-
-def _read(source: Mapping[str, Any], where: str):
-    """Read one source into a MonolingualCorpus or ParallelCorpus."""
-    from ..datasets import text
-
-    kind, options = source["kind"], {k: v for k, v in source.items() if k != "kind"}
-    for key in ("path", "src", "tgt"):
-        if key in options:
-            options[key] = _path(options[key], f"{where}.{key}")
-    if kind == "text":
-        return text.read_monolingual(options.pop("path"), options.pop("lang"), **options)
-    if kind == "parallel":
-        return text.read_parallel(options.pop("src"), options.pop("tgt"), options.pop("src_lang"),
-                                  options.pop("tgt_lang"), **options)
-    return text.read_parallel_tsv(options.pop("path"), **options)
-
-
-def _raw_sentences(corpora: Sequence[Any]) -> dict[str, list[str]]:
-    from ..datasets.text import ParallelCorpus
-
-    by_lang: dict[str, list[str]] = {}
-    for corpus in corpora:
-        if isinstance(corpus, ParallelCorpus):
-            by_lang.setdefault(corpus.src_lang, []).extend(corpus.sources)
-            by_lang.setdefault(corpus.tgt_lang, []).extend(corpus.targets)
-        else:
-            by_lang.setdefault(corpus.lang, []).extend(corpus.sentences)
-    return by_lang
+    if not cfg.objectives:
+        raise ConfigError("objectives: the recipe trains no objective; e.g. objectives: {mlm: {}}")
+    missing, extra = sorted(set(cfg.objectives) - set(cfg.data)), sorted(set(cfg.data) - set(cfg.objectives))
+    if missing or extra:
+        raise ConfigError(f"data must have one entry per objective: no data for {missing}, data for no "
+                          f"objective {extra}")
+    out = {}
+    for name, options in cfg.objectives.items():
+        registered = (options or {}).get("objective", name)
+        consumes = objective_class(registered).consumes
+        entry, alpha = cfg.data[name], None
+        at = where.key("data").key(name)
+        if isinstance(entry, Mapping):
+            unknown = sorted(set(entry) - {"sources", "alpha"})
+            if unknown or "sources" not in entry:
+                raise ConfigError(f"{at}: expected a list of sources or {{alpha: a, sources: [...]}}, "
+                                  f"got keys {sorted(entry)}")
+            alpha, entry, at = entry.get("alpha"), entry["sources"], at.key("sources")
+        if not isinstance(entry, list) or not entry:
+            raise ConfigError(f"{at}: expected a non-empty list of sources, got {entry!r}")
+        sources = [parse_source(spec, at.key(i)) for i, spec in enumerate(entry)]
+        for source in sources:
+            check_consumes(name if registered == name else f"{name} ({registered})", consumes, source)
+        out[name] = (sources, alpha)
+    return out
 
 
 def _fingerprint(directory: Path) -> str:
@@ -119,8 +93,11 @@ def _fingerprint(directory: Path) -> str:
     return digest.hexdigest()
 
 
-def build_tokenizer(cfg: TrainConfig, corpora: Sequence[Any]):
-    """Load the recipe's tokenizer, or the one this run saved before, or train one."""
+def build_tokenizer(cfg: TrainConfig, texts):
+    """Load the recipe's tokenizer, or the one this run saved before, or train one on ``texts``:
+    ``{lang: sentences}``, a zero-argument function returning them (called only when a tokenizer
+    is trained), or a list of Monolingual/ParallelCorpus."""
+    from ..datasets.sources import texts_of
     from ..datasets.spm import SentencePieceTokenizer
     from ..datasets.tokenizer import load_tokenizer
 
@@ -133,7 +110,7 @@ def build_tokenizer(cfg: TrainConfig, corpora: Sequence[Any]):
         tokenizer = load_tokenizer(spec["path"])
         if tokenizer is None:
             raise ConfigError(f"tokenizer.path={spec['path']!r}: no tokenizer files in that directory")
-    elif (saved / "tokenizer.json").is_file():
+    elif load_tokenizer(saved) is not None:
         tokenizer = load_tokenizer(saved)
     elif (checkpoint := _checkpoint_with_tokenizer(cfg)) is not None:
         # the run's own tokenizer, saved with its weights: never train a new one for old weights
@@ -143,68 +120,88 @@ def build_tokenizer(cfg: TrainConfig, corpora: Sequence[Any]):
             raise ConfigError("tokenizer: give {path: DIR} or sentencepiece options with vocab_size "
                               "(e.g. {vocab_size: 8000, model_type: unigram, alpha: 0.3})")
         spec.setdefault("seed", cfg.seed)
-        tokenizer = SentencePieceTokenizer.train(_raw_sentences(corpora), **spec)
+        texts = texts() if callable(texts) else texts
+        by_lang = dict(texts) if isinstance(texts, Mapping) else texts_of(texts)
+        tokenizer = SentencePieceTokenizer.train(by_lang, **spec)
     tokenizer.save(saved)
     return tokenizer, _fingerprint(saved)
 
 
 def _checkpoint_with_tokenizer(cfg: TrainConfig) -> Optional[Path]:
     """The newest verified checkpoint of this run that holds a tokenizer (resume only)."""
+    from ..datasets.tokenizer import load_tokenizer
     from .checkpoint import CheckpointManager
 
     if not cfg.resume:
         return None
     latest = CheckpointManager(Path(cfg.output_dir) / "checkpoints", cfg.keep_checkpoints, 0).latest()
-    return latest if latest is not None and (latest / "tokenizer.json").is_file() else None
+    return latest if latest is not None and load_tokenizer(latest) is not None else None
 
 
 def build_data(cfg: TrainConfig, tokenizer: Any, fingerprint: str, corpora: dict[str, list[Any]],
                alphas: dict[str, Optional[float]]) -> dict[str, Any]:
-    """One tokenised dataset per objective (cached as memory-mapped arrays), α-sampled over
-    its sources when the recipe gives α."""
-    from ..datasets.loader import CorpusMixture, EpochOrder, TokenizedCorpus
+    """One tokenised dataset per objective from in-memory corpora (cached as memory-mapped
+    arrays), α-sampled over its corpora when ``alphas`` gives α."""
+    from ..datasets.loader import TokenizedCorpus
 
     cache = Path(cfg.output_dir) / "cache"
+    datasets = {name: [TokenizedCorpus.from_corpus(c, tokenizer, cache_dir=cache, fingerprint=fingerprint)
+                       for c in items] for name, items in corpora.items()}
+    return combine(datasets, alphas, cfg.seed)
+
+
+def combine(datasets: Mapping[str, list], alphas: Mapping[str, Optional[float]], seed: int) -> dict[str, Any]:
+    """Each objective's datasets as one: itself, a :class:`CorpusMixture` (uniform over all
+    examples), or with α a (mixture, :class:`EpochOrder`) pair sampling q ∝ p^α."""
+    from ..datasets.loader import CorpusMixture, EpochOrder
+
     data = {}
-    for name, items in corpora.items():
-        tokenized = [TokenizedCorpus.from_corpus(c, tokenizer, cache_dir=cache, fingerprint=fingerprint)
-                     for c in items]
-        if len(tokenized) == 1 and alphas[name] is None:
-            data[name] = tokenized[0]
+    for name, parts in datasets.items():
+        if len(parts) == 1 and alphas.get(name) is None:
+            data[name] = parts[0]
             continue
-        mixture = CorpusMixture({i: t for i, t in enumerate(tokenized)})
-        if alphas[name] is None:
-            data[name] = mixture
-        else:
-            data[name] = (mixture, EpochOrder(mixture.sizes, alpha=alphas[name], seed=cfg.seed))
+        mixture = CorpusMixture(dict(enumerate(parts)))
+        data[name] = mixture if alphas.get(name) is None else (
+            mixture, EpochOrder(mixture.sizes, alpha=alphas[name], seed=seed))
     return data
 
 
-def build_run(cfg: TrainConfig):
-    """(model, objectives, data, tokenizer) described by a recipe."""
+def _say(reports: Sequence[str]) -> None:
+    for report in reports:
+        print(f"babelzoo pretrain: {report}", file=sys.stderr)
+
+
+def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
+    """(model, objectives, data, tokenizer) described by a recipe (``recipe``: its file, for
+    messages that name the line)."""
     import torch
 
+    from ..datasets.sources import BuildContext, EmptySource
     from ..objectives.mixture import Mixture, build_objective
     from ..zoo.factory import create_model
 
-    if not cfg.objectives:
-        raise ConfigError("objectives: the recipe trains no objective; e.g. objectives: {mlm: {}}")
-    missing, extra = sorted(set(cfg.objectives) - set(cfg.data)), sorted(set(cfg.data) - set(cfg.objectives))
-    if missing or extra:
-        raise ConfigError(f"data must have one entry per objective: no data for {missing}, data for no "
-                          f"objective {extra}")
-    corpora, alphas = {}, {}
-    for name in cfg.objectives:
-        sources, alphas[name] = _sources(name, cfg.data[name])
-        corpora[name] = [_read(s, f"data.{name}[{i}]") for i, s in enumerate(sources)]
-        for i, corpus in enumerate(corpora[name]):
+    where = Where(file=str(recipe), lines=key_lines(recipe.read_text(encoding="utf-8"))) if recipe else Where()
+    sources = parse_data(cfg, where)
+    for items, _ in sources.values():
+        for source in items:
             # what reading kept and dropped is said here, not left in a cache file
-            where = f"data.{name}[{i}] ({', '.join(corpus.report.files)})"
-            if not len(corpus):
-                raise ConfigError(f"{where}: no sentences to train on ({corpus.report})")
-            if corpus.report.skipped:
-                print(f"babelzoo pretrain: {where}: {corpus.report}", file=sys.stderr)
-    tokenizer, fingerprint = build_tokenizer(cfg, [c for items in corpora.values() for c in items])
+            try:
+                reports = source.load()
+            except EmptySource as err:
+                _say(err.reports)
+                raise
+            _say(reports)
+    context = BuildContext(tokenizer=None, fingerprint="", cache_dir=Path(cfg.output_dir) / "cache", seed=cfg.seed)
+
+    def texts() -> dict[str, list[str]]:
+        by_lang: dict[str, list[str]] = {}
+        for items, _ in sources.values():
+            for source in items:
+                for lang, sentences in source.texts(context).items():
+                    by_lang.setdefault(lang, []).extend(sentences)
+        return by_lang
+
+    tokenizer, fingerprint = build_tokenizer(cfg, texts)
     specials = tokenizer.specials
     overrides = {"vocab_size": specials.vocab_size, "pad_token_id": specials.pad, **cfg.model_overrides}
     single = len(cfg.objectives) == 1 and cfg.mixture == "sum"
@@ -213,6 +210,9 @@ def build_run(cfg: TrainConfig):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = create_model(cfg.model, **overrides)
+        if cfg.knowledge:
+            module, _, function = ATTACH_KNOWLEDGE.partition(":")
+            model = getattr(importlib.import_module(module), function)(model, cfg.knowledge, where.key("knowledge"))
         if single:
             (name, options), = cfg.objectives.items()
             options = dict(options or {})
@@ -221,7 +221,14 @@ def build_run(cfg: TrainConfig):
             objectives = build_objective(options.pop("objective", name), specials, model.config, **options)
         else:
             objectives = Mixture.from_spec(cfg.objectives, specials, model.config, mode=cfg.mixture)
-    data = build_data(cfg, tokenizer, fingerprint, corpora, alphas)
+    for items, _ in sources.values():
+        for source in items:
+            source.check_model(model)
+    context = BuildContext(tokenizer, fingerprint, context.cache_dir, model, cfg.seed)
+    datasets = {}
+    for name, (items, _) in sources.items():
+        datasets[name] = [source.dataset(context) for source in items]
+    data = combine(datasets, {name: alpha for name, (_, alpha) in sources.items()}, cfg.seed)
     return model, objectives, data[name] if single else data, tokenizer
 
 
@@ -240,7 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
 def pretrain_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``babelzoo pretrain``; returns the exit status."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    cfg = load_recipe(recipe_path(args.config), args.overrides)
+    path = recipe_path(args.config)
+    cfg = load_recipe(path, args.overrides)
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
         return 0
@@ -253,7 +261,7 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
 
     def attempt():
         try:
-            return build_run(cfg)
+            return build_run(cfg, path)
         except (ConfigError, ValueError, OSError) as err:
             print(f"babelzoo pretrain: {err}", file=sys.stderr)
             return None

@@ -60,6 +60,7 @@ class TrainConfig:
     # --- what to train (used by the command line) ---------------------------------------------
     model: str = "xlmr_tiny"
     model_overrides: dict = field(default_factory=dict)
+    knowledge: dict = field(default_factory=dict)
     tokenizer: dict = field(default_factory=dict)
     objectives: dict = field(default_factory=dict)
     mixture: str = "sum"

@@ -129,7 +129,7 @@ def test_conllu_comments_ranges_empty_nodes_and_a_missing_last_blank_line(tmp_pa
         word("8.1", "write", "VERB", "VB"), word("9", ".", "PUNCT", ".")).rstrip("\n"))
     sentences = read_conllu(path)
     assert sentences == [
-        TaggedSentence(("de", "le", "vin"), ("ADP", "DET", "NOUN"), f"{path}:1", "s1"),
+        TaggedSentence(("de", "le", "vin"), ("ADP", "DET", "NOUN"), f"{path}:1", "s1", "du vin", newdoc=True),
         TaggedSentence(tuple(f"w{i}" for i in range(1, 9)) + (".",), ("VERB",) * 8 + ("PUNCT",), f"{path}:9", "s2")]
     assert read_conllu(path, column="xpos", tags=None)[0].tags == ("P", "D", "NN")
 

@@ -90,8 +90,13 @@ def test_resume_takes_the_tokenizer_from_the_checkpoint(tmp_path, corpus, monkey
 @pytest.mark.parametrize("change, message", [
     (["--set", "learning_rate=1"], "unknown TrainConfig key 'learning_rate'"),
     (["--set", "data.mlm=[{kind: text, path: /no/such/file.txt, lang: de}]"], "/no/such/file.txt"),
-    (["--set", "data.mlm=[{kind: txt, path: a}]"], "data.mlm[0]: a source needs kind: one of text, parallel, tsv"),
-    (["--set", "data.mlm=[{kind: text, path: a}]"], "missing ['lang']"),
+    (["--set", "data.mlm=[{kind: txt, path: a}]"], "data.mlm[0].kind: unknown data source 'txt'; did you mean 'text'"),
+    (["--set", "data.mlm=[{kind: text, path: a}]"], "data.mlm[0]: source kind 'text' needs lang"),
+    (["--set", "data.mlm=[{kind: text, path: a, lang: de, langs: [fr]}]"],
+     "data.mlm[0].langs: unknown source kind 'text' key 'langs'; did you mean 'lang'?"),
+    (["--set", "data.mlm=[{kind: parallel, src: a, tgt: b, src_lang: en, tgt_lang: de}]"],
+     "data.mlm[0]: objective 'mlm' consumes 'sentence' examples (one tokenised sentence and its language); "
+     "source kind 'parallel' provides 'pair'"),
     (["--set", "objectives.clm={}"], "no data for ['clm']"),
     (["--set", "tokenizer={}"], "tokenizer: give {path: DIR} or sentencepiece options with vocab_size"),
 ])

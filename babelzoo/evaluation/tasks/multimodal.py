@@ -21,24 +21,11 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
+from ...datasets.multimodal_emoji import HELDOUT_EMOJI, IMAGE_LANGS, SPEECH_LANGS, heldout_emoji  # noqa: F401
 from ..metrics import paired_recall_at_k
 from . import TASKS, Result, TaskContext, TaskSkipped
 
-IMAGE_LANGS = ("en", "de", "fr", "es", "it", "pt", "ru", "tr", "id", "ar", "fa", "ja", "ko", "zh")
-SPEECH_LANGS = ("en", "de", "fr", "es", "ru", "zh")
-HELDOUT_EMOJI = 300
 KS = (1, 5, 10)
-
-
-def heldout_emoji(count: int = HELDOUT_EMOJI, seed: int = 0) -> set[str]:
-    """The emoji keys (:func:`~babelzoo.datasets.multimodal_emoji.emoji_key`) held out for
-    evaluation: ``count`` of the emoji named in every language of :data:`IMAGE_LANGS`, drawn by
-    a permutation seeded with ``seed``. Speech uses the same keys."""
-    from ...datasets.multimodal_emoji import emoji_key, emoji_names
-
-    keys = sorted(emoji_key(c) for c in emoji_names(IMAGE_LANGS))
-    order = np.random.default_rng(seed).permutation(len(keys))
-    return {keys[i] for i in order[:count]}
 
 
 @torch.no_grad()

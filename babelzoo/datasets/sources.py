@@ -1,0 +1,689 @@
+"""Data sources: what a recipe's ``data:`` entries name, as registered components.
+
+A source is a typed dataclass whose fields are its YAML keys (checked by :func:`babelzoo.typed.build`),
+with a ``kind`` (its registry name) and the one *example type* it ``provides``. Objectives declare
+the example type they consume (``Objective.consumes``), so a recipe that gives an objective the
+wrong kind of data is refused before anything is read::
+
+    data:
+      sop:
+        - {kind: text, path: de.txt, lang: de}
+    # ConfigError: objective 'sop' consumes 'document' examples (consecutive sentences of one
+    # document); data.sop[0] (kind 'text') provides 'sentence' ... sources that provide 'document': ...
+
+A source gives the raw text a recipe's tokenizer is trained on (:meth:`DataSource.texts`) and,
+once the tokenizer and the model exist, a dataset of its examples (:meth:`DataSource.dataset`).
+Sources of the layers above this one (knowledge bases) are found by name
+(:data:`BUILTIN_SOURCES`); third-party sources register with :func:`register_source` or through
+the ``babelzoo.data_sources`` entry-point group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Mapping, Optional, Sequence, Union
+
+import numpy as np
+from torch.utils.data import Dataset
+
+from ..errors import ConfigError
+from ..registry import Registry, RegistryError
+from ..typed import Where, build
+
+EXAMPLE_TYPES: dict[str, str] = {
+    "sentence": "one tokenised sentence and its language",
+    "pair": "a tokenised translation pair and its languages",
+    "document": "consecutive sentences of one document",
+    "parallel_document": "consecutive sentences of one document, each with its translation",
+    "entity_mentions": "a sentence with the token spans of its entity mentions",
+    "entity_alignment": "token ids with the knowledge-base entity each token is aligned to",
+    "sentence_tree": "a K-BERT sentence tree: a sentence with knowledge-base facts hung on its mentions",
+    "media_text": "an image or an utterance with a text about it",
+    "labelled_text": "a text (or text pair) with a class label",
+    "labelled_tokens": "the words of a sentence, each with a tag",
+}
+
+ENTRY_POINT_GROUP = "babelzoo.data_sources"
+# sources defined above the datasets layer, imported when a recipe names them
+BUILTIN_SOURCES = {
+    "kb_facts": "babelzoo.knowledge.sources",
+    "kb_names": "babelzoo.knowledge.sources",
+    "kb_trees": "babelzoo.knowledge.sources",
+    "kb_aligned_facts": "babelzoo.knowledge.sources",
+}
+
+
+@dataclass
+class BuildContext:
+    """What building a dataset may use: the run's tokenizer and its fingerprint, the token
+    cache, the model being trained (its config sizes images and audio; knowledge sources align to
+    its entities) and the run's seed."""
+
+    tokenizer: Any
+    fingerprint: str
+    cache_dir: Path
+    model: Any = None
+    seed: int = 0
+
+
+class DataSource(ABC):
+    """Base class of a data source (subclasses are dataclasses of their options)."""
+
+    kind: ClassVar[str] = ""
+    provides: ClassVar[str] = ""
+    # set by parse_source: where the source's spec was (for messages)
+    where: ClassVar[str] = ""
+
+    @abstractmethod
+    def texts(self, context: BuildContext) -> dict[str, list[str]]:
+        """The source's raw sentences by language, for training the recipe's tokenizer (the
+        context has no tokenizer and no model yet)."""
+
+    @abstractmethod
+    def dataset(self, context: BuildContext) -> Dataset:
+        """A dataset of ``provides`` examples."""
+
+    def load(self) -> list[str]:
+        """Read what the source reads before the tokenizer exists; returns lines to report
+        (what reading dropped). Sources that read nothing ahead return ``[]``."""
+        return []
+
+    def check_model(self, model: Any) -> None:
+        """Raise ConfigError when ``model`` cannot take this source's examples (before step 0)."""
+
+    def describe(self) -> str:
+        return self.kind
+
+
+class EmptySource(ConfigError):
+    """A source with nothing to train on; ``reports`` says what reading dropped."""
+
+    def __init__(self, message: str, reports: Sequence[str] = ()):
+        super().__init__(message)
+        self.reports = list(reports)
+
+
+SOURCES: Registry[type[DataSource]] = Registry("data source")
+
+
+def register_source(cls: type[DataSource]) -> type[DataSource]:
+    """Class decorator: register a source under ``cls.kind``; ``cls.provides`` must be an
+    example type of :data:`EXAMPLE_TYPES`."""
+    if not cls.kind or cls.provides not in EXAMPLE_TYPES:
+        raise ConfigError(f"{cls.__name__}: a data source needs a kind and provides one of "
+                          f"{', '.join(EXAMPLE_TYPES)} (got kind={cls.kind!r}, provides={cls.provides!r})")
+    SOURCES.register(cls, name=cls.kind)
+    return cls
+
+
+_loaded_entry_points = False
+
+
+def source_class(kind: str) -> type[DataSource]:
+    """The registered source ``kind`` (importing built-in and installed plug-in sources on demand)."""
+    global _loaded_entry_points
+    if kind not in SOURCES and kind in BUILTIN_SOURCES:
+        importlib.import_module(BUILTIN_SOURCES[kind])
+    if kind not in SOURCES and not _loaded_entry_points:
+        _loaded_entry_points = True
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            point.load()
+    if kind not in SOURCES:
+        source_kinds()  # so that the error lists every kind
+    return SOURCES.get(kind)
+
+
+def source_kinds() -> list[str]:
+    """Every source kind, built-in ones of the layers above included."""
+    for module in dict.fromkeys(BUILTIN_SOURCES.values()):
+        importlib.import_module(module)
+    return SOURCES.list()
+
+
+def parse_source(spec: Any, where: Where) -> DataSource:
+    """A source from its recipe mapping ``{kind: K, **options}``; errors name ``where``."""
+    if not isinstance(spec, Mapping) or "kind" not in spec:
+        raise ConfigError(f"{where}: a source is a mapping with kind: one of {', '.join(source_kinds())}; "
+                          f"got {spec!r}")
+    try:
+        cls = source_class(str(spec["kind"]))
+    except RegistryError as err:
+        raise ConfigError(f"{where.key('kind')}: {err}") from None
+    source = build(cls, {k: v for k, v in spec.items() if k != "kind"}, where, what=f"source kind {cls.kind!r}")
+    source.where = str(where)
+    return source
+
+
+def check_consumes(objective: str, consumes: str, source: DataSource) -> None:
+    """Refuse a source whose examples are not those the objective consumes."""
+    if source.provides == consumes:
+        return
+    fitting = [k for k in source_kinds() if SOURCES.get(k).provides == consumes]
+    raise ConfigError(f"{source.where}: objective {objective!r} consumes {consumes!r} examples "
+                      f"({EXAMPLE_TYPES.get(consumes, consumes)}); source kind {source.kind!r} provides "
+                      f"{source.provides!r} ({EXAMPLE_TYPES[source.provides]}). Sources that provide {consumes!r}: "
+                      f"{', '.join(fitting) or 'none registered'}")
+
+
+# --- shared helpers -----------------------------------------------------------------------------
+
+def expand_path(value: str, where: str) -> str:
+    """``~`` and environment variables expanded; an unset variable is an error."""
+    import os
+
+    expanded = os.path.expanduser(os.path.expandvars(str(value)))
+    if "$" in expanded:
+        raise ConfigError(f"{where}: {value!r} names an environment variable that is not set")
+    return expanded
+
+
+def tokenized(corpus, context: BuildContext):
+    from .loader import TokenizedCorpus
+
+    # a tokenizer that knows no languages (WordPiece, e5's unigram) encodes without them; the
+    # examples keep their language either way
+    encode_lang = bool(getattr(context.tokenizer, "languages", ()))
+    return TokenizedCorpus.from_corpus(corpus, context.tokenizer, cache_dir=context.cache_dir,
+                                       fingerprint=context.fingerprint, encode_lang=encode_lang)
+
+
+def _one_or_mixture(parts: list) -> Dataset:
+    from .loader import CorpusMixture
+
+    return parts[0] if len(parts) == 1 else CorpusMixture(dict(enumerate(parts)))
+
+
+def texts_of(corpora: Sequence[Any]) -> dict[str, list[str]]:
+    from .text import ParallelCorpus
+
+    by_lang: dict[str, list[str]] = {}
+    for corpus in corpora:
+        if isinstance(corpus, ParallelCorpus):
+            by_lang.setdefault(corpus.src_lang, []).extend(corpus.sources)
+            by_lang.setdefault(corpus.tgt_lang, []).extend(corpus.targets)
+        else:
+            by_lang.setdefault(corpus.lang, []).extend(corpus.sentences)
+    return by_lang
+
+
+class _CorpusSource(DataSource):
+    """A source read into Monolingual/ParallelCorpus objects once, then tokenised and cached."""
+
+    def corpora(self) -> list:
+        if getattr(self, "_corpora", None) is None:
+            self._corpora = self.read()
+        return self._corpora
+
+    def load(self) -> list[str]:
+        reports = [f"{self.where} ({', '.join(c.report.files)}): {c.report}" for c in self.corpora()
+                   if c.report.skipped]
+        for corpus in self.corpora():
+            if not len(corpus):
+                raise EmptySource(f"{self.where} ({', '.join(corpus.report.files)}): no sentences to train on "
+                                  f"({corpus.report})", reports)
+        return reports
+
+    @abstractmethod
+    def read(self) -> list:
+        """The source's corpora."""
+
+    def texts(self, context: BuildContext) -> dict[str, list[str]]:
+        return texts_of(self.corpora())
+
+    def dataset(self, context: BuildContext) -> Dataset:
+        return _one_or_mixture([tokenized(c, context) for c in self.corpora()])
+
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+Empty = Literal["skip", "error", "keep"]
+
+
+@register_source
+@dataclass
+class TextSource(_CorpusSource):
+    """``{kind: text, path: P or [P, ...], lang: de}``: one sentence per line (plain or gzip)."""
+
+    kind: ClassVar[str] = "text"
+    provides: ClassVar[str] = "sentence"
+    path: Union[str, list[str]]
+    lang: str
+    empty: Empty = "skip"
+
+    def read(self) -> list:
+        from .text import read_monolingual
+
+        paths = [self.path] if isinstance(self.path, str) else self.path
+        return [read_monolingual([expand_path(p, f"{self.where}.path") for p in paths], self.lang, empty=self.empty)]
+
+
+@register_source
+@dataclass
+class ParallelSource(_CorpusSource):
+    """``{kind: parallel, src: P, tgt: P, src_lang: en, tgt_lang: de}``: line-aligned files."""
+
+    kind: ClassVar[str] = "parallel"
+    provides: ClassVar[str] = "pair"
+    src: str
+    tgt: str
+    src_lang: str
+    tgt_lang: str
+    empty: Empty = "skip"
+
+    def read(self) -> list:
+        from .text import read_parallel
+
+        return [read_parallel(expand_path(self.src, f"{self.where}.src"), expand_path(self.tgt, f"{self.where}.tgt"),
+                              self.src_lang, self.tgt_lang, empty=self.empty)]
+
+
+@register_source
+@dataclass
+class TsvSource(_CorpusSource):
+    """``{kind: tsv, path: P, src_lang: en, tgt_lang: de, src_column: 0, tgt_column: 1}``."""
+
+    kind: ClassVar[str] = "tsv"
+    provides: ClassVar[str] = "pair"
+    path: str
+    src_lang: Optional[str] = None
+    tgt_lang: Optional[str] = None
+    src_column: Union[int, str] = 0
+    tgt_column: Union[int, str] = 1
+    header: Optional[bool] = None
+    num_fields: Optional[int] = None
+    empty: Empty = "skip"
+
+    def read(self) -> list:
+        from .text import read_parallel_tsv
+
+        return [read_parallel_tsv(expand_path(self.path, f"{self.where}.path"), self.src_lang, self.tgt_lang,
+                                  src_column=self.src_column, tgt_column=self.tgt_column, header=self.header,
+                                  num_fields=self.num_fields, empty=self.empty)]
+
+
+# --- documents ------------------------------------------------------------------------------------
+
+class TokenizedDocuments(Dataset):
+    """Documents over a tokenised corpus: document *i* is sentences ``starts[i]:starts[i + 1]``
+    (``TextExample`` items, or ``PairExample`` items of a parallel corpus)."""
+
+    def __init__(self, corpus, starts: Sequence[int]):
+        self.corpus, self.starts = corpus, np.asarray([*starts, len(corpus)], dtype=np.int64)
+        digest = hashlib.sha256(self.starts.tobytes()).hexdigest()[:16]
+        self.fingerprint = f"{corpus.fingerprint}-documents-{digest}"
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def __getitem__(self, index: int) -> list:
+        if not 0 <= index < len(self):
+            raise IndexError(f"document {index} out of range ({len(self)} documents)")
+        return [self.corpus[i] for i in range(int(self.starts[index]), int(self.starts[index + 1]))]
+
+
+def chunk_documents(documents: Sequence[Sequence[Any]], max_sentences: int, min_sentences: int) -> list[list[Any]]:
+    """Documents cut into pieces of at most ``max_sentences`` consecutive sentences; pieces
+    shorter than ``min_sentences`` (a document's last piece, a one-sentence document) are kept by
+    joining them to the piece before, or left out when the document itself is shorter."""
+    out = []
+    for document in documents:
+        pieces = [list(document[i:i + max_sentences]) for i in range(0, len(document), max_sentences)]
+        if len(pieces) > 1 and len(pieces[-1]) < min_sentences:
+            pieces[-2].extend(pieces.pop())
+        out.extend(p for p in pieces if len(p) >= min_sentences)
+    return out
+
+
+class _DocumentSource(DataSource):
+    """Documents by language, each a list of sentences, or of ``(pivot, translation)`` pairs
+    for a ``parallel_document`` source; tokenised as one flat corpus per language."""
+
+    provides: ClassVar[str] = "document"
+    pivot: ClassVar[str] = "en"
+
+    @abstractmethod
+    def read_documents(self) -> dict[str, list[list]]:
+        """``{lang: documents}`` before cutting."""
+
+    def documents(self) -> dict[str, list[list]]:
+        if getattr(self, "_documents", None) is None:
+            self._documents = {lang: chunk_documents(docs, self.max_sentences, 2)
+                               for lang, docs in self.read_documents().items()}
+            self._documents = {lang: docs for lang, docs in self._documents.items() if docs}
+            if not self._documents:
+                raise ConfigError(f"{self.where}: no document with at least two sentences")
+        return self._documents
+
+    def _corpus(self, lang: str, sentences: list):
+        from .text import MonolingualCorpus, ParallelCorpus, ReadReport
+
+        report = ReadReport((self.describe(),), len(sentences), len(sentences))
+        if self.provides == "parallel_document":
+            return ParallelCorpus(self.pivot, lang, sentences, report)
+        return MonolingualCorpus(lang, sentences, report)
+
+    def texts(self, context: BuildContext) -> dict[str, list[str]]:
+        return texts_of([self._corpus(lang, [s for d in docs for s in d]) for lang, docs in self.documents().items()])
+
+    def dataset(self, context: BuildContext) -> Dataset:
+        parts = []
+        for lang, docs in self.documents().items():
+            corpus = tokenized(self._corpus(lang, [s for d in docs for s in d]), context)
+            parts.append(TokenizedDocuments(corpus, np.cumsum([0] + [len(d) for d in docs[:-1]]).tolist()))
+        return _one_or_mixture(parts)
+
+
+@register_source
+@dataclass
+class DocumentsSource(_DocumentSource):
+    """``{kind: documents, path: P, lang: en, format: blank_line | conllu}``.
+
+    ``blank_line``: one sentence per line, documents separated by an empty line (BERT's
+    pre-training format). ``conllu``: a CoNLL-U file; a document starts at ``# newdoc`` (the
+    whole file is one document without them), and a sentence is its ``# text`` (else its words
+    joined by spaces). Documents longer than ``max_sentences`` are cut into pieces."""
+
+    kind: ClassVar[str] = "documents"
+    path: Union[str, list[str]]
+    lang: str
+    format: Literal["blank_line", "conllu"] = "blank_line"
+    max_sentences: int = 16
+
+    def describe(self) -> str:
+        return ", ".join([self.path] if isinstance(self.path, str) else self.path)
+
+    def read_documents(self) -> dict[str, list[list]]:
+        from .text import iter_lines
+
+        paths = [self.path] if isinstance(self.path, str) else self.path
+        documents: list[list[str]] = []
+        for raw in paths:
+            path = Path(expand_path(raw, f"{self.where}.path"))
+            if not path.is_file():
+                raise ConfigError(f"{self.where}.path: {path}: no such file")
+            if self.format == "conllu":
+                documents.extend(_conllu_documents(path))
+                continue
+            current: list[str] = []
+            for _, text in iter_lines(path):
+                if text:
+                    current.append(text)
+                elif current:
+                    documents.append(current)
+                    current = []
+            if current:
+                documents.append(current)
+        return {self.lang: documents}
+
+
+def _conllu_documents(path: Path) -> list[list[str]]:
+    from .labelled import read_conllu
+
+    documents: list[list[str]] = []
+    for sentence in read_conllu(path, tags=None):
+        if sentence.newdoc or not documents:
+            documents.append([])
+        documents[-1].append(sentence.text or " ".join(sentence.words))
+    return documents
+
+
+# --- embedded catalogs ------------------------------------------------------------------------------
+
+Split = Literal["train", "heldout"]
+
+
+def _catalog_rows(packages: Sequence[str], split: str) -> list[dict[str, str]]:
+    from .embedded import embedded_corpus, split_rows
+
+    return split_rows(embedded_corpus(tuple(packages)), heldout=split == "heldout")
+
+
+def _check_langs(langs: Sequence[str], rows: Sequence[Mapping[str, str]], where: str) -> None:
+    present = {lang for row in rows for lang in row}
+    missing = [lang for lang in langs if lang not in present]
+    if missing:
+        raise ConfigError(f"{where}.langs: {missing} not in the catalogs (languages: {', '.join(sorted(present))})")
+
+
+@register_source
+@dataclass
+class CatalogText(_CorpusSource):
+    """``{kind: catalog_text, langs: [en, de], packages: [gramps], split: train}``: the distinct
+    messages of each language in the embedded catalogs (:mod:`babelzoo.datasets.embedded`),
+    training or held-out split; one corpus per language, sampled in proportion to their size."""
+
+    kind: ClassVar[str] = "catalog_text"
+    provides: ClassVar[str] = "sentence"
+    langs: list[str]
+    packages: list[str] = field(default_factory=lambda: ["gramps"])
+    split: Split = "train"
+
+    def read(self) -> list:
+        from .text import MonolingualCorpus, ReadReport
+
+        rows = _catalog_rows(self.packages, self.split)
+        _check_langs(self.langs, rows, self.where)
+        source = ("+".join(self.packages) + " catalogs",)
+        corpora = []
+        for lang in self.langs:
+            sentences = list(dict.fromkeys(row[lang] for row in rows if lang in row))
+            corpora.append(MonolingualCorpus(lang, sentences, ReadReport(source, len(sentences), len(sentences))))
+        return corpora
+
+
+@register_source
+@dataclass
+class CatalogPairs(_CorpusSource):
+    """``{kind: catalog_pairs, langs: [en, de, fr], pivot: en}``: pivot↔X translation pairs of
+    the embedded catalogs, one corpus per language besides the pivot."""
+
+    kind: ClassVar[str] = "catalog_pairs"
+    provides: ClassVar[str] = "pair"
+    langs: list[str]
+    pivot: str = "en"
+    packages: list[str] = field(default_factory=lambda: ["gramps"])
+    split: Split = "train"
+
+    def read(self) -> list:
+        from .embedded import aligned
+        from .text import ParallelCorpus, ReadReport
+
+        rows = _catalog_rows(self.packages, self.split)
+        _check_langs([self.pivot, *self.langs], rows, self.where)
+        source = ("+".join(self.packages) + " catalogs",)
+        corpora = []
+        for lang in (x for x in self.langs if x != self.pivot):
+            got = aligned(rows, self.pivot, lang)
+            corpora.append(ParallelCorpus(self.pivot, lang, got, ReadReport(source, len(got), len(got))))
+        return corpora
+
+
+@register_source
+@dataclass
+class CatalogDocuments(_DocumentSource):
+    """``{kind: catalog_documents, langs: [de, fr], packages: [django]}``: documents from the
+    ``.po`` catalogs of installed packages: the messages of one program source file (the first
+    ``#:`` reference of each), in file order, cut into pieces of ``max_sentences``; messages of
+    the held-out split (:func:`~babelzoo.datasets.embedded.is_heldout`) are left out unless
+    ``split: heldout``; fuzzy, obsolete and untranslated ones always."""
+
+    kind: ClassVar[str] = "catalog_documents"
+    langs: list[str]
+    packages: list[str] = field(default_factory=lambda: ["django"])
+    split: Split = "train"
+    max_sentences: int = 8
+
+    def describe(self) -> str:
+        return "+".join(self.packages) + " .po catalogs"
+
+    def read_documents(self) -> dict[str, list[list]]:
+        from .catalogs import clean_message, normalize_locale
+        from .embedded import is_heldout
+        from .gettext_files import catalog_files, locale_of, read_po
+
+        out: dict[str, list[list]] = {}
+        for path in catalog_files(self.packages, prefer="po"):
+            lang = normalize_locale(locale_of(path))
+            if lang not in self.langs or path.suffix != ".po":
+                continue
+            groups: dict[str, list] = {}
+            for entry in read_po(path).entries:
+                text = entry.strings[0] if entry.strings else ""
+                if entry.fuzzy or entry.obsolete or not text.strip():
+                    continue
+                if is_heldout(entry.msgid) != (self.split == "heldout"):
+                    continue
+                english, translated = clean_message(entry.msgid), clean_message(text)
+                if english and translated:
+                    item = (english, translated) if self.provides == "parallel_document" else translated
+                    groups.setdefault(entry.source_file or str(path), []).append(item)
+            out.setdefault(lang, []).extend(groups.values())
+        missing = [lang for lang in self.langs if lang not in out]
+        if missing:
+            raise ConfigError(f"{self.where}.langs: no .po catalogs of {missing} in {self.packages}")
+        return out
+
+
+@register_source
+@dataclass
+class CatalogParallelDocuments(CatalogDocuments):
+    """``{kind: catalog_parallel_documents, langs: [de, fr]}``: the documents of
+    ``catalog_documents`` with each message's English original beside it (English↔X)."""
+
+    kind: ClassVar[str] = "catalog_parallel_documents"
+    provides: ClassVar[str] = "parallel_document"
+
+
+# --- media ---------------------------------------------------------------------------------------
+
+class _MediaSource(DataSource):
+    provides: ClassVar[str] = "media_text"
+    modality: ClassVar[str] = "image"
+
+    @abstractmethod
+    def records(self, context: BuildContext) -> list:
+        """The manifest records (rendering the media into the run's cache where the source makes them)."""
+
+    def texts(self, context: BuildContext) -> dict[str, list[str]]:
+        by_lang: dict[str, list[str]] = {}
+        for record in self.records(context):
+            by_lang.setdefault(record.lang or "und", []).append(record.text)
+        return by_lang
+
+    def check_model(self, model: Any) -> None:
+        config = getattr(model, "config", None)
+        needs = "audio" if self.modality == "audio" else "vision"
+        if getattr(config, needs, None) is None:
+            raise ConfigError(f"{self.where}: kind {self.kind!r} gives {self.modality} examples; model "
+                              f"{getattr(config, 'architecture', type(model).__name__)!r} has no {needs} tower")
+
+    def dataset(self, context: BuildContext) -> Dataset:
+        from .multimodal import MultimodalDataset
+
+        tokenizer = context.tokenizer
+
+        def encode(text: str, lang: Optional[str]) -> list[int]:
+            return tokenizer.encode(text, lang if lang in tokenizer.languages else None, add_special_tokens=False)
+
+        return MultimodalDataset.from_records(self.records(context), encode, context.model.config)
+
+    def _split(self, records: list, where: str) -> list:
+        from .multimodal_emoji import heldout_emoji
+
+        held = heldout_emoji()
+        kept = [r for r in records if (r.group in held) == (self.split == "heldout")]
+        if not kept:
+            raise ConfigError(f"{where}: no emoji in the {self.split} split")
+        return kept
+
+
+@register_source
+@dataclass
+class MediaManifest(_MediaSource):
+    """``{kind: media_manifest, path: manifest.jsonl, modality: image | audio}``: image–text or
+    speech–text pairs listed in a manifest (:mod:`babelzoo.datasets.multimodal_manifest`)."""
+
+    kind: ClassVar[str] = "media_manifest"
+    path: str
+    modality: Literal["image", "audio"] = "image"
+
+    def records(self, context: BuildContext) -> list:
+        from .multimodal_manifest import read_manifest
+
+        if getattr(self, "_records", None) is None:
+            records = read_manifest(expand_path(self.path, f"{self.where}.path"))
+            wrong = [r for r in records if r.kind != self.modality]
+            if wrong:
+                raise ConfigError(f"{self.where}: modality {self.modality!r}, but {wrong[0].where} lists a "
+                                  f"{wrong[0].kind} file")
+            self._records = records
+        return self._records
+
+
+class _RenderedEmoji(_MediaSource):
+    """Emoji media made once into ``CACHE/media/<kind>-<options hash>/`` and split by the held-out emoji."""
+
+    @abstractmethod
+    def render(self, folder: Path) -> None:
+        """Write the media and ``folder/manifest.jsonl``."""
+
+    def records(self, context: BuildContext) -> list:
+        from .multimodal_manifest import read_manifest
+
+        if getattr(self, "_records", None) is None:
+            key = hashlib.sha256(repr(asdict(self)).encode()).hexdigest()[:16]
+            folder = Path(context.cache_dir) / "media" / f"{self.kind}-{key}"
+            if not (folder / "manifest.jsonl").is_file():
+                self.render(folder)
+            self._records = self._split(read_manifest(folder / "manifest.jsonl"), self.where)
+        return self._records
+
+
+@register_source
+@dataclass
+class EmojiImages(_RenderedEmoji):
+    """``{kind: emoji_images, langs: [en, de], size: 32}``: emoji drawn from the installed font
+    with their names in each language (:mod:`babelzoo.datasets.multimodal_emoji`), rendered once
+    into the run's cache; the emoji the multimodal leaderboard holds out are left out unless
+    ``split: heldout``. ``limit`` keeps the first N emoji."""
+
+    kind: ClassVar[str] = "emoji_images"
+    langs: list[str] = field(default_factory=lambda: ["en"])
+    size: int = 32
+    limit: Optional[int] = None
+    split: Split = "train"
+
+    def render(self, folder: Path) -> None:
+        from .multimodal_emoji import build_emoji_manifest
+
+        build_emoji_manifest(folder, self.langs, size=self.size, limit=self.limit)
+
+
+@register_source
+@dataclass
+class EmojiSpeech(_RenderedEmoji):
+    """``{kind: emoji_speech, langs: [en, de]}``: emoji names spoken by espeak-ng
+    (:mod:`babelzoo.datasets.multimodal_espeak`), synthesised once into the run's cache; the
+    held-out emoji are left out unless ``split: heldout``. ``limit`` keeps the first N emoji."""
+
+    kind: ClassVar[str] = "emoji_speech"
+    modality: ClassVar[str] = "audio"
+    langs: list[str] = field(default_factory=lambda: ["en"])
+    limit: Optional[int] = None
+    split: Split = "train"
+
+    def render(self, folder: Path) -> None:
+        from .multimodal_emoji import emoji_key, emoji_names, heldout_emoji
+        from .multimodal_espeak import Espeak, build_speech_manifest
+
+        held = heldout_emoji()
+        names = [(c, n) for c, n in sorted(emoji_names(self.langs).items())
+                 if (emoji_key(c) in held) == (self.split == "heldout")][:self.limit]
+        build_speech_manifest(folder, [(n[lang], lang, emoji_key(c)) for c, n in names for lang in self.langs],
+                              Espeak())

@@ -1,0 +1,264 @@
+"""Data sources over knowledge bases, for recipes (:mod:`babelzoo.datasets.sources`).
+
+``kb``: a registered knowledge base (``cldr``, ``codex-s``, a plug-in) or a KB file or folder.
+``langs``: the codes the examples are tagged with, or a mapping from them to the knowledge
+base's label languages (``{zh-CN: zh}``). ``exclude_heldout`` leaves out the entities the
+leaderboard's knowledge tasks hold out (:func:`~babelzoo.knowledge.facts.is_heldout_entity`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, ClassVar, Optional, Union
+
+from torch.utils.data import Dataset
+
+from ..datasets.sources import BuildContext, DataSource, check_consumes, parse_source, register_source
+from ..errors import ConfigError
+from ..typed import Where
+
+Langs = Union[list[str], dict[str, str]]
+
+
+@lru_cache(maxsize=8)
+def _kb(name: str):
+    from .base import load_kb
+
+    return load_kb(name)
+
+
+def _langs(langs: Langs) -> dict[str, str]:
+    return dict(langs) if isinstance(langs, dict) else {lang: lang for lang in langs}
+
+
+class _Examples(Dataset):
+    """An in-memory list of examples with an identity for resume checks."""
+
+    def __init__(self, examples: list, fingerprint: str):
+        self.examples, self.fingerprint = examples, fingerprint
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int):
+        return self.examples[index]
+
+
+def _identity(*parts: Any) -> str:
+    return hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass
+class _FactSource(DataSource):
+    kb: str = "cldr"
+    langs: Langs = field(default_factory=lambda: ["en"])
+    exclude_heldout: bool = True
+    relations: Optional[list[str]] = None
+
+    def facts(self) -> list:
+        from .facts import is_heldout_entity, kb_facts
+
+        if getattr(self, "_facts", None) is None:
+            facts, self.report = kb_facts(_kb(self.kb), _langs(self.langs),
+                                          exclude=is_heldout_entity if self.exclude_heldout else None,
+                                          relations=self.relations)
+            if not facts:
+                raise ConfigError(f"{self.where}: knowledge base {self.kb!r} gives no facts in {self.langs} "
+                                  f"({self.report})")
+            self._facts = facts
+        return self._facts
+
+    def texts(self, context: BuildContext) -> dict[str, list[str]]:
+        by_lang: dict[str, list[str]] = {}
+        for fact in self.facts():
+            by_lang.setdefault(fact.lang, []).append(fact.text)
+        return by_lang
+
+    def describe(self) -> str:
+        return f"{self.kb} facts"
+
+
+@register_source
+@dataclass
+class KBFacts(_FactSource):
+    """``{kind: kb_facts, kb: cldr, langs: [en, de]}``: the knowledge base's triples verbalised
+    in each language ("Japon · uses currency · yen japonais"), with the token spans of the head
+    and the tail: the examples of ``entity_mlm``."""
+
+    kind: ClassVar[str] = "kb_facts"
+    provides: ClassVar[str] = "entity_mentions"
+
+    def dataset(self, context: BuildContext) -> Dataset:
+        from .facts import FactDataset
+
+        data = FactDataset(self.facts(), context.tokenizer)
+        return _Examples(data.examples, _identity("kb_facts", self.kb, self.langs, self.exclude_heldout,
+                                                  self.relations, context.fingerprint))
+
+
+@register_source
+@dataclass
+class KBAlignedFacts(_FactSource):
+    """``{kind: kb_aligned_facts, kb: cldr, langs: [en]}``: verbalised facts whose head and tail
+    mentions carry their entity on their first token (ERNIE's alignment), as entity indices of
+    the model's attached knowledge base: the examples of ``dea``. The recipe attaches the same
+    knowledge base (``knowledge: {kb: cldr}``)."""
+
+    kind: ClassVar[str] = "kb_aligned_facts"
+    provides: ClassVar[str] = "entity_alignment"
+
+    def check_model(self, model: Any) -> None:
+        fusion = getattr(model, "knowledge", None)
+        if fusion is None or not getattr(fusion, "entity_index", None):
+            raise ConfigError(f"{self.where}: kind {self.kind!r} aligns tokens to the model's knowledge-base "
+                              f"entities, and the model has none attached; add knowledge: {{kb: {self.kb}}} "
+                              f"to the recipe")
+
+    def dataset(self, context: BuildContext) -> Dataset:
+        from .facts import FactDataset
+
+        index = context.model.knowledge.entity_index
+        data = FactDataset(self.facts(), context.tokenizer)
+        examples = []
+        for fact, example in zip(self.facts(), data.examples):
+            entities = [0] * len(example.ids)
+            for entity, (start, _) in zip((fact.head, fact.tail), example.spans):
+                if entity not in index:
+                    raise ConfigError(f"{self.where}: entity {entity!r} of {self.kb!r} is not in the model's "
+                                      f"attached knowledge base")
+                entities[start] = index[entity]
+            examples.append({"input_ids": example.ids, "entities": entities})
+        return _Examples(examples, _identity("kb_aligned_facts", self.kb, self.langs, self.exclude_heldout,
+                                             self.relations, context.fingerprint, len(index)))
+
+
+@register_source
+@dataclass
+class KBNames(DataSource):
+    """``{kind: kb_names, kb: cldr, langs: [en, de, fr], pivot: en, types: [territory]}``: a
+    bilingual dictionary from the knowledge base, (name in the pivot language, name in X) of
+    every entity named in both: translation pairs (for XLCo, TLM)."""
+
+    kind: ClassVar[str] = "kb_names"
+    provides: ClassVar[str] = "pair"
+    kb: str = "cldr"
+    langs: Langs = field(default_factory=lambda: ["en"])
+    pivot: str = "en"
+    types: Optional[list[str]] = None
+    exclude_heldout: bool = True
+
+    def corpora(self) -> list:
+        from ..datasets.text import ParallelCorpus, ReadReport
+        from .facts import is_heldout_entity, kb_name_pairs
+
+        if getattr(self, "_corpora", None) is None:
+            names = kb_name_pairs(_kb(self.kb), _langs(self.langs), source=self.pivot,
+                                  exclude=is_heldout_entity if self.exclude_heldout else None, types=self.types)
+            source = (f"{self.kb} names",)
+            self._corpora = [ParallelCorpus(self.pivot, lang, got, ReadReport(source, len(got), len(got)))
+                             for lang, got in names.items() if got]
+            if not self._corpora:
+                raise ConfigError(f"{self.where}: knowledge base {self.kb!r} names no entity in both "
+                                  f"{self.pivot} and {sorted(names)}")
+        return self._corpora
+
+    def texts(self, context: BuildContext) -> dict[str, list[str]]:
+        by_lang: dict[str, list[str]] = {}
+        for corpus in self.corpora():
+            by_lang.setdefault(corpus.src_lang, []).extend(corpus.sources)
+            by_lang.setdefault(corpus.tgt_lang, []).extend(corpus.targets)
+        return by_lang
+
+    def dataset(self, context: BuildContext) -> Dataset:
+        from ..datasets.loader import CorpusMixture
+        from ..datasets.sources import tokenized
+
+        parts = [tokenized(c, context) for c in self.corpora()]
+        return parts[0] if len(parts) == 1 else CorpusMixture(dict(enumerate(parts)))
+
+
+@register_source
+@dataclass
+class KBTrees(DataSource):
+    """``{kind: kb_trees, kb: cldr, sentences: {kind: catalog_text, langs: [en]}}``: K-BERT
+    sentence trees: each sentence of the nested ``sentences`` source (any source of sentences),
+    split into words, with up to ``max_branches`` facts of the knowledge base hung after each
+    linked mention (:class:`~babelzoo.knowledge.kbert.KBertInjector`): the examples of
+    ``kbert_mlm``. ``linked_only`` keeps only sentences with a mention; ``limit`` the first N
+    sentences of each language."""
+
+    kind: ClassVar[str] = "kb_trees"
+    provides: ClassVar[str] = "sentence_tree"
+    sentences: dict
+    kb: str = "cldr"
+    kb_langs: dict[str, str] = field(default_factory=dict)
+    max_branches: int = 2
+    max_length: int = 128
+    linked_only: bool = False
+    limit: Optional[int] = None
+
+    def inner(self) -> DataSource:
+        if getattr(self, "_inner", None) is None:
+            where = Where(f"{self.where}.sentences")
+            self._inner = parse_source(self.sentences, where)
+            check_consumes(f"{self.kind} (its sentences)", "sentence", self._inner)
+        return self._inner
+
+    def texts(self, context: BuildContext) -> dict[str, list[str]]:
+        texts = self.inner().texts(context)
+        return {lang: items[:self.limit] for lang, items in texts.items()}
+
+    def dataset(self, context: BuildContext) -> Dataset:
+        from .kbert import KBertInjector
+
+        tokenizer, specials = context.tokenizer, context.tokenizer.specials
+        examples = []
+        for lang, sentences in self.texts(context).items():
+            injector = KBertInjector(_kb(self.kb), lambda text: tokenizer.encode(text, add_special_tokens=False),
+                                     lang=self.kb_langs.get(lang, lang), max_branches=self.max_branches,
+                                     max_length=self.max_length, cls_id=specials.cls, sep_id=specials.sep,
+                                     pad_id=specials.pad)
+            for sentence in sentences:
+                tree = injector.tree(sentence.split())
+                if self.linked_only and not any(tree.is_branch):
+                    continue
+                examples.append((tree, lang))
+        if not examples:
+            raise ConfigError(f"{self.where}: no sentence tree (no sentence{' with a linked mention' * self.linked_only})")
+        return _Examples(examples, _identity("kb_trees", self.kb, self.sentences, self.kb_langs, self.max_branches,
+                                             self.max_length, self.linked_only, self.limit, context.fingerprint))
+
+
+@dataclass
+class KnowledgeSpec:
+    """A recipe's ``knowledge:`` part: ERNIE fusion over ``kb`` in ``fusion_layers`` (default:
+    the upper half of the encoder), an entity table of width ``entity_dim``, initialised from
+    ``entity_embeddings`` (a folder written by ``babelzoo kb train-kge --out``) when given."""
+
+    kb: str
+    fusion_layers: Optional[list[int]] = None
+    entity_dim: Optional[int] = None
+    entity_embeddings: Optional[str] = None
+    freeze_entities: bool = True
+    languages: Optional[list[str]] = None
+
+
+def attach_from_recipe(model, spec: dict, where: Where):
+    """The model with the recipe's knowledge base attached (:func:`~babelzoo.knowledge.fusion.attach_knowledge`)."""
+    from ..typed import build
+    from .fusion import attach_knowledge
+
+    knowledge = build(KnowledgeSpec, spec, where, what="knowledge")
+    kb, embeddings = _kb(knowledge.kb), None
+    if knowledge.entity_embeddings is not None:
+        from .kge import load_kge
+
+        embeddings, entities, _ = load_kge(knowledge.entity_embeddings)
+        if list(entities) != list(kb.entities()):
+            raise ConfigError(f"{where.key('entity_embeddings')}: {knowledge.entity_embeddings} embeds "
+                              f"{len(entities)} entities that are not {knowledge.kb!r}'s entities in its order")
+    return attach_knowledge(model, kb, entity_embeddings=embeddings,
+                            fusion_layers=knowledge.fusion_layers, entity_dim=knowledge.entity_dim,
+                            freeze_entities=knowledge.freeze_entities, languages=knowledge.languages)

@@ -1,0 +1,54 @@
+"""Data sources: typed options with errors that name the recipe line, documents from blank-line
+text and CoNLL-U ``# newdoc`` boundaries, and tokenised documents over one flat corpus."""
+
+from __future__ import annotations
+
+import pytest
+
+from babelzoo.datasets.sources import BuildContext, chunk_documents, parse_source
+from babelzoo.datasets.wordpiece import WordPieceTokenizer
+from babelzoo.errors import ConfigError
+from babelzoo.typed import Where, key_lines
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e", "f"]
+
+
+def test_chunk_documents_joins_a_short_tail_and_drops_one_sentence_documents():
+    assert chunk_documents([list("abcdefg"), ["x"], list("pq")], 3, 2) == [list("abc"), list("defg"), list("pq")]
+
+
+def test_blank_line_documents_tokenise_into_document_examples(tmp_path):
+    path = tmp_path / "docs.txt"
+    path.write_text("a b\nc\n\nd\ne f\nf\n\n\nb\n", encoding="utf-8")
+    source = parse_source({"kind": "documents", "path": str(path), "lang": "en"}, Where("data.sop[0]"))
+    assert source.read_documents() == {"en": [["a b", "c"], ["d", "e f", "f"], ["b"]]}
+    tokenizer = WordPieceTokenizer(WORDS)
+    data = source.dataset(BuildContext(tokenizer, "t", tmp_path / "cache"))
+    assert len(data) == 2  # the one-sentence document cannot make a sentence pair
+    assert [[list(s.ids) for s in doc] for doc in (data[0], data[1])] == [[[5, 6], [7]], [[8], [9, 10], [10]]]
+    assert {s.lang for s in data[1]} == {"en"}
+
+
+def test_conllu_documents_start_at_newdoc(tmp_path):
+    def sentence(text, newdoc=False):
+        head = ["# newdoc id = d"] if newdoc else []
+        words = [f"{i}\t{w}\t_\tX\t_\t_\t0\tdep\t_\t_" for i, w in enumerate(text.split(), 1)]
+        return "\n".join([*head, f"# text = {text}", *words]) + "\n\n"
+
+    path = tmp_path / "t.conllu"
+    path.write_text(sentence("a b", True) + sentence("c") + sentence("d", True) + sentence("e f"), encoding="utf-8")
+    source = parse_source({"kind": "documents", "path": str(path), "lang": "en", "format": "conllu"}, Where("x"))
+    assert source.read_documents() == {"en": [["a b", "c"], ["d", "e f"]]}
+
+
+def test_source_errors_name_the_file_line_and_key(tmp_path):
+    text = "data:\n  sop:\n    - kind: documents\n      path: d.txt\n      lang: en\n      format: html\n"
+    where = Where("data.sop[0]", "r.yaml", key_lines(text))
+    with pytest.raises(ConfigError, match=r"r.yaml:6 data.sop\[0\].format='html' must be one of 'blank_line', "
+                                          r"'conllu'"):
+        parse_source({"kind": "documents", "path": "d.txt", "lang": "en", "format": "html"}, where)
+    with pytest.raises(ConfigError, match=r"data.sop\[0\]: source kind 'documents' needs lang"):
+        parse_source({"kind": "documents", "path": "d.txt"}, Where("data.sop[0]"))
+    with pytest.raises(ConfigError, match=r"data.sop\[0\].max_sentence: unknown source kind 'documents' key "
+                                          r"'max_sentence'; did you mean 'max_sentences'"):
+        parse_source({"kind": "documents", "path": "d.txt", "lang": "en", "max_sentence": 3}, Where("data.sop[0]"))

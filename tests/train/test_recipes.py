@@ -1,0 +1,92 @@
+"""Every registered objective trains from a shipped recipe: each recipe is built and run for 2
+steps through ``babelzoo pretrain`` (``babelzoo finetune`` for the task heads), and a recipe whose
+source does not give its objective the examples it consumes is refused before anything is read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from babelzoo.objectives.mixture import all_objectives
+from babelzoo.train.cli import pretrain_main
+
+RECIPES = Path(__file__).resolve().parents[2] / "babelzoo" / "recipes"
+FINETUNE_OBJECTIVES = {"sequence_classification", "token_classification"}
+QUICK = ["max_steps=2", "batch_size=4", "resume=false", "progress=false", "tensorboard=false", "measure_mfu=false",
+         "checkpoint_every=1000", "log_every=1", "keep_cpu_buffers=false"]
+
+
+def recipes() -> dict[str, dict]:
+    return {path.stem: yaml.safe_load(path.read_text(encoding="utf-8")) for path in sorted(RECIPES.glob("*.yaml"))}
+
+
+def trained_objectives(recipe: dict) -> set[str]:
+    return {(options or {}).get("objective", name) for name, options in recipe.get("objectives", {}).items()}
+
+
+def needs_data_dir(recipe_name: str) -> bool:
+    return "${BABELZOO_DATA_DIR}" in (RECIPES / f"{recipe_name}.yaml").read_text(encoding="utf-8")
+
+
+def test_every_objective_has_a_shipped_recipe():
+    covered = set().union(*(trained_objectives(r) for r in recipes().values()))
+    for name, recipe in recipes().items():
+        if "task" in recipe:
+            covered.add(recipe["task"].get("kind", "sequence_classification"))
+    assert set(all_objectives()) - covered == set()
+
+
+def test_shipped_recipes_name_their_data_dir_or_run_on_embedded_data():
+    for name in recipes():
+        text = (RECIPES / f"{name}.yaml").read_text(encoding="utf-8")
+        if needs_data_dir(name) or "task" in recipes()[name]:
+            assert "BABELZOO_DATA_DIR" in text or "--data-dir" in text, name
+
+
+PRETRAIN = [name for name, r in recipes().items() if "task" not in r and not name.endswith("_gpu")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PRETRAIN)
+def test_recipe_trains_two_steps(name, tmp_path, capsys, monkeypatch):
+    if needs_data_dir(name):
+        data = os.environ.get("BABELZOO_DATA_DIR") or str(Path(__file__).resolve().parents[3] / "shared" / "data")
+        if not (Path(data) / "multi30k").is_dir():
+            pytest.skip(f"{name} reads BABELZOO_DATA_DIR (multi30k), which is not here")
+        monkeypatch.setenv("BABELZOO_DATA_DIR", data)
+    overrides = [*QUICK, f"output_dir={tmp_path / 'run'}", "tokenizer.vocab_size=600"]
+    argv = ["--config", name]
+    for item in overrides:
+        argv += ["--set", item]
+    assert pretrain_main(argv) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "steps       2 (0 skipped" in captured.out + captured.err
+    assert (tmp_path / "run" / "checkpoints" / "step-00000002").is_dir()
+
+
+@pytest.mark.parametrize("objective, source, provides", [
+    ("sop", "{kind: text, path: /no/such/file.txt, lang: de}", "'text' provides 'sentence'"),
+    ("clmlm", "{kind: catalog_pairs, langs: [en, de]}", "'catalog_pairs' provides 'pair'"),
+    ("itc", "{kind: catalog_text, langs: [en]}", "'catalog_text' provides 'sentence'"),
+    ("entity_mlm", "{kind: kb_names, kb: cldr, langs: [en, de]}", "'kb_names' provides 'pair'"),
+])
+def test_a_source_of_the_wrong_type_is_refused_before_anything_is_read(objective, source, provides, tmp_path,
+                                                                        capsys, monkeypatch):
+    import babelzoo.datasets.sources as sources
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("a source was read")
+
+    for cls in sources.SOURCES._entries.values():
+        monkeypatch.setattr(cls, "texts", no_reading)
+        monkeypatch.setattr(cls, "load", no_reading)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"model: xlmr_tiny\ntokenizer: {{vocab_size: 600}}\nobjectives:\n  {objective}: {{}}\n"
+                      f"data:\n  {objective}:\n    - {source}\noutput_dir: {tmp_path / 'run'}\n", encoding="utf-8")
+    assert pretrain_main(["--config", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert f"recipe.yaml:7 data.{objective}[0]: objective {objective!r} consumes" in err
+    assert provides in err and not (tmp_path / "run").exists()
