@@ -153,12 +153,14 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
             raise ConfigError("text_tower starts the text encoder from a text model; pretrained/weights load a "
                               "whole checkpoint: pass one or the other")
         return _with_text_tower(entry, text_tower, overrides)
-    if isinstance(pretrained, (str, Path)):
-        if weights is not None:
-            raise ConfigError("pretrained= names a checkpoint and so does weights=: pass one of them")
-        return _from_checkpoint(entry, pretrained, overrides, revision, cache_dir)
+    if isinstance(pretrained, (str, Path)) and weights is not None:
+        raise ConfigError("pretrained= names a checkpoint and so does weights=: pass one of them")
+    source = _checkpoint_source(entry, pretrained) if weights is None else None
+    if source is not None:
+        return _from_checkpoint(entry, source, overrides, revision, cache_dir)
     if revision is not None or cache_dir is not None:
-        raise ConfigError("revision= and cache_dir= go with pretrained='org/name' (a Hugging Face Hub id)")
+        raise ConfigError("revision= and cache_dir= go with a Hugging Face Hub id: pretrained='org/name', or "
+                          "pretrained=True for an entry whose weights are on the Hub")
     if pretrained and weights is None:
         if entry.pretrained is None:
             with_weights = list_models(pretrained=True)
@@ -166,8 +168,6 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
                               f"{', '.join(with_weights) or 'none'}; or pass weights=PATH_OR_URL")
         if entry.pretrained.loader is not None:
             return entry.pretrained.loader(**overrides)
-        if entry.pretrained.url is None and entry.pretrained.hf_hub_id is not None:
-            return _from_checkpoint(entry, entry.pretrained.hf_hub_id, overrides, None, None)
         weights = resolve_pretrained(entry.pretrained)
     model = build_model(entry.config().override(**overrides))
     if weights is not None:
@@ -179,6 +179,17 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
 _TRAINING_FIELDS = frozenset({"dropout", "attention_dropout", "init_std"})
 # Parts a checkpoint brings or lacks: they follow the checkpoint unless overridden.
 _HEAD_FIELDS = ("pooler", "mlm_head", "tie_word_embeddings")
+
+
+def _checkpoint_source(entry: ModelEntry, pretrained: bool | str | Path) -> str | Path | None:
+    """The checkpoint ``pretrained`` names: itself (a Hub id or a directory), or, for
+    ``pretrained=True``, the entry's Hub id when it has no loader or URL."""
+    if isinstance(pretrained, (str, Path)):
+        return pretrained
+    weights = entry.pretrained
+    if pretrained and weights is not None and weights.loader is None and weights.url is None:
+        return weights.hf_hub_id
+    return None
 
 
 def _from_checkpoint(entry: ModelEntry, source: str | Path, overrides: dict[str, Any],

