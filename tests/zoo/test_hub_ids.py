@@ -129,9 +129,27 @@ def test_loads_by_id_offline_with_parity(repo_id, hub_cache, offline):
     cache, references, _ = hub_cache
     model = babelzoo.from_pretrained(repo_id, cache_dir=cache)
     _compare(model, references[repo_id])
-    kind = "wordpiece" if "bert-tiny" in repo_id else "sentencepiece"
-    if "e5" not in repo_id:  # a BERT-family repository with an XLM-R tokenizer comes without it
-        assert model.tokenizer.kind == kind
+    assert model.tokenizer.kind == ("wordpiece" if "bert-tiny" in repo_id else "sentencepiece")
+
+
+def test_e5_layout_takes_the_tokenizer_its_config_names(hub_cache, offline):
+    """A BERT encoder with ``tokenizer_class: XLMRobertaTokenizer`` gets XLM-R's tokenizer, ids
+    as transformers gives them, and pads with its pad id (1), not BertConfig's default (0)."""
+    cache, references, _ = hub_cache
+    repo_id = "intfloat/multilingual-e5-tiny-test"
+    model = babelzoo.from_pretrained(repo_id, cache_dir=cache)
+    assert references[repo_id].config.pad_token_id == 0 and model.config.text.pad_token_id == 1
+    folder = next((cache / "models--intfloat--multilingual-e5-tiny-test" / "snapshots").iterdir())
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    sentences = ["query: Wo ist der Bahnhof?", "passage: The name is rebound."]
+    want = hf_tokenizer(sentences, padding=True, return_tensors="pt")
+    got = model.tokenizer.batch_encode(sentences)
+    assert torch.equal(got["input_ids"], want["input_ids"]) and hf_tokenizer.pad_token_id == 1
+    with torch.no_grad():
+        ours = model.eval()(got["input_ids"]).last_hidden  # the default mask comes from the pad id
+        theirs = references[repo_id](**want).last_hidden_state
+    real = want["attention_mask"].bool()
+    assert max_diff(ours[real], theirs[real]) <= TOL
 
 
 def test_hub_cache_env_and_revision(hub_cache, offline, monkeypatch):
