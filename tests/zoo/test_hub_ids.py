@@ -152,6 +152,22 @@ def test_e5_layout_takes_the_tokenizer_its_config_names(hub_cache, offline):
     assert max_diff(ours[real], theirs[real]) <= TOL
 
 
+def test_e5_layout_exports_with_its_tokenizer(hub_cache, offline, tmp_path):
+    from babelzoo.zoo.convert import export_hf, import_hf
+
+    cache, _, _ = hub_cache
+    model = babelzoo.from_pretrained("intfloat/multilingual-e5-tiny-test", cache_dir=cache).eval()
+    export_hf(model, tmp_path)
+    again = import_hf(tmp_path).eval()
+    assert again.config.text.pad_token_id == 1 and again.tokenizer.kind == "sentencepiece"
+    sentences = ["query: Wo ist der Bahnhof?"]
+    want = transformers.AutoTokenizer.from_pretrained(tmp_path)(sentences)["input_ids"]
+    assert again.tokenizer.batch_encode(sentences)["input_ids"].tolist() == want
+    ids = torch.tensor(want)
+    with torch.no_grad():
+        assert max_diff(again(ids).last_hidden, model(ids).last_hidden) == 0
+
+
 def test_hub_cache_env_and_revision(hub_cache, offline, monkeypatch):
     cache, references, v2 = hub_cache
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))

@@ -3,10 +3,11 @@ directory holds (BERT ``vocab.txt`` as WordPiece, XLM-R ``sentencepiece.bpe.mode
 ``spiece.model`` as sentencepiece), checked against the model; export writes the files
 ``transformers`` reads back. A ``tokenizer_class`` in ``config.json`` names another family's
 tokenizer where a checkpoint pairs them (multilingual-e5-small: a BERT encoder over XLM-R's
-sentencepiece vocabulary)."""
+sentencepiece vocabulary), and so does the ``tokenizer_config.json`` export writes beside it."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -21,11 +22,23 @@ TOKENIZER_CLASSES = {"BertTokenizer": ("wordpiece", "vocab.txt"),
                      "AlbertTokenizer": ("sentencepiece", "spiece.model")}
 
 
-def tokenizer_files(family: Family, hf: Mapping[str, Any]) -> Optional[tuple[str, str]]:
+def tokenizer_files(directory: Path, family: Family, hf: Mapping[str, Any]) -> Optional[tuple[str, str]]:
     """The (kind, vocabulary file) of a checkpoint's tokenizer: the one ``tokenizer_class``
-    names (with or without ``Fast``), else the family's own."""
-    named = str(hf.get("tokenizer_class") or "").removesuffix("Fast")
-    return TOKENIZER_CLASSES.get(named, family.tokenizer)
+    names in ``config.json`` or ``tokenizer_config.json`` (with or without ``Fast``), else the
+    family's own."""
+    named = hf.get("tokenizer_class") or _tokenizer_config(directory).get("tokenizer_class")
+    return TOKENIZER_CLASSES.get(str(named or "").removesuffix("Fast"), family.tokenizer)
+
+
+def _tokenizer_config(directory: Path) -> dict:
+    path = directory / "tokenizer_config.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    return data if isinstance(data, dict) else {}
 
 
 def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig, hf: Optional[Mapping[str, Any]] = None):
@@ -33,7 +46,7 @@ def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig, hf: 
     checked by :func:`check_tokenizer`; here only its kind and size."""
     from ...datasets.tokenizer import TokenizerError, load_tokenizer
 
-    files = tokenizer_files(family, hf or {})
+    files = tokenizer_files(directory, family, hf or {})
     if files is None:
         if (directory / "tokenizer.json").is_file():
             warnings.warn(f"{directory}: babelzoo reads no {family.model_type} tokenizer files, so the model is "
@@ -54,9 +67,12 @@ def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig, hf: 
 
 
 def check_tokenizer(tokenizer, family: Family, text: EncoderConfig, where: str) -> None:
-    """A tokenizer must be of the family's kind, fit in the embedding table and pad with the
-    id the model masks out."""
-    _check_kind(tokenizer, family.tokenizer[0] if family.tokenizer is not None else None, family, text, where)
+    """A tokenizer to export must be of the family's kind or of a kind whose files name their
+    class (:data:`TOKENIZER_CLASSES`), fit in the embedding table and pad with the id the model
+    masks out."""
+    own = family.tokenizer[0] if family.tokenizer is not None else None
+    named = {kind for kind, _ in TOKENIZER_CLASSES.values()}
+    _check_kind(tokenizer, tokenizer.kind if tokenizer.kind in named else own, family, text, where)
     if tokenizer.specials.pad != text.pad_token_id:
         raise CheckpointError(f"{where}: tokenizer pads with id {tokenizer.specials.pad} but the model's "
                               f"pad_token_id is {text.pad_token_id}")
