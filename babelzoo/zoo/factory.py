@@ -208,14 +208,19 @@ def _from_checkpoint(entry: ModelEntry, source: str | Path, overrides: dict[str,
 
 def checkpoint_fit(entry: ModelEntry, found: ModelConfig, overrides: dict[str, Any], source: str) -> ModelConfig:
     """The config of ``entry`` with ``overrides`` that holds a checkpoint of config ``found``:
-    the checkpoint's pooler, MLM head and task head unless overridden, every other field equal
-    (dropout and init aside); a field that differs is an error naming both values."""
+    the checkpoint's pooler, MLM head and task head unless overridden, and its pad id where no
+    position depends on it (then the id only picks the default attention mask, and the
+    checkpoint's goes with its tokenizer); every other field equal (dropout and init aside). A
+    field that differs is an error naming both values."""
     from .pretrained import CheckpointError
 
     if type(found.text) is not type(entry.config().text):
         raise CheckpointError(f"{source} holds a {type(found.text).__name__} encoder; {entry.name!r} is a "
                               f"{type(entry.config().text).__name__}")
-    heads = {key: getattr(found.text, key) for key in _HEAD_FIELDS if key not in overrides}
+    follow = [*_HEAD_FIELDS]
+    if not found.text.positions_from_pad and not entry.config().override(**overrides).text.positions_from_pad:
+        follow.append("pad_token_id")
+    heads = {key: getattr(found.text, key) for key in follow if key not in overrides}
     config = entry.config().override(**heads).override(**overrides)
     if found.head is not None and config.head is None:
         config = dataclasses.replace(config, head=found.head)
@@ -223,10 +228,7 @@ def checkpoint_fit(entry: ModelEntry, found: ModelConfig, overrides: dict[str, A
     differ = []
     for f in dataclasses.fields(ours):
         a, b = getattr(ours, f.name), getattr(theirs, f.name)
-        # Without a position offset, the pad id only picks the default attention mask, a property
-        # of the entry's tokenizer, not of the weights.
-        if a == b or f.name in _TRAINING_FIELDS or (f.name == "pad_token_id" and not getattr(ours, "position_offset", 0)
-                                                    and not getattr(theirs, "position_offset", 0)):
+        if a == b or f.name in _TRAINING_FIELDS:
             continue
         differ.append(f"{f.name}: {entry.name} has {a!r}, the checkpoint {b!r}")
     for f in dataclasses.fields(config):

@@ -62,6 +62,10 @@ class TextConfig(EncoderConfig):
     def embedding_dim(self) -> int:
         return self.embedding_size or self.hidden_size
 
+    @property
+    def positions_from_pad(self) -> bool:
+        return self.position_offset > 0
+
     def validate(self) -> None:
         super().validate()
         name = type(self).__name__

@@ -20,7 +20,6 @@ import torch
 
 from ..config import ConfigError, EncoderConfig, ModelConfig
 from ..pretrained import CheckpointError, load_state_strict, model_state
-from ..transformer_config import TextConfig
 from .families import family_for_model_type
 from .family import Family, TaskClass, head_from_hf
 from .files import CONFIG, find_hf_weights, read_hf_config, read_hf_weights
@@ -177,7 +176,7 @@ def _pad_from_tokenizer(tokenizer, text: EncoderConfig, where: str) -> EncoderCo
     pad = tokenizer.specials.pad
     if pad == text.pad_token_id:
         return text
-    if not isinstance(text, TextConfig) or text.position_offset == 0:
+    if not text.positions_from_pad:
         return text.replace(pad_token_id=pad)
     raise CheckpointError(f"{where}: tokenizer pads with id {pad} but the model's pad_token_id is "
                           f"{text.pad_token_id}")
