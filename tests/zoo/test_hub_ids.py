@@ -175,7 +175,9 @@ def test_hub_cache_env_and_revision(hub_cache, offline, monkeypatch):
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))  # read at import
     repo_id = "google-bert/bert-tiny-test"
+    environment = {k: v for k, v in os.environ.items() if k.startswith(("HF_", "HUGGINGFACE_"))}
     _compare(babelzoo.from_pretrained(repo_id), references[repo_id])
+    assert {k: v for k, v in os.environ.items() if k.startswith(("HF_", "HUGGINGFACE_"))} == environment
     _compare(babelzoo.from_pretrained(repo_id, revision="v2"), v2)
     _compare(babelzoo.from_pretrained(repo_id, revision=commit_id("v2")), v2)
 
