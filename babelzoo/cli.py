@@ -47,7 +47,9 @@ def _info(args: argparse.Namespace) -> int:
     print(entry.doc, end="\n\n")
     print(entry.config().to_json(), end="")
     if entry.pretrained is not None:
-        print(f"pretrained weights: {entry.pretrained.description or entry.pretrained.url}")
+        print(f"pretrained weights: {entry.pretrained.source}")
+        if entry.pretrained.hf_hub_id is not None:
+            print(f"hf_hub_id: {entry.pretrained.hf_hub_id}")
     print(f"parameters: {create_model(args.name).num_parameters():,}")
     return 0
 

@@ -6,13 +6,14 @@ from typing import Any, Callable
 
 
 def _entry(name: str, card: str) -> Callable[..., Any]:
-    def entry(pretrained: bool = False, weights: str | None = None, **kwargs: Any):
+    def entry(pretrained: bool | str = False, weights: str | None = None, **kwargs: Any):
         from .zoo.factory import create_model
 
         return create_model(name, pretrained=pretrained, weights=weights, **kwargs)
 
     entry.__name__ = entry.__qualname__ = name
-    entry.__doc__ = (f"{card}\n\nArgs: pretrained (load the entry's published weights), weights (a "
+    entry.__doc__ = (f"{card}\n\nArgs: pretrained (True: the entry's published weights; or a Hugging Face "
+                     f"Hub id 'org/name' or checkpoint directory to convert and load), weights (a "
                      f"checkpoint directory, file or URL), **kwargs (config overrides).")
     return entry
 

@@ -185,6 +185,12 @@ class EncoderConfig(_Config, metaclass=ABCMeta):
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads
 
+    @property
+    def positions_from_pad(self) -> bool:
+        """Whether position ids are counted from ``pad_token_id`` (RoBERTa's offset); otherwise
+        the pad id only picks the default attention mask and the embedding's padding row."""
+        return False
+
     def validate(self) -> None:
         name = type(self).__name__
         _check(self.hidden_size % self.num_heads == 0, name, "hidden_size", self.hidden_size,

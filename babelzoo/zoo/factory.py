@@ -2,7 +2,8 @@
 
 An entry is a function, named after the model, that returns its :class:`ModelConfig`; its
 docstring is the model card. Pretrained weights, when an entry has them, are described by a
-:class:`PretrainedWeights` (a URL with its sha256, or a loader that reads an installed package).
+:class:`PretrainedWeights` (a URL with its sha256, a loader that reads an installed package, or a
+Hugging Face Hub id).
 """
 
 from __future__ import annotations
@@ -19,13 +20,21 @@ from .config import ConfigError, ModelConfig
 @dataclass(frozen=True)
 class PretrainedWeights:
     """Where an entry's weights come from: ``url`` + ``sha256`` (downloaded once, verified,
-    cached) or ``loader``, a function that builds the model itself (for weights shipped inside
-    an installed package in a format of their own)."""
+    cached), ``loader``, a function that builds the model itself (for weights shipped inside
+    an installed package in a format of their own), or ``hf_hub_id``, the Hugging Face Hub
+    repository of the original checkpoint (``org/name``, converted on load). ``pretrained=True``
+    uses the loader or the URL when there is one, the Hub id otherwise."""
 
     url: Optional[str] = None
     sha256: Optional[str] = None
     loader: Optional[Callable[..., Any]] = None
+    hf_hub_id: Optional[str] = None
     description: str = ""
+
+    @property
+    def source(self) -> str:
+        """Where ``pretrained=True`` reads the weights from, in words."""
+        return self.description or self.url or f"Hugging Face Hub {self.hf_hub_id}"
 
 
 @dataclass(frozen=True)
@@ -101,13 +110,23 @@ def model_config(name: str, **overrides: Any) -> ModelConfig:
     return model_entry(name).config().override(**overrides)
 
 
-def create_model(name: str, pretrained: bool = False, weights: str | Path | None = None,
-                 text_tower: Any = None, **overrides: Any):
+def create_model(name: str, pretrained: bool | str = False, weights: str | Path | None = None,
+                 text_tower: Any = None, *, revision: Optional[str] = None, cache_dir: str | Path | None = None,
+                 **overrides: Any):
     """Build a registered model.
 
     ``overrides`` change its config (``hidden_size=128``; other parts as dicts:
     ``vision={"image_size": 64}``). ``pretrained=True`` loads the entry's published weights;
     ``weights`` loads a checkpoint directory, file or URL instead. Loading is strict.
+
+    ``pretrained`` may also be a Hugging Face Hub id (``org/name``, at ``revision``, through the
+    cache at ``cache_dir``; see :func:`~babelzoo.zoo.pretrained.from_pretrained`) or a checkpoint
+    directory (babelzoo's or Hugging Face's): the checkpoint is converted, its config must match
+    the entry's (with ``overrides``) in every field that shapes the weights or the outputs, and
+    its weights load strictly. The pooler and MLM head follow the checkpoint unless overridden::
+
+        model = create_model("xlmr_base", pretrained="FacebookAI/xlm-roberta-base")
+
     ``head={"kind": ..., "labels": [...]}`` adds a freshly initialised task head
     (:mod:`babelzoo.zoo.heads`) on top of the loaded encoder.
 
@@ -126,13 +145,22 @@ def create_model(name: str, pretrained: bool = False, weights: str | Path | None
         from .heads import with_head
 
         head = overrides.pop("head")
-        model = create_model(name, pretrained=pretrained, weights=weights, text_tower=text_tower, **overrides)
+        model = create_model(name, pretrained=pretrained, weights=weights, text_tower=text_tower, revision=revision,
+                             cache_dir=cache_dir, **overrides)
         return model if head is None else with_head(model, head)
     if text_tower is not None:
         if pretrained or weights is not None:
             raise ConfigError("text_tower starts the text encoder from a text model; pretrained/weights load a "
                               "whole checkpoint: pass one or the other")
         return _with_text_tower(entry, text_tower, overrides)
+    if isinstance(pretrained, (str, Path)) and weights is not None:
+        raise ConfigError("pretrained= names a checkpoint and so does weights=: pass one of them")
+    source = _checkpoint_source(entry, pretrained) if weights is None else None
+    if source is not None:
+        return _from_checkpoint(entry, source, overrides, revision, cache_dir)
+    if revision is not None or cache_dir is not None:
+        raise ConfigError("revision= and cache_dir= go with a Hugging Face Hub id: pretrained='org/name', or "
+                          "pretrained=True for an entry whose weights are on the Hub")
     if pretrained and weights is None:
         if entry.pretrained is None:
             with_weights = list_models(pretrained=True)
@@ -145,6 +173,73 @@ def create_model(name: str, pretrained: bool = False, weights: str | Path | None
     if weights is not None:
         load_weights_into(model, weights)
     return model
+
+
+# Fields a checkpoint does not fix: they change training, not the weights or the outputs.
+_TRAINING_FIELDS = frozenset({"dropout", "attention_dropout", "init_std"})
+# Parts a checkpoint brings or lacks: they follow the checkpoint unless overridden.
+_HEAD_FIELDS = ("pooler", "mlm_head", "tie_word_embeddings")
+
+
+def _checkpoint_source(entry: ModelEntry, pretrained: bool | str | Path) -> str | Path | None:
+    """The checkpoint ``pretrained`` names: itself (a Hub id or a directory), or, for
+    ``pretrained=True``, the entry's Hub id when it has no loader or URL."""
+    if isinstance(pretrained, (str, Path)):
+        return pretrained
+    weights = entry.pretrained
+    if pretrained and weights is not None and weights.loader is None and weights.url is None:
+        return weights.hf_hub_id
+    return None
+
+
+def _from_checkpoint(entry: ModelEntry, source: str | Path, overrides: dict[str, Any],
+                     revision: Optional[str], cache_dir: str | Path | None):
+    """``entry`` (with ``overrides``) holding the weights of the checkpoint at ``source``."""
+    from .pretrained import from_pretrained, load_state_strict, model_state
+
+    found = from_pretrained(source, revision=revision, cache_dir=cache_dir)
+    config = checkpoint_fit(entry, found.config, overrides, str(source))
+    model = build_model(config)
+    load_state_strict(model, model_state(found), str(source))
+    if getattr(found, "tokenizer", None) is not None:
+        model.tokenizer = found.tokenizer
+    return model
+
+
+def checkpoint_fit(entry: ModelEntry, found: ModelConfig, overrides: dict[str, Any], source: str) -> ModelConfig:
+    """The config of ``entry`` with ``overrides`` that holds a checkpoint of config ``found``:
+    the checkpoint's pooler, MLM head and task head unless overridden, and its pad id where no
+    position depends on it (then the id only picks the default attention mask, and the
+    checkpoint's goes with its tokenizer); every other field equal (dropout and init aside). A
+    field that differs is an error naming both values."""
+    from .pretrained import CheckpointError
+
+    if type(found.text) is not type(entry.config().text):
+        raise CheckpointError(f"{source} holds a {type(found.text).__name__} encoder; {entry.name!r} is a "
+                              f"{type(entry.config().text).__name__}")
+    follow = [*_HEAD_FIELDS]
+    if not found.text.positions_from_pad and not entry.config().override(**overrides).text.positions_from_pad:
+        follow.append("pad_token_id")
+    heads = {key: getattr(found.text, key) for key in follow if key not in overrides}
+    config = entry.config().override(**heads).override(**overrides)
+    if found.head is not None and config.head is None:
+        config = dataclasses.replace(config, head=found.head)
+    ours, theirs = config.text, found.text
+    differ = []
+    for f in dataclasses.fields(ours):
+        a, b = getattr(ours, f.name), getattr(theirs, f.name)
+        if a == b or f.name in _TRAINING_FIELDS:
+            continue
+        differ.append(f"{f.name}: {entry.name} has {a!r}, the checkpoint {b!r}")
+    for f in dataclasses.fields(config):
+        if f.name not in ("architecture", "text") and getattr(config, f.name) != getattr(found, f.name):
+            differ.append(f"{f.name}: {entry.name} has {getattr(config, f.name)!r}, the checkpoint "
+                          f"{getattr(found, f.name)!r}")
+    if differ:
+        raise CheckpointError(f"{source} does not fit {entry.name!r}" + (f" with overrides {sorted(overrides)}"
+                              if overrides else "") + ": " + "; ".join(differ)
+                              + "; pass overrides that match it, or load it as it is with babelzoo.from_pretrained")
+    return config
 
 
 def _with_text_tower(entry: ModelEntry, text_tower: Any, overrides: dict[str, Any]):

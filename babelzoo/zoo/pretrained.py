@@ -201,9 +201,18 @@ def read_config(directory: Path) -> dict:
         raise CheckpointError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
 
 
-def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_only: bool = True):
-    """Load a model from a checkpoint directory, a Hugging Face directory, or the URL of an
-    archived checkpoint directory (``.tar.gz``/``.zip``, verified against ``sha256``).
+def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_only: bool = True, *,
+                    revision: Optional[str] = None, cache_dir: str | Path | None = None):
+    """Load a model from a checkpoint directory, a Hugging Face directory, the URL of an
+    archived checkpoint directory (``.tar.gz``/``.zip``, verified against ``sha256``), or a
+    Hugging Face Hub id (``org/name``, at ``revision``: a branch, tag or commit)::
+
+        model = babelzoo.from_pretrained("FacebookAI/xlm-roberta-base")
+
+    A Hub id resolves through ``huggingface_hub``'s cache (``cache_dir``, else ``HF_HUB_CACHE``
+    or ``HF_HOME/hub``; nothing is downloaded with ``HF_HUB_OFFLINE=1``), every file is checked
+    against its hash (:mod:`babelzoo.zoo.hub_ids`), and a Hugging Face checkpoint converts
+    through the interop maps (:mod:`babelzoo.zoo.convert`).
 
     ``weights_only`` must stay True: babelzoo never unpickles arbitrary objects.
     """
@@ -211,7 +220,7 @@ def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_on
 
     if not weights_only:
         raise ConfigError("weights_only=False is not supported: checkpoints must not execute code")
-    directory = fetch_directory(str(source), sha256) if is_url(source) else Path(source)
+    directory = resolve_source(source, sha256, revision=revision, cache_dir=cache_dir)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: not a checkpoint directory")
     raw = read_config(directory)
@@ -229,6 +238,20 @@ def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_on
     load_state_strict(model, read_weights(weights), str(weights))
     _attach_tokenizer(model, directory)
     return model
+
+
+def resolve_source(source: str | Path, sha256: Optional[str] = None, *, revision: Optional[str] = None,
+                   cache_dir: str | Path | None = None) -> Path:
+    """The local path of a checkpoint: ``source`` itself, the unpacked archive at a URL, or the
+    verified snapshot of a Hub id."""
+    from .hub_ids import looks_like_hub_id, snapshot
+
+    if looks_like_hub_id(source):
+        return snapshot(source, revision, cache_dir)
+    if revision is not None or cache_dir is not None:
+        raise ConfigError(f"revision= and cache_dir= are for Hugging Face Hub ids ('org/name'); {str(source)!r} is "
+                          f"{'a URL' if is_url(source) else 'a local path'}")
+    return fetch_directory(str(source), sha256) if is_url(source) else Path(source)
 
 
 def _verify_manifest(directory: Path) -> None:

