@@ -41,6 +41,7 @@ import hashlib
 import importlib
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -194,9 +195,14 @@ def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
     context = BuildContext(tokenizer=None, fingerprint="", cache_dir=Path(cfg.output_dir) / "cache", seed=cfg.seed)
 
     def texts() -> dict[str, list[str]]:
+        """Every source's text once, however many objectives read the source."""
         by_lang: dict[str, list[str]] = {}
+        seen = set()
         for items, _ in sources.values():
             for source in items:
+                if (identity := (source.kind, repr(asdict(source)))) in seen:
+                    continue
+                seen.add(identity)
                 for lang, sentences in source.texts(context).items():
                     by_lang.setdefault(lang, []).extend(sentences)
         return by_lang
