@@ -1,6 +1,6 @@
 """The ``babelzoo`` command.
 
-    babelzoo list [PATTERN]          registered models (and objectives, knowledge bases)
+    babelzoo list [WHAT] [PATTERN]   models, objectives, sources, tasks, kbs or recipes
     babelzoo info NAME               a model's card, config and parameter count
     babelzoo demo                    the end-to-end main job on embedded data
     babelzoo pretrain --config R     pre-train from a YAML recipe
@@ -30,12 +30,70 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
 }
 
 
-def _list(args: argparse.Namespace) -> int:
+def _first_line(doc: str | None) -> str:
+    card = " ".join((doc or "").strip().split("\n\n")[0].split())
+    return f"{card[:100]}{'...' if len(card) > 100 else ''}"
+
+
+def _models() -> list[tuple[str, str]]:
     from .zoo.factory import list_models, model_entry
 
-    for name in list_models(args.pattern):
-        card = model_entry(name).doc.split("\n\n")[0].replace("\n", " ")
-        print(f"{name:24s} {card[:100]}{'...' if len(card) > 100 else ''}")
+    return [(name, model_entry(name).doc) for name in list_models()]
+
+
+def _objectives() -> list[tuple[str, str]]:
+    from .objectives.base import OBJECTIVES
+    from .objectives.mixture import all_objectives
+
+    return [(name, f"[{OBJECTIVES.get(name).consumes}] {_first_line(OBJECTIVES.get(name).__doc__)}")
+            for name in all_objectives()]
+
+
+def _sources() -> list[tuple[str, str]]:
+    from .datasets.sources import SOURCES, source_kinds
+
+    return [(kind, f"[{SOURCES.get(kind).provides}] {_first_line(SOURCES.get(kind).__doc__)}")
+            for kind in source_kinds()]
+
+
+def _tasks() -> list[tuple[str, str]]:
+    from .evaluation.tasks import load_tasks
+
+    tasks = load_tasks()
+    return [(name, tasks.get(name).__doc__) for name in tasks.list()]
+
+
+def _kbs() -> list[tuple[str, str]]:
+    from .knowledge.base import KNOWLEDGE_BASES, discover_entry_points
+
+    discover_entry_points()
+    return [(name, KNOWLEDGE_BASES.get(name).__doc__) for name in KNOWLEDGE_BASES.list()]
+
+
+def _recipes() -> list[tuple[str, str]]:
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parent / "recipes"
+    out = []
+    for path in sorted(shipped.glob("*.yaml")):
+        comment = [line[1:].strip() for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#")]
+        out.append((path.stem, " ".join(comment).split(":   ")[0]))
+    return out
+
+
+LISTS = {"models": _models, "objectives": _objectives, "sources": _sources, "tasks": _tasks, "kbs": _kbs,
+         "recipes": _recipes}
+
+
+def _list(args: argparse.Namespace) -> int:
+    import fnmatch
+
+    kind, pattern = args.kind, args.pattern
+    if kind not in LISTS:  # `babelzoo list xlm*`: a pattern over models
+        kind, pattern = "models", kind
+    for name, doc in LISTS[kind]():
+        if pattern is None or fnmatch.fnmatchcase(name, pattern):
+            print(f"{name:26s} {_first_line(doc)}")
     return 0
 
 
@@ -57,7 +115,9 @@ def _info(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="babelzoo", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("list", help="list registered models")
+    p = sub.add_parser("list", help="list models, objectives, data sources, tasks, knowledge bases or recipes")
+    p.add_argument("kind", nargs="?", default="models", metavar="WHAT",
+                   help=f"one of {', '.join(LISTS)} (default models), or a wildcard over models")
     p.add_argument("pattern", nargs="?", default=None, help="wildcard, e.g. 'xlm*'")
     p.set_defaults(func=_list)
     p = sub.add_parser("info", help="show a model's card, config and size")
