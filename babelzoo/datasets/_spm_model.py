@@ -97,3 +97,27 @@ def compile_charsmap(mapping: Mapping[int, Sequence[int]]) -> bytes:
                                        add_dummy_prefix=False, remove_extra_whitespaces=False, num_threads=1,
                                        minloglevel=2)
     return model_spec(model.getvalue(), "compiled normalisation rules").charsmap
+
+
+def metaspace_pipeline(model, spec: ModelSpec, prefix=None):
+    """A ``tokenizers.Tokenizer`` around ``model`` that normalises and splits text as the
+    sentencepiece model of ``spec`` does: ``prefix`` (a normaliser applied before
+    sentencepiece's own), the compiled character map, extra spaces removed (collapsed, then
+    stripped at both ends), words split before each space, which becomes ``▁``."""
+    from tokenizers import Regex
+    from tokenizers import Tokenizer as RustTokenizer
+    from tokenizers import decoders, normalizers, pre_tokenizers
+
+    steps = [] if prefix is None else [prefix]
+    if spec.charsmap:
+        steps.append(normalizers.Precompiled(spec.charsmap))
+    if spec.remove_extra_whitespaces:
+        steps += [normalizers.Replace(Regex(" {2,}"), " "), normalizers.Replace(Regex("^ | $"), "")]
+    tok = RustTokenizer(model)
+    if steps:
+        tok.normalizer = normalizers.Sequence(steps)
+    scheme = "always" if spec.add_dummy_prefix else "never"
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=scheme, split=True)
+    metaspace = decoders.Metaspace(replacement="\u2581", prepend_scheme=scheme, split=True)
+    tok.decoder = decoders.Sequence([decoders.ByteFallback(), metaspace]) if spec.byte_fallback else metaspace
+    return tok

