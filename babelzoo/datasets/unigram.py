@@ -48,6 +48,10 @@ class UnigramTokenizer(FastTokenizer):
     the segmentation, so one written in the text is always kept whole, without splitting the text
     around it, which is exactly what the reference engine does; ``<unk>`` is never matched.
 
+    The saved ``tokenizer.json`` gives the same ids with one difference ``tokenizers`` does not let
+    us remove: a run of characters no piece covers is one ``<unk>`` there (as in sentencepiece and
+    Hugging Face's XLM-R tokenizer), one per character here (as in the reference engine).
+
         >>> tok = UnigramTokenizer(pieces, scores, normalisation, bos=0, eos=2, pad=1, unk=3)
         >>> tok.encode("query: Hello world")
         [0, 41, 1294, 12, 35378, 8999, 2]
@@ -55,7 +59,9 @@ class UnigramTokenizer(FastTokenizer):
 
     kind = "unigram"
     pair_style = "roberta"
-    hf_class = "XLMRobertaTokenizerFast"
+    # not XLMRobertaTokenizerFast: transformers replaces that class's pipeline with its own, whose
+    # whitespace handling is not the reference engine's
+    hf_class = "PreTrainedTokenizerFast"
 
     def __init__(self, pieces: Sequence[str], scores: Sequence[float] | np.ndarray,
                  normalisation: Mapping[int, Sequence[int]], bos: int, eos: int, pad: int, unk: int,
