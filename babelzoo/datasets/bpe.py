@@ -79,7 +79,7 @@ class BPETokenizer(FastTokenizer):
             self.index.setdefault(piece, i)
         self._specials = SpecialIds(vocab_size=n, languages={lang: i for i, lang in enumerate(languages)},
                                     special=frozenset(self._special_tokens.values()) | set(ids.values()), **ids)
-        self.backend = self.hf_pipeline()
+        self._set_backend(self.hf_pipeline())
 
     @classmethod
     def from_sentencepiece(cls, tok) -> "BPETokenizer":

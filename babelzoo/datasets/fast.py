@@ -1,9 +1,10 @@
 """Backends whose text → pieces step runs in Hugging Face's Rust ``tokenizers`` library.
 
-A :class:`FastTokenizer` holds a ``tokenizers.Tokenizer`` for the content only (normaliser,
-pre-tokeniser, model, decoder; no added tokens, no post-processor): special tokens written in
-the text, framing, truncation and padding stay in :class:`~babelzoo.datasets.tokenizer.Tokenizer`,
-and whole batches go to the library's ``encode_batch``.
+A :class:`FastTokenizer` holds a ``tokenizers.Tokenizer`` for the content (normaliser,
+pre-tokeniser, model, decoder, and the special tokens as added tokens, so that one written in
+the text is matched whole there; no post-processor): framing, truncation and padding stay in
+:class:`~babelzoo.datasets.tokenizer.Tokenizer`, and whole batches go to the library's
+``encode_batch``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,19 @@ class FastTokenizer(Tokenizer):
 
     backend: "tokenizers.Tokenizer"
     vocab: list[str]
+
+    def _set_backend(self, backend: "tokenizers.Tokenizer") -> None:
+        """Use ``backend``, with :meth:`special_tokens` matched whole in text (verbatim, longest
+        first, before normalisation: what :meth:`Tokenizer._segments` does in Python)."""
+        from tokenizers import AddedToken
+
+        specials = self.special_tokens()
+        backend.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                                    for t in sorted(specials, key=specials.__getitem__)])
+        self.backend = backend
+
+    def _content_ids(self, texts) -> list[list[int]]:
+        return self._piece_ids(list(texts))
 
     def _pieces(self, text: str) -> list[str]:
         return [self.vocab[i] for i in self._piece_ids([text])[0]]

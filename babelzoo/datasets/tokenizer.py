@@ -279,7 +279,56 @@ class Tokenizer(ABC):
         lang_pairs = _expand_langs(langs, len(texts), pairs is not None)
 
         ids_a = self._content_ids(texts)
-        ids_b = self._content_ids(pairs) if pairs is not None else [None] * len(texts)
+        if pairs is None and langs is None and add_special_tokens:
+            rows, segs, lang_rows = self._single_rows(ids_a, max_length, truncation), None, None
+        else:
+            ids_b = self._content_ids(pairs) if pairs is not None else [None] * len(texts)
+            rows, segs, lang_rows = self._rows(ids_a, ids_b, lang_pairs, max_length, truncation, add_special_tokens)
+
+        if padding in (True, "longest"):
+            width = max((len(r) for r in rows), default=0)
+        elif padding == "max_length":
+            width = max_length
+        else:
+            width = None
+        pad = self.specials.pad
+        out = {"input_ids": [], "attention_mask": [], "segment_ids": []}
+        if langs is not None:
+            out["language_ids"] = []
+        for n, ids in enumerate(rows):
+            extra = 0 if width is None else width - len(ids)
+            out["input_ids"].append(ids + [pad] * extra)
+            out["attention_mask"].append([1] * len(ids) + [0] * extra)
+            out["segment_ids"].append([0] * (len(ids) + extra) if segs is None else segs[n] + [0] * extra)
+            if langs is not None:  # XLM fills a row's padding with its (last) language too
+                lid = lang_rows[n]
+                out["language_ids"].append(lid + [lid[-1] if lid else 0] * extra)
+        if return_tensors is None:
+            return out
+        lengths = {len(r) for r in out["input_ids"]}
+        if len(lengths) > 1:
+            raise TokenizerError("rows have different lengths; use padding=True or return_tensors=None")
+        columns = len(out["input_ids"][0]) if rows else (width or 0)
+        return {k: torch.tensor(v, dtype=torch.long).reshape(len(rows), columns) for k, v in out.items()}
+
+    def _single_rows(self, ids_a: list[list[int]], max_length: Optional[int], truncation: bool) -> list[list[int]]:
+        """``[CLS] A [SEP]`` rows of single texts without languages (the common case, one pass)."""
+        cls, sep = self.specials.cls, self.specials.sep
+        if max_length is not None and truncation:
+            budget = max_length - 2
+            if budget < 0:
+                raise TokenizerError(f"max_length={max_length} leaves no room for the special tokens")
+            return [[cls, *a[:budget], sep] for a in ids_a]
+        rows = [[cls, *a, sep] for a in ids_a]
+        for i, ids in enumerate(rows):
+            if max_length is not None and len(ids) > max_length:
+                raise TokenizerError(f"row {i} has {len(ids)} tokens > max_length={max_length}; "
+                                     "pass truncation=True")
+        return rows
+
+    def _rows(self, ids_a, ids_b, lang_pairs, max_length: Optional[int], truncation: bool,
+              add_special_tokens: bool) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+        """Framed (or bare) rows with their segment ids and language ids."""
         rows, segs, lang_rows = [], [], []
         for i, (a, b, (la, lb)) in enumerate(zip(ids_a, ids_b, lang_pairs)):
             if add_special_tokens:
@@ -304,31 +353,7 @@ class Tokenizer(ABC):
             rows.append(ids)
             segs.append(seg)
             lang_rows.append(lid)
-
-        if padding in (True, "longest"):
-            width = max((len(r) for r in rows), default=0)
-        elif padding == "max_length":
-            width = max_length
-        else:
-            width = None
-        pad = self.specials.pad
-        out = {"input_ids": [], "attention_mask": [], "segment_ids": []}
-        if langs is not None:
-            out["language_ids"] = []
-        for ids, seg, lid in zip(rows, segs, lang_rows):
-            extra = 0 if width is None else width - len(ids)
-            out["input_ids"].append(ids + [pad] * extra)
-            out["attention_mask"].append([1] * len(ids) + [0] * extra)
-            out["segment_ids"].append(seg + [0] * extra)
-            if langs is not None:  # XLM fills a row's padding with its (last) language too
-                out["language_ids"].append(lid + [lid[-1] if lid else 0] * extra)
-        if return_tensors is None:
-            return out
-        lengths = {len(r) for r in out["input_ids"]}
-        if len(lengths) > 1:
-            raise TokenizerError("rows have different lengths; use padding=True or return_tensors=None")
-        columns = len(out["input_ids"][0]) if rows else (width or 0)
-        return {k: torch.tensor(v, dtype=torch.long).reshape(len(rows), columns) for k, v in out.items()}
+        return rows, segs, lang_rows
 
     # ---- ids → text ---------------------------------------------------------------------------
 

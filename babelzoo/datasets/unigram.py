@@ -93,7 +93,7 @@ class UnigramTokenizer(FastTokenizer):
         self._charsmap = None
         internal = list(self.vocab)
         internal[unk] = _UNMATCHABLE + internal[unk]
-        self.backend = self._pipeline(internal)
+        self._set_backend(self._pipeline(internal))
         self._space = self.index.get(METASPACE)
 
     def _pipeline(self, pieces: Sequence[str]):

@@ -76,7 +76,7 @@ class WordPieceTokenizer(FastTokenizer):
                                     languages={lang: i for i, lang in enumerate(languages)},
                                     special=frozenset(ids.values()))
         self.max_length = max_length
-        self.backend = self._pipeline()
+        self._set_backend(self._pipeline())
 
     def _pipeline(self):
         from tokenizers import Tokenizer as RustTokenizer
