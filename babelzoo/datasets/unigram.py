@@ -128,12 +128,12 @@ class UnigramTokenizer(FastTokenizer):
 
     def _piece_ids(self, texts: list[str]) -> list[list[int]]:
         out = []
-        for text, encoding in zip(texts, self.backend.encode_batch(texts, add_special_tokens=False)):
+        for text, encoding in zip(texts, self.backend.encode_batch_fast(texts, add_special_tokens=False)):
             ids = encoding.ids
             if not ids and self._space is not None:
                 ids = [self._space]  # a text that normalises to nothing is "▁" to the reference
-            elif self.unk in ids:
-                ids = self._unfuse(text, encoding)
+            elif self.unk in ids:  # again, with the character offsets of each <unk>
+                ids = self._unfuse(text, self.backend.encode(text, add_special_tokens=False))
             out.append(ids)
         return out
 
