@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .tokenizer import Tokenizer, TokenizerError, _write
+from .tokenizer import Tokenizer, TokenizerError, write_atomic
 
 if TYPE_CHECKING:
     import tokenizers
@@ -52,15 +52,10 @@ class FastTokenizer(Tokenizer):
     def id_to_token(self, index: int) -> str:
         return self.vocab[index]
 
-    def hf_pipeline(self) -> "tokenizers.Tokenizer":
-        import tokenizers
-
-        return tokenizers.Tokenizer.from_str(self.backend.to_str())
-
 
 def write_vocabulary(directory: Path, name: str, data: dict) -> None:
     """A backend's vocabulary as one JSON file (written atomically)."""
-    _write(directory / name, json.dumps(data, ensure_ascii=False))
+    write_atomic(directory / name, json.dumps(data, ensure_ascii=False))
 
 
 def read_vocabulary(directory: Path, name: str, what: str, meta_path: Path) -> tuple[Path, dict]:

@@ -16,13 +16,12 @@ Three id layouts:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Union
 
 from .specials import BOS, EOS, MASK, PAD, SPECIAL_TOKENS, UNK, SpecialIds, language_tag
 from .spm_train import Source, train_model
-from .tokenizer import PAIR_STYLES, Tokenizer, TokenizerError
+from .tokenizer import PAIR_STYLES, Tokenizer, TokenizerError, write_atomic
 
 MODEL_FILE = "sentencepiece.model"
 XLMR_MODEL_FILE = "sentencepiece.bpe.model"
@@ -228,9 +227,7 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _save_backend(self, directory: Path) -> dict:
         name = self._model_file()
-        tmp = directory / (name + ".tmp")
-        tmp.write_bytes(self.model_proto)
-        os.replace(tmp, directory / name)
+        write_atomic(directory / name, self.model_proto)
         return {"model_file": name, "layout": self.layout, "training": self.training,
                 "lowercase": self.lowercase, "keep_accents": self.keep_accents}
 

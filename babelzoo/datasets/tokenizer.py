@@ -440,9 +440,9 @@ class Tokenizer(ABC):
         max_length = getattr(self, "max_length", None)
         if max_length is not None:
             config["model_max_length"] = max_length
-        _write(directory / HF_TOKENIZER_FILE, self.hf_tokenizer().to_str(pretty=True))
-        _write(directory / HF_CONFIG_FILE, json.dumps(config, indent=2, ensure_ascii=False))
-        _write(directory / HF_SPECIALS_FILE, json.dumps(specials, indent=2, ensure_ascii=False))
+        write_atomic(directory / HF_TOKENIZER_FILE, self.hf_tokenizer().to_str(pretty=True))
+        write_atomic(directory / HF_CONFIG_FILE, json.dumps(config, indent=2, ensure_ascii=False))
+        write_atomic(directory / HF_SPECIALS_FILE, json.dumps(specials, indent=2, ensure_ascii=False))
 
     def save(self, directory: Union[str, Path]) -> Path:
         """Write the backend's files, ``babelzoo_tokenizer.json`` and the Hugging Face files
@@ -460,7 +460,7 @@ class Tokenizer(ABC):
                         **options},
         }
         self._save_hf(directory)
-        _write(directory / META_FILE, json.dumps(meta, indent=2, ensure_ascii=False))
+        write_atomic(directory / META_FILE, json.dumps(meta, indent=2, ensure_ascii=False))
         return directory
 
     def save_hf(self, directory: Union[str, Path]) -> Path:
@@ -494,9 +494,13 @@ class Tokenizer(ABC):
             raise TokenizerError(f"{meta_path}: specials do not match the vocabulary ({detail})")
 
 
-def _write(path: Path, text: str) -> None:
+def write_atomic(path: Path, data: Union[str, bytes]) -> None:
+    """Write ``data`` (text as UTF-8 with a final newline) beside ``path``, then rename it into place."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data if data.endswith("\n") else data + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 

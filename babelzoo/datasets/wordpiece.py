@@ -15,13 +15,12 @@ library exactly as Hugging Face's BERT tokenizer runs it (``BertNormalizer`` +
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Optional, Union
 
 from .fast import FastTokenizer
 from .specials import SpecialIds
-from .tokenizer import TokenizerError
+from .tokenizer import TokenizerError, write_atomic
 
 VOCAB_FILE = "vocab.txt"
 HF_CONFIG = "tokenizer_config.json"
@@ -151,9 +150,7 @@ class WordPieceTokenizer(FastTokenizer):
         return [not piece.startswith(PREFIX) for piece in self.vocab]
 
     def _save_backend(self, directory: Path) -> dict:
-        tmp = directory / (VOCAB_FILE + ".tmp")
-        tmp.write_text("".join(p + "\n" for p in self.vocab), encoding="utf-8")
-        os.replace(tmp, directory / VOCAB_FILE)
+        write_atomic(directory / VOCAB_FILE, "".join(p + "\n" for p in self.vocab))
         return {"vocab_file": VOCAB_FILE, "lowercase": self.lowercase, "strip_accents": self.strip_accents,
                 "chinese_chars": self.chinese_chars, "max_chars_per_word": self.max_chars_per_word,
                 "tokens": self.tokens, "max_length": self.max_length}
