@@ -459,8 +459,10 @@ class Tokenizer(ABC):
             "options": {"pair_style": self.pair_style, "prefix_language_tag": self.prefix_language_tag,
                         **options},
         }
-        self._save_hf(directory)
+        # metadata first: over a directory saved before, its tokenizer.json (the old metadata)
+        # is replaced by the Hugging Face file only once babelzoo_tokenizer.json exists
         write_atomic(directory / META_FILE, json.dumps(meta, indent=2, ensure_ascii=False))
+        self._save_hf(directory)
         return directory
 
     def save_hf(self, directory: Union[str, Path]) -> Path:
