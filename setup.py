@@ -24,6 +24,7 @@ setup(
         "networkx>=3.0",
         "faiss-cpu>=1.8",
         "sentencepiece>=0.2",
+        "tokenizers>=0.21",
         "safetensors>=0.4",
         "numpy>=1.24",
         "pyyaml>=6.0",

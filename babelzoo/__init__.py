@@ -38,6 +38,8 @@ _API = {
     "Registry": "babelzoo.registry",
     "SentencePieceTokenizer": "babelzoo.datasets.spm",
     "WordPieceTokenizer": "babelzoo.datasets.wordpiece",
+    "UnigramTokenizer": "babelzoo.datasets.unigram",
+    "BPETokenizer": "babelzoo.datasets.bpe",
     "gettext_corpus": "babelzoo.datasets.catalogs",
     "Mixture": "babelzoo.objectives.mixture",
     "build_objective": "babelzoo.objectives.mixture",

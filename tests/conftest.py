@@ -24,6 +24,13 @@ def shared_data() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def shared_data_if_present() -> Path | None:
+    """The standard benchmark data, or None for tests that fall back on embedded data."""
+    path = shared_data_dir()
+    return path if (path / "tatoeba").is_dir() else None
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -16,14 +16,12 @@ Three id layouts:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Union
 
-from ._unicode import lowercase_chars, strip_accents_nfkd
 from .specials import BOS, EOS, MASK, PAD, SPECIAL_TOKENS, UNK, SpecialIds, language_tag
 from .spm_train import Source, train_model
-from .tokenizer import PAIR_STYLES, Tokenizer, TokenizerError
+from .tokenizer import PAIR_STYLES, Tokenizer, TokenizerError, write_atomic
 
 MODEL_FILE = "sentencepiece.model"
 XLMR_MODEL_FILE = "sentencepiece.bpe.model"
@@ -32,6 +30,20 @@ HF_CONFIG = "tokenizer_config.json"
 SPACE = "\u2581"  # sentencepiece's word-boundary mark "▁"
 LAYOUTS = ("babelzoo", "fairseq", "albert")
 ALBERT_TOKENS = {"pad": PAD, "unk": UNK, "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+
+
+def albert_normalizer(lowercase: bool, keep_accents: bool):
+    """Hugging Face's ALBERT normalisation before sentencepiece's own: ```` `` ```` and ``''`` to
+    ``"``, NFKD with non-spacing marks dropped unless ``keep_accents``, lower-casing one character
+    at a time when ``lowercase``."""
+    from tokenizers import normalizers
+
+    steps = [normalizers.Replace("``", '"'), normalizers.Replace("''", '"')]
+    if not keep_accents:
+        steps += [normalizers.NFKD(), normalizers.StripAccents()]
+    if lowercase:
+        steps.append(normalizers.Lowercase())
+    return normalizers.Sequence(steps)
 
 
 def _processor(proto: bytes, where: str):
@@ -70,6 +82,7 @@ class SentencePieceTokenizer(Tokenizer):
         self.prefix_language_tag = prefix_language_tag
         self.training = training or {}
         self.lowercase, self.keep_accents = lowercase, keep_accents  # ALBERT's normalisation only
+        self._albert = albert_normalizer(lowercase, keep_accents) if layout == "albert" else None
         n = self.sp.get_piece_size()
         self._size = n
         if layout == "babelzoo":
@@ -166,12 +179,7 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _prepare(self, text: str) -> str:
         """ALBERT's normalisation before sentencepiece's own (Hugging Face's normaliser order)."""
-        if self.layout != "albert":
-            return text
-        text = text.replace("``", '"').replace("''", '"')
-        if not self.keep_accents:
-            text = strip_accents_nfkd(text)
-        return lowercase_chars(text) if self.lowercase else text
+        return text if self._albert is None else self._albert.normalize_str(text)
 
     # ---- Tokenizer interface ----------------------------------------------------------------
 
@@ -219,41 +227,55 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _save_backend(self, directory: Path) -> dict:
         name = self._model_file()
-        tmp = directory / (name + ".tmp")
-        tmp.write_bytes(self.model_proto)
-        os.replace(tmp, directory / name)
+        write_atomic(directory / name, self.model_proto)
         return {"model_file": name, "layout": self.layout, "training": self.training,
                 "lowercase": self.lowercase, "keep_accents": self.keep_accents}
 
     @classmethod
-    def _from_saved(cls, directory: Path, meta: dict) -> "SentencePieceTokenizer":
+    def _from_saved(cls, directory: Path, meta: dict, meta_path: Path) -> "SentencePieceTokenizer":
         o = meta.get("options", {})
         path = directory / o.get("model_file", MODEL_FILE)
         if not path.is_file():
-            raise TokenizerError(f"{directory / 'tokenizer.json'}: its model file {path.name} is missing")
+            raise TokenizerError(f"{meta_path}: its model file {path.name} is missing")
         return cls(path.read_bytes(), layout=o.get("layout", "babelzoo"), languages=tuple(meta.get("languages", ())),
                    pair_style=o.get("pair_style"), prefix_language_tag=o.get("prefix_language_tag", False),
                    training=o.get("training"), lowercase=o.get("lowercase", True),
                    keep_accents=o.get("keep_accents", False), where=str(path))
 
-    def save_hf(self, directory: Union[str, Path]) -> Path:
-        """Write the files Hugging Face's ``XLMRobertaTokenizer`` (fairseq layout) or
-        ``AlbertTokenizer`` (ALBERT layout) loads; babelzoo's own layout has no equivalent."""
-        if self.layout == "babelzoo":
-            raise TokenizerError("babelzoo's layout has no Hugging Face tokenizer class; only imported XLM-R and "
-                                 "ALBERT tokenizers can be exported")
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / self._model_file()).write_bytes(self.model_proto)
-        if self.layout == "fairseq":
-            config = {"tokenizer_class": "XLMRobertaTokenizer", "bos_token": BOS, "eos_token": EOS, "cls_token": BOS,
-                      "sep_token": EOS, "unk_token": UNK, "pad_token": PAD, "mask_token": MASK}
-        else:
-            config = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": self.lowercase,
-                      "keep_accents": self.keep_accents, **{f"{k}_token": v for k, v in ALBERT_TOKENS.items()},
-                      "bos_token": "[CLS]", "eos_token": "[SEP]"}
-        (directory / HF_CONFIG).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        return directory
+    # ---- Hugging Face files ------------------------------------------------------------------
+
+    @property
+    def hf_class(self) -> str:  # type: ignore[override]
+        return {"fairseq": "XLMRobertaTokenizerFast", "albert": "AlbertTokenizerFast"}.get(
+            self.layout, "PreTrainedTokenizerFast")
+
+    def _hf_options(self) -> dict:
+        return {"do_lower_case": self.lowercase, "keep_accents": self.keep_accents} if self.layout == "albert" else {}
+
+    def pieces_and_scores(self) -> tuple[list[str], list[float]]:
+        """Every id's piece and score (0 for fairseq's added ``<pad>`` and ``<mask>``)."""
+        pieces = [self.id_to_token(i) for i in range(self._size)]
+        added = (1, self._size - 1) if self.layout == "fairseq" else ()
+        scores = [0.0 if i in added else self.sp.get_score(self._to_sp(i)) for i in range(self._size)]
+        return pieces, scores
+
+    def symbol_ids(self) -> frozenset[int]:
+        """Ids of control and user-defined symbols (never produced by segmenting text)."""
+        return frozenset(self._special_tokens.values()) | {self.specials.unk}
+
+    def hf_pipeline(self):
+        from ._spm_model import metaspace_pipeline, model_spec
+        from .bpe import BPETokenizer
+        from .unigram import unigram_model
+
+        spec = model_spec(self.model_proto, "sentencepiece model")
+        if spec.model_type == "bpe":
+            return BPETokenizer.from_sentencepiece(self).hf_pipeline()
+        if spec.model_type != "unigram":
+            raise TokenizerError(f"a sentencepiece {spec.model_type} model has no tokenizers counterpart here")
+        pieces, scores = self.pieces_and_scores()
+        return metaspace_pipeline(unigram_model(pieces, scores, self.specials.unk, spec.byte_fallback), spec,
+                                  self._albert)
 
 
 def _read(model_file: Union[str, Path]) -> bytes:

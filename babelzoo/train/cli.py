@@ -100,7 +100,7 @@ def build_tokenizer(cfg: TrainConfig, texts):
     is trained), or a list of Monolingual/ParallelCorpus."""
     from ..datasets.sources import texts_of
     from ..datasets.spm import SentencePieceTokenizer
-    from ..datasets.tokenizer import load_tokenizer
+    from ..datasets.tokenizer import load_tokenizer, saved_metadata
 
     saved = Path(cfg.output_dir) / "tokenizer"
     spec = dict(cfg.tokenizer)
@@ -111,7 +111,7 @@ def build_tokenizer(cfg: TrainConfig, texts):
         tokenizer = load_tokenizer(spec["path"])
         if tokenizer is None:
             raise ConfigError(f"tokenizer.path={spec['path']!r}: no tokenizer files in that directory")
-    elif load_tokenizer(saved) is not None:
+    elif saved_metadata(saved) is not None:
         tokenizer = load_tokenizer(saved)
     elif (checkpoint := _checkpoint_with_tokenizer(cfg)) is not None:
         # the run's own tokenizer, saved with its weights: never train a new one for old weights
@@ -130,13 +130,13 @@ def build_tokenizer(cfg: TrainConfig, texts):
 
 def _checkpoint_with_tokenizer(cfg: TrainConfig) -> Optional[Path]:
     """The newest verified checkpoint of this run that holds a tokenizer (resume only)."""
-    from ..datasets.tokenizer import load_tokenizer
+    from ..datasets.tokenizer import saved_metadata
     from .checkpoint import CheckpointManager
 
     if not cfg.resume:
         return None
     latest = CheckpointManager(Path(cfg.output_dir) / "checkpoints", cfg.keep_checkpoints, 0).latest()
-    return latest if latest is not None and load_tokenizer(latest) is not None else None
+    return latest if latest is not None and saved_metadata(latest) is not None else None
 
 
 def build_data(cfg: TrainConfig, tokenizer: Any, fingerprint: str, corpora: dict[str, list[Any]],

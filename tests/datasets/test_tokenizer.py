@@ -206,7 +206,7 @@ def test_decode_and_word_starts(unigram):
 
 def test_save_load_round_trip(unigram, tmp_path, held_out):
     unigram.save(tmp_path)
-    meta = json.loads((tmp_path / "tokenizer.json").read_text(encoding="utf-8"))
+    meta = json.loads((tmp_path / "babelzoo_tokenizer.json").read_text(encoding="utf-8"))
     assert meta["type"] == "sentencepiece" and meta["languages"] == list(unigram.languages)
     assert meta["specials"] == {"pad": 0, "cls": 1, "sep": 2, "unk": 3, "mask": 4, "vocab_size": 1000}
     loaded = Tokenizer.load(tmp_path)
@@ -220,13 +220,13 @@ def test_load_tokenizer_none_and_errors(unigram, tmp_path):
     with pytest.raises(TokenizerError, match="no tokenizer files"):
         Tokenizer.load(tmp_path)
     unigram.save(tmp_path)
-    meta = json.loads((tmp_path / "tokenizer.json").read_text())
+    meta = json.loads((tmp_path / "babelzoo_tokenizer.json").read_text())
     meta["specials"]["mask"] = 7
-    (tmp_path / "tokenizer.json").write_text(json.dumps(meta))
-    with pytest.raises(TokenizerError, match=r"tokenizer\.json: specials do not match.*mask"):
+    (tmp_path / "babelzoo_tokenizer.json").write_text(json.dumps(meta))
+    with pytest.raises(TokenizerError, match=r"babelzoo_tokenizer\.json: specials do not match.*mask"):
         load_tokenizer(tmp_path)
-    (tmp_path / "tokenizer.json").write_text('{"format": "babelzoo-tokenizer",\n "version": }')
-    with pytest.raises(TokenizerError, match=r"tokenizer\.json:2: invalid JSON"):
+    (tmp_path / "babelzoo_tokenizer.json").write_text('{"format": "babelzoo-tokenizer",\n "version": }')
+    with pytest.raises(TokenizerError, match=r"babelzoo_tokenizer\.json:2: invalid JSON"):
         load_tokenizer(tmp_path)
 
 
@@ -311,9 +311,10 @@ def albert_dir(corpus, tmp_path_factory) -> Path:
     trained like ALBERT's on lower-cased, accent-stripped text."""
     import sentencepiece as spm
 
-    from babelzoo.datasets._unicode import lowercase_chars, strip_accents_nfkd
+    from babelzoo.datasets.spm import albert_normalizer
 
-    sentences = [lowercase_chars(strip_accents_nfkd(t)) for path in corpus.values() for t in lines(path, 1000)]
+    normalizer = albert_normalizer(lowercase=True, keep_accents=False)
+    sentences = [normalizer.normalize_str(t) for path in corpus.values() for t in lines(path, 1000)]
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, vocab_size=1500,
                                    pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],

@@ -73,7 +73,7 @@ def test_resume_takes_the_tokenizer_from_the_checkpoint(tmp_path, corpus, monkey
     path = recipe(tmp_path, corpus)
     assert pretrain_main(["--config", str(path)]) == 0
     run = tmp_path / "run"
-    saved = (run / "checkpoints/step-00000003/tokenizer.json").read_bytes()
+    saved = (run / "checkpoints/step-00000003/babelzoo_tokenizer.json").read_bytes()
     for item in (run / "tokenizer").iterdir():
         item.unlink()
     (run / "tokenizer").rmdir()
@@ -83,8 +83,8 @@ def test_resume_takes_the_tokenizer_from_the_checkpoint(tmp_path, corpus, monkey
 
     monkeypatch.setattr(SentencePieceTokenizer, "train", no_training)
     assert pretrain_main(["--config", str(path), "--set", "max_steps=4"]) == 0
-    assert (run / "tokenizer/tokenizer.json").read_bytes() == saved
-    assert (run / "checkpoints/step-00000004/tokenizer.json").read_bytes() == saved
+    assert (run / "tokenizer/babelzoo_tokenizer.json").read_bytes() == saved
+    assert (run / "checkpoints/step-00000004/babelzoo_tokenizer.json").read_bytes() == saved
 
 
 @pytest.mark.parametrize("change, message", [

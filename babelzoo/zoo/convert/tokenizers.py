@@ -1,7 +1,7 @@
 """Tokenizers across the Hugging Face boundary: an imported model gets the tokenizer its
 directory holds (BERT ``vocab.txt`` as WordPiece, XLM-R ``sentencepiece.bpe.model`` and ALBERT
 ``spiece.model`` as sentencepiece), checked against the model; export writes the files
-``transformers`` reads back. A ``tokenizer_class`` in ``config.json`` names another family's
+``transformers`` reads back (the backend's vocabulary and ``tokenizer.json``). A ``tokenizer_class`` in ``config.json`` names another family's
 tokenizer where a checkpoint pairs them (multilingual-e5-small: a BERT encoder over XLM-R's
 sentencepiece vocabulary), and so does the ``tokenizer_config.json`` export writes beside it."""
 
@@ -90,7 +90,4 @@ def _check_kind(tokenizer, kind: Optional[str], family: Family, text: EncoderCon
 def save_hf_tokenizer(tokenizer, directory: Path, family: Family, text: EncoderConfig) -> Optional[Path]:
     """Write ``tokenizer`` in the layout ``transformers.AutoTokenizer`` loads for ``family``."""
     check_tokenizer(tokenizer, family, text, f"tokenizer for {directory}")
-    save_hf = getattr(tokenizer, "save_hf", None)
-    if save_hf is None:
-        raise CheckpointError(f"{type(tokenizer).__name__} cannot write Hugging Face tokenizer files")
-    return save_hf(directory)
+    return tokenizer.save_hf(directory)
