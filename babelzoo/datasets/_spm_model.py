@@ -33,7 +33,7 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
     value = shift = 0
     while True:
         if i >= len(buf):
-            raise ValueError("truncated varint")
+            raise TokenizerError("truncated varint")
         byte = buf[i]
         value |= (byte & 0x7F) << shift
         i += 1
@@ -57,7 +57,7 @@ def _fields(buf: bytes) -> Iterator[tuple[int, object]]:
             size = 8 if wire == 1 else 4
             value, i = buf[i:i + size], i + size
         else:
-            raise ValueError(f"unsupported wire type {wire}")
+            raise TokenizerError(f"unsupported wire type {wire}")
         yield number, value
 
 
@@ -73,7 +73,7 @@ def _message(buf: bytes, number: int) -> dict[int, object]:
 def model_spec(proto: bytes, where: str) -> ModelSpec:
     try:
         trainer, normalizer = _message(proto, 2), _message(proto, 3)
-    except ValueError as err:
+    except TokenizerError as err:
         raise TokenizerError(f"{where}: not a sentencepiece model ({err})") from None
     return ModelSpec(model_type=MODEL_TYPES.get(trainer.get(3, 1), "unigram"), byte_fallback=bool(trainer.get(35, 0)),
                      charsmap=bytes(normalizer.get(2, b"")), add_dummy_prefix=bool(normalizer.get(3, 1)),
