@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from typing import Callable, Sequence
 
@@ -30,8 +31,14 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
 }
 
 
+def plain(text: str) -> str:
+    """reST markup out of a docstring for the terminal: ``x`` → x, :class:`~a.b.C` → C."""
+    text = re.sub(r":[a-z]+:`~?([^`]*)`", lambda m: m[1].rsplit(".", 1)[-1] if "~" in m[0] else m[1], text)
+    return re.sub(r"``([^`]*)``", r"\1", text)
+
+
 def _first_line(doc: str | None) -> str:
-    card = " ".join((doc or "").strip().split("\n\n")[0].split())
+    card = plain(" ".join((doc or "").strip().split("\n\n")[0].split()))
     return f"{card[:100]}{'...' if len(card) > 100 else ''}"
 
 
@@ -113,7 +120,9 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="babelzoo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="babelzoo", description="Multilingual, multimodal and knowledge-enhanced "
+                                     "encoders: the zoo, pre-training, fine-tuning, conversion, leaderboards.",
+                                     epilog="Each command's options: babelzoo COMMAND --help")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("list", help="list models, objectives, data sources, tasks, knowledge bases or recipes")
     p.add_argument("kind", nargs="?", default="models", metavar="WHAT",
@@ -121,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pattern", nargs="?", default=None, help="wildcard, e.g. 'xlm*'")
     p.set_defaults(func=_list)
     p = sub.add_parser("info", help="show a model's card, config and size")
-    p.add_argument("name")
+    p.add_argument("name", help="a registered model (babelzoo list)")
     p.set_defaults(func=_info)
     for name, (_, _, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)

@@ -33,17 +33,27 @@ BLI_OF = {"de": "de", "fr": "fr", "es": "es", "ru": "ru", "zh-CN": "zh-hans", "j
 
 @command("demo")
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="babelzoo demo", description=__doc__.split("\n")[0])
+    args = build_parser().parse_args(argv)
+    return run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="babelzoo demo", description="The whole pipeline on embedded data: "
+                                     "corpora and a tokenizer, pre-training (the recipe demo), a leaderboard.")
     parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="run folder (default runs/demo)")
     parser.add_argument("--steps", type=int, default=3000, help="optimizer steps (default 3000)")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32, help="examples per step (default 32)")
     parser.add_argument("--data-dir", type=Path, default=os.environ.get("BABELZOO_DATA_DIR"),
                         help="standard sets (tatoeba/, multi30k/) to evaluate on as well")
     parser.add_argument("--limit", type=int, default=300, help="evaluation items per language (default 300)")
     parser.add_argument("--peers", nargs="*", default=["muse_v3", "all_minilm_l6_v2"],
                         help="peer models to compare with (default: muse_v3 all_minilm_l6_v2)")
     parser.add_argument("--fresh", action="store_true", help="start over instead of resuming in --out")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """The demo with parsed arguments."""
 
     import shutil
 

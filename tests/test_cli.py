@@ -31,3 +31,56 @@ def test_list_every_kind(capsys):
     assert main(["list", "objectives", "s*"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[:2] for line in lines] == [["sequence_classification", "[labelled_text]"], ["sop", "[document]"]]
+
+
+def _parsers():
+    import importlib
+
+    from babelzoo.cli import DELEGATED, build_parser
+
+    yield "babelzoo", build_parser()
+    for name, (module, _, _) in DELEGATED.items():
+        yield name, importlib.import_module(module).build_parser()
+
+
+def _actions(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _actions(sub)
+        elif not isinstance(action, argparse._HelpAction):
+            yield parser.prog, action
+
+
+def test_every_option_has_plain_help():
+    for name, parser in _parsers():
+        text = parser.format_help()
+        for markup in ("``", ":class:", ":func:", ":mod:"):
+            assert markup not in text, (name, markup)
+    missing = [(prog, action.dest) for _, parser in _parsers() for prog, action in _actions(parser)
+               if not action.help and not action.choices]
+    assert missing == []
+
+
+def test_help_does_not_import_torch():
+    import subprocess
+    import sys
+
+    from babelzoo.cli import DELEGATED
+
+    for name in ["list", *DELEGATED]:
+        code = ("import sys, contextlib, io\nfrom babelzoo.cli import main\n"
+                f"with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main([{name!r}, '--help'])\n"
+                "    except SystemExit:\n        pass\nprint('torch' in sys.modules)")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert out.strip() == "False", name
+
+
+def test_kb_command_lists_the_registered_models_and_losses():
+    from babelzoo.knowledge.cli import KGE_NAMES, LOSS_NAMES
+    from babelzoo.knowledge.kge import KGE_MODELS
+    from babelzoo.knowledge.link_prediction import LOSSES
+
+    assert sorted(KGE_NAMES) == KGE_MODELS.list() and LOSS_NAMES == LOSSES

@@ -37,10 +37,10 @@ def load_config(path: Path) -> dict[str, Any]:
     return config
 
 
-@command("eval")
-def eval_main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="babelzoo eval", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", type=Path, required=True)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="babelzoo eval", description="Run a leaderboard config (every task on "
+                                                                       "every model) and write its tables and plots.")
+    parser.add_argument("--config", type=Path, required=True, help="leaderboard YAML (benchmarks/configs/*.yaml)")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="standard benchmark data (tatoeba/, multi30k/, codex-s/, sib200/, ud/); "
                              "default: $BABELZOO_DATA_DIR")
@@ -52,7 +52,12 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
                         help="download the standard sets the tasks need into --data-dir (verified by sha256)")
     parser.add_argument("--mirror", default=None, help="with --fetch: a mirror URL (file:// or http) in place of "
                                                         "the official locations")
-    args = parser.parse_args(argv)
+    return parser
+
+
+@command("eval")
+def eval_main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     config = load_config(args.config)
     specs = [ModelSpec.from_dict(m) for m in config["models"]]
     if args.models:

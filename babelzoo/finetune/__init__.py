@@ -8,8 +8,20 @@ files, and the test files of every language. :func:`run_finetune` trains with mo
 the dev set only, then evaluates the best model on each test file.
 """
 
-from .evaluate import HeadEvaluator, accuracy, predict
-from .recipe import TaskSpec
-from .run import build_model, run_finetune
+from __future__ import annotations
 
-__all__ = ["HeadEvaluator", "TaskSpec", "accuracy", "build_model", "predict", "run_finetune"]
+from .._lazy import lazy_getattr
+
+# names load on first use, so that a command's --help does not import torch
+_API = {
+    "HeadEvaluator": "evaluate",
+    "accuracy": "evaluate",
+    "predict": "evaluate",
+    "TaskSpec": "recipe",
+    "build_model": "run",
+    "run_finetune": "run",
+}
+
+__all__ = sorted(_API)
+
+__getattr__ = lazy_getattr(__name__, _API)

@@ -18,7 +18,8 @@ from ..errors import command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="babelzoo finetune", description=__doc__.split("\n")[0].strip("`"))
+    parser = argparse.ArgumentParser(prog="babelzoo finetune", description="Fine-tune from a recipe, select on the "
+                                     "source language's dev set, test on every language's test file.")
     parser.add_argument("--config", required=True, help="recipe file, or the name of a shipped recipe")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a recipe key (YAML value; dotted keys reach into mappings); repeatable")

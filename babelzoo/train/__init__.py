@@ -7,16 +7,28 @@
 ``babelzoo pretrain --config RECIPE.yaml [--set key=value ...]`` does the same from a YAML recipe.
 """
 
-from .checkpoint import CheckpointCorrupted, CheckpointManager
-from .config import TrainConfig, load_recipe
-from .distributed import all_gather_with_grad
-from .flops import measure_matmul_peak, mfu, model_flops_per_token
-from .optim import LAMB, Schedule, build_optimizer, param_groups
-from .precision import Precision
-from .trainer import Trainer
+from __future__ import annotations
 
-__all__ = [
-    "CheckpointCorrupted", "CheckpointManager", "LAMB", "Precision", "Schedule", "TrainConfig", "Trainer",
-    "all_gather_with_grad", "build_optimizer", "load_recipe", "measure_matmul_peak", "mfu", "model_flops_per_token",
-    "param_groups",
-]
+from .._lazy import lazy_getattr
+
+# names load on first use, so that a command's --help does not import torch
+_API = {
+    "CheckpointCorrupted": "checkpoint",
+    "CheckpointManager": "checkpoint",
+    "TrainConfig": "config",
+    "load_recipe": "config",
+    "all_gather_with_grad": "distributed",
+    "measure_matmul_peak": "flops",
+    "mfu": "flops",
+    "model_flops_per_token": "flops",
+    "LAMB": "optim",
+    "Schedule": "optim",
+    "build_optimizer": "optim",
+    "param_groups": "optim",
+    "Precision": "precision",
+    "Trainer": "trainer",
+}
+
+__all__ = sorted(_API)
+
+__getattr__ = lazy_getattr(__name__, _API)

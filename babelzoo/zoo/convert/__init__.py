@@ -16,10 +16,22 @@ On the command line: ``babelzoo convert --from-hf DIR --to DIR`` and
 ``babelzoo convert --to-hf DIR --from DIR``.
 """
 
-from .exporter import export_hf
-from .families import FAMILIES, family_for, family_for_model_type
-from .family import Family, TaskClass
-from .importer import import_hf
-from .keymap import KeyMap
+from __future__ import annotations
 
-__all__ = ["FAMILIES", "Family", "KeyMap", "TaskClass", "export_hf", "family_for", "family_for_model_type", "import_hf"]
+from ..._lazy import lazy_getattr
+
+# names load on first use, so that a command's --help does not import torch
+_API = {
+    "export_hf": "exporter",
+    "FAMILIES": "families",
+    "family_for": "families",
+    "family_for_model_type": "families",
+    "Family": "family",
+    "TaskClass": "family",
+    "import_hf": "importer",
+    "KeyMap": "keymap",
+}
+
+__all__ = sorted(_API)
+
+__getattr__ = lazy_getattr(__name__, _API)

@@ -14,9 +14,10 @@ from ...errors import command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="babelzoo convert", description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.split("\n")[2:]))
+    parser = argparse.ArgumentParser(prog="babelzoo convert", description="Import or export Hugging Face "
+                                     "checkpoints (BERT, XLM-R, ALBERT, ModernBERT, with their task heads).",
+                                     epilog="babelzoo convert --from-hf HF_DIR --to OUT_DIR | "
+                                            "babelzoo convert --to-hf OUT_DIR --from CHECKPOINT [--family F]")
     direction = parser.add_mutually_exclusive_group(required=True)
     direction.add_argument("--from-hf", metavar="HF_DIR", help="Hugging Face model directory to import")
     direction.add_argument("--to-hf", metavar="OUT_DIR", help="write a Hugging Face model directory here")
@@ -24,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--from", dest="source", metavar="CHECKPOINT",
                         help="with --to-hf: babelzoo checkpoint directory (or URL) to export")
     parser.add_argument("--family", metavar="FAMILY",
-                        help="with --to-hf: bert, xlmr or albert (default: from the model's architecture)")
+                        help="with --to-hf: bert, xlmr, albert or modernbert (default: from the model's architecture)")
     return parser
 
 
