@@ -14,12 +14,9 @@ from .._lazy import lazy_getattr
 
 # names load on first use, so that a command's --help does not import torch
 _API = {
-    "HeadEvaluator": "evaluate",
-    "accuracy": "evaluate",
-    "predict": "evaluate",
-    "TaskSpec": "recipe",
-    "build_model": "run",
-    "run_finetune": "run",
+    **dict.fromkeys(["HeadEvaluator", "accuracy", "predict"], "evaluate"),
+    **dict.fromkeys(["TaskSpec"], "recipe"),
+    **dict.fromkeys(["build_model", "run_finetune"], "run"),
 }
 
 __all__ = sorted(_API)

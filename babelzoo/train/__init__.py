@@ -13,20 +13,13 @@ from .._lazy import lazy_getattr
 
 # names load on first use, so that a command's --help does not import torch
 _API = {
-    "CheckpointCorrupted": "checkpoint",
-    "CheckpointManager": "checkpoint",
-    "TrainConfig": "config",
-    "load_recipe": "config",
-    "all_gather_with_grad": "distributed",
-    "measure_matmul_peak": "flops",
-    "mfu": "flops",
-    "model_flops_per_token": "flops",
-    "LAMB": "optim",
-    "Schedule": "optim",
-    "build_optimizer": "optim",
-    "param_groups": "optim",
-    "Precision": "precision",
-    "Trainer": "trainer",
+    **dict.fromkeys(["CheckpointCorrupted", "CheckpointManager"], "checkpoint"),
+    **dict.fromkeys(["TrainConfig", "load_recipe"], "config"),
+    **dict.fromkeys(["all_gather_with_grad"], "distributed"),
+    **dict.fromkeys(["measure_matmul_peak", "mfu", "model_flops_per_token"], "flops"),
+    **dict.fromkeys(["LAMB", "Schedule", "build_optimizer", "param_groups"], "optim"),
+    **dict.fromkeys(["Precision"], "precision"),
+    **dict.fromkeys(["Trainer"], "trainer"),
 }
 
 __all__ = sorted(_API)

@@ -22,14 +22,11 @@ from ..._lazy import lazy_getattr
 
 # names load on first use, so that a command's --help does not import torch
 _API = {
-    "export_hf": "exporter",
-    "FAMILIES": "families",
-    "family_for": "families",
-    "family_for_model_type": "families",
-    "Family": "family",
-    "TaskClass": "family",
-    "import_hf": "importer",
-    "KeyMap": "keymap",
+    **dict.fromkeys(["export_hf"], "exporter"),
+    **dict.fromkeys(["FAMILIES", "family_for", "family_for_model_type"], "families"),
+    **dict.fromkeys(["Family", "TaskClass"], "family"),
+    **dict.fromkeys(["import_hf"], "importer"),
+    **dict.fromkeys(["KeyMap"], "keymap"),
 }
 
 __all__ = sorted(_API)
