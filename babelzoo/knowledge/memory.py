@@ -37,9 +37,9 @@ class MemoryFormatError(BabelzooError, ValueError):
 
 
 def _faiss():
-    import faiss  # lazy: importing babelzoo never loads faiss
+    from .._lazy import faiss  # lazy: importing babelzoo never loads faiss
 
-    return faiss
+    return faiss()
 
 
 def _as_array(x, dim: int, what: str) -> np.ndarray:

@@ -72,7 +72,9 @@ class HardNegatives(NegativeMiner):
         self.pooling = pooling
 
     def mine(self, forbidden, count, queries=None, keys=None, generator=None):
-        import faiss  # heavy optional import, only when hard mining is used
+        from .._lazy import faiss as load_faiss  # heavy optional import, only when hard mining is used
+
+        faiss = load_faiss()
 
         if queries is None or keys is None:
             raise InputError("HardNegatives.mine needs the source (queries) and target (keys) embeddings")
