@@ -1,5 +1,6 @@
-"""Typed configs from YAML or JSON mappings: one coercion and validation helper for config
-dataclasses.
+"""Typed configs from YAML or JSON mappings: the one coercion and validation helper that every
+config dataclass uses (model parts, recipes, fine-tuning tasks, masking, KG embedding training,
+leaderboards, data sources).
 
 :func:`build` makes a dataclass from a mapping. An unknown key (with a close match and every
 valid key), a missing required field and a value of the wrong type are each a
@@ -9,15 +10,24 @@ mapping came from a YAML file (:func:`key_lines`)::
     >>> build(TextSource, {"path": "de.txt", "lang": 3}, Where("data.mlm[0]", "r.yaml", key_lines(text)))
     ConfigError: r.yaml:14 data.mlm[0].lang=3 must be a string, got int
 
-Accepted annotations: ``bool``, ``int``, ``float`` (YAML 1.1 reads ``1e-3`` as a string and an
-integer stands for a float), ``str``, ``Optional``/``Union``, ``Literal``, ``list[T]``,
-``tuple[T, ...]``, ``dict``/``dict[str, T]``, ``Any`` and nested dataclasses.
+Values are read two ways. :func:`coerce` accepts the spellings YAML produces (``1e-3`` is a
+string in YAML 1.1, an integer stands for a float, a list for a tuple) and converts them;
+:func:`check` (``strict``) accepts a value only of the declared type (an int for a float) and
+never converts, for files babelzoo writes itself (``config.json``). A dataclass checks its own
+fields with :func:`check_fields` in ``__post_init__``, so a config built in Python is held to
+the same types as one read from a file.
+
+Accepted annotations: ``bool``, ``int``, ``float``, ``str``, ``Optional``/``Union``, ``Literal``,
+``list[T]``, ``tuple[T, ...]``, ``tuple[A, B]``, ``dict``/``dict[str, T]``, ``Any`` and nested
+dataclasses.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import re
 import types
 import typing
 from typing import Any, Mapping, Optional, Sequence
@@ -25,7 +35,15 @@ from typing import Any, Mapping, Optional, Sequence
 from .errors import ConfigError
 
 _KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list",
-          tuple: "a list", dict: "a mapping"}
+          tuple: "a list", dict: "a mapping", type(None): "null"}
+
+
+class TypeMismatch(ConfigError):
+    """A value of the wrong type (``expected`` names the type)."""
+
+    def __init__(self, where: "Where", value: Any, expected: str):
+        super().__init__(f"{where}={value!r} must be {expected}, got {type(value).__name__}")
+        self.where, self.value, self.expected = where, value, expected
 
 
 def unknown_key(key: str, valid: Sequence[str], what: str) -> str:
@@ -37,38 +55,54 @@ def unknown_key(key: str, valid: Sequence[str], what: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Where:
-    """Where a value came from: a file (or None), the key path inside it, the line of each key
-    path (:func:`key_lines`)."""
+    """Where a value came from: its key path (``data.mlm[0].lang``), shown after ``label``
+    (``TrainConfig.``); the file it was read from (or None) and the line of each key path
+    (:func:`key_lines`)."""
 
     path: str = ""
     file: Optional[str] = None
     lines: Optional[Mapping[str, int]] = None
+    label: str = ""
 
     def key(self, key: str | int) -> "Where":
         path = f"{self.path}[{key}]" if isinstance(key, int) else f"{self.path}.{key}" if self.path else str(key)
         return dataclasses.replace(self, path=path)
 
-    def __str__(self) -> str:
+    def location(self) -> str:
+        """``file:line`` (or ``file``, or ``""``) of this key path."""
         line = self.lines.get(self.path) if self.lines else None
-        file = f"{self.file}:{line}" if self.file and line is not None else self.file or ""
-        return f"{file} {self.path}".strip() or "config"
+        return f"{self.file}:{line}" if self.file and line is not None else self.file or ""
+
+    def __str__(self) -> str:
+        return f"{self.location()} {self.label}{self.path}".strip() or "config"
 
 
-def coerce(value: Any, hint: Any, where: Where) -> Any:
-    """``value`` checked against the annotation ``hint`` (see the module docstring)."""
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _union(value: Any, hint: Any, where: Where, strict: bool) -> Any:
+    args = typing.get_args(hint)
+    if value is None and type(None) in args:
+        return None
+    mismatches = []
+    for option in (a for a in args if a is not type(None)):
+        try:
+            return _read(value, option, where, strict)
+        except TypeMismatch as err:
+            mismatches.append(err.expected)
+    expected = " or ".join([*mismatches, "null"] if type(None) in args else mismatches)
+    raise TypeMismatch(where, value, expected)
+
+
+def _read(value: Any, hint: Any, where: Where, strict: bool) -> Any:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for option in (a for a in args if a is not type(None)):
-            try:
-                return coerce(value, option, where)
-            except ConfigError as err:
-                errors.append(err)
-        raise errors[0]
+        return _union(value, hint, where, strict)
     if origin is typing.Literal:
         if value in args:
             return value
@@ -76,44 +110,89 @@ def coerce(value: Any, hint: Any, where: Where) -> Any:
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         if isinstance(value, hint):
             return value
+        if strict or not isinstance(value, Mapping):
+            raise TypeMismatch(where, value, f"a mapping of {hint.__name__} fields")
         return build(hint, value, where)
     kind = origin or hint
+    if kind is type(None) and value is None:
+        return None
     if kind is bool and isinstance(value, bool):
         return value
     if kind is int and isinstance(value, int) and not isinstance(value, bool):
         return value
-    if kind is int and isinstance(value, float) and value.is_integer():
-        return int(value)
     if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if kind is float and isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            pass
+        return value if strict else float(value)
+    if not strict:
+        if kind is int and isinstance(value, float) and value.is_integer():
+            return int(value)
+        if kind is float and isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
     if kind is str and isinstance(value, str):
         return value
-    if kind in (list, tuple) and isinstance(value, (list, tuple)):
+    sequence = (tuple,) if strict and kind is tuple else (list, tuple)
+    if kind in (list, tuple) and isinstance(value, sequence):
         if not args:
-            return kind(value)
+            return value if strict else kind(value)
         if kind is tuple and not (len(args) == 2 and args[1] is Ellipsis):
             if len(args) != len(value):
-                raise ConfigError(f"{where}={list(value)!r} must be a list of {len(args)} items")
-            return tuple(coerce(v, a, where.key(i)) for i, (v, a) in enumerate(zip(value, args)))
-        return kind(coerce(v, args[0], where.key(i)) for i, v in enumerate(value))
+                raise ConfigError(f"{where}={value!r} must be a list of {len(args)} items")
+            items = [_read(v, a, where.key(i), strict) for i, (v, a) in enumerate(zip(value, args))]
+        else:
+            items = [_read(v, args[0], where.key(i), strict) for i, v in enumerate(value)]
+        return value if strict else kind(items)
     if kind in (dict, Mapping, typing.Mapping) and isinstance(value, Mapping):
         if not args:
-            return dict(value)
-        return {coerce(k, args[0], where): coerce(v, args[1], where.key(str(k))) for k, v in value.items()}
-    raise ConfigError(f"{where}={value!r} must be {_KINDS.get(kind, str(hint))}, got {type(value).__name__}")
+            return value if strict else dict(value)
+        items = {_read(k, args[0], where, strict): _read(v, args[1], where.key(str(k)), strict)
+                 for k, v in value.items()}
+        return value if strict else items
+    if isinstance(kind, type) and kind not in _KINDS:  # any other class: an instance of it
+        if isinstance(value, kind):
+            return value
+        raise TypeMismatch(where, value, f"a {kind.__name__}")
+    raise TypeMismatch(where, value, _kind_name(hint))
+
+
+def _kind_name(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (list, tuple) and args and (origin is list or args[-1] is Ellipsis):
+        return f"a list of {_kind_name(args[0]).removeprefix('an ').removeprefix('a ')}s"
+    return _KINDS.get(origin or hint, getattr(hint, "__name__", str(hint)))
+
+
+def coerce(value: Any, hint: Any, where: Where) -> Any:
+    """``value`` checked against the annotation ``hint`` and converted from YAML's spellings."""
+    return _read(value, hint, where, strict=False)
+
+
+def check(value: Any, hint: Any, where: Where) -> Any:
+    """``value`` checked against ``hint`` exactly (an int passes for a float); returned unchanged."""
+    return _read(value, hint, where, strict=True)
+
+
+def check_fields(obj: Any, label: Optional[str] = None, strict: bool = False) -> None:
+    """Check (``strict``) or coerce every field of a dataclass instance against its annotation,
+    in place (frozen dataclasses too): call it first in ``__post_init__``. Errors read
+    ``<label>.<field>=<value> must be ...``; ``label`` defaults to the class name."""
+    prefix = f"{label if label is not None else type(obj).__name__}."
+    for name, hint in _hints(type(obj)).items():
+        where = Where(name, label=prefix)
+        value = _read(getattr(obj, name), hint, where, strict)
+        if not strict:
+            object.__setattr__(obj, name, value)
 
 
 def build(cls: type, data: Any, where: Where = Where(), what: Optional[str] = None) -> Any:
-    """``cls(**data)`` with every key and value checked; errors name ``where``."""
+    """``cls(**data)`` with every key checked and every value coerced; errors name ``where``.
+    An error the class's own validation raises about one of its fields (``Cls.field=...``) is
+    given that field's file and line."""
     what = what or cls.__name__
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a mapping of {what} keys, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.init]
     for key in data:
         if key not in names:
@@ -124,7 +203,14 @@ def build(cls: type, data: Any, where: Where = Where(), what: Optional[str] = No
     if missing:
         raise ConfigError(f"{where}: {what} needs {', '.join(missing)}")
     values = {key: coerce(value, hints[key], where.key(key)) for key, value in data.items()}
-    return cls(**values)
+    try:
+        return cls(**values)
+    except ConfigError as err:
+        field = next((m[1] for m in re.finditer(r"(?:^|[\s.])(\w+)=", str(err)) if m[1] in names), None)
+        location = where.key(field).location() if field else where.location()
+        if not location or str(err).startswith(location):
+            raise
+        raise (ConfigError if isinstance(err, TypeMismatch) else type(err))(f"{location}: {err}") from None
 
 
 def key_lines(text: str) -> dict[str, int]:

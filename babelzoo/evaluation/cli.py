@@ -8,33 +8,54 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Optional, Sequence
 
 import yaml
 
 from ..errors import UsageError, command
+from ..typed import Where, build, check_fields, key_lines
 from ..zoo.config import ConfigError
 from .leaderboard import ModelSpec, run_matrix, write_outputs
 from .tasks import TaskContext
 
 STANDARD_SET_OF_TASK = {"tatoeba": "tatoeba", "multi30k": "multi30k", "codex_link_prediction": "codex-s",
                         "sib200_probe": "sib200", "flores_retrieval": "sib200", "sib200": "sib200", "udpos": "ud"}
-CONFIG_KEYS = ("title", "data_dir", "languages", "limit", "seed", "tasks", "models", "out", "task_options")
 
 
-def load_config(path: Path) -> dict[str, Any]:
+@dataclass
+class LeaderboardConfig:
+    """A leaderboard YAML (``benchmarks/configs/*.yaml``): the ``tasks`` run on every one of
+    ``models`` (:class:`~babelzoo.evaluation.leaderboard.ModelSpec` mappings)."""
+
+    tasks: list[str]
+    models: list[dict]
+    title: str = "babelzoo leaderboard"
+    data_dir: Optional[str] = None
+    languages: Optional[list[str]] = None
+    limit: Optional[int] = None
+    seed: int = 0
+    out: Optional[str] = None
+    task_options: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        for name in ("tasks", "models"):
+            if not getattr(self, name):
+                raise ConfigError(f"LeaderboardConfig.{name}=[] must list at least one entry")
+
+
+def load_config(path: Path) -> LeaderboardConfig:
+    """Read a leaderboard YAML; mistakes are errors naming the file, line and key."""
+    text = Path(path).read_text(encoding="utf-8")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(text) or {}
+        lines = key_lines(text)
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: invalid YAML ({err})") from None
-    unknown = sorted(set(config) - set(CONFIG_KEYS))
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {unknown}; valid keys: {', '.join(CONFIG_KEYS)}")
-    for key in ("tasks", "models"):
-        if not config.get(key):
-            raise ConfigError(f"{path}: `{key}` must list at least one entry")
-    return config
+    return build(LeaderboardConfig, data, Where(file=str(path), lines=lines, label="LeaderboardConfig."),
+                 what="leaderboard config")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,15 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
 def eval_main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = load_config(args.config)
-    specs = [ModelSpec.from_dict(m) for m in config["models"]]
+    specs = [ModelSpec.from_dict(m) for m in config.models]
     if args.models:
         known = {s.name for s in specs}
         missing = sorted(set(args.models) - known)
         if missing:
             raise UsageError(f"--models: {missing} not in {args.config}; known: {', '.join(sorted(known))}")
         specs = [s for s in specs if s.name in args.models]
-    tasks = args.tasks or list(config["tasks"])
-    data_dir = args.data_dir or config.get("data_dir") or os.environ.get("BABELZOO_DATA_DIR")
+    tasks = args.tasks or list(config.tasks)
+    data_dir = args.data_dir or config.data_dir or os.environ.get("BABELZOO_DATA_DIR")
     if args.fetch:
         if not data_dir:
             raise UsageError("--fetch needs --data-dir (where to put the standard sets)")
@@ -76,15 +97,15 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
         for task, name in STANDARD_SET_OF_TASK.items():
             if task in tasks:
                 ensure_standard_set(name, data_dir, mirror=args.mirror, log=print)
-    context = TaskContext(data_dir=Path(data_dir) if data_dir else None, languages=config.get("languages"),
-                          seed=config.get("seed", 0), limit=args.limit if args.limit is not None else config.get("limit"),
-                          options=dict(config.get("task_options") or {}))
+    context = TaskContext(data_dir=Path(data_dir) if data_dir else None, languages=config.languages,
+                          seed=config.seed, limit=args.limit if args.limit is not None else config.limit,
+                          options=dict(config.task_options))
     results, cells = run_matrix(specs, tasks, context)
-    out = args.out or Path(config.get("out") or "leaderboard_out")
+    out = args.out or Path(config.out or "leaderboard_out")
     paths = write_outputs(results, cells, out, {"config": str(args.config), "tasks": tasks,
                                                "data_dir": str(context.data_dir) if context.data_dir else None,
                                                "limit": context.limit, "seed": context.seed},
-                          title=config.get("title", "babelzoo leaderboard"))
+                          title=config.title)
     print(paths["leaderboard"].read_text(encoding="utf-8"))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 1 if any(c.status == "failed" for c in cells) else 0

@@ -30,10 +30,11 @@ import math
 import os
 import re
 import string
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from ..typed import Where, build, check_fields
 from ..zoo.config import ConfigError
 
 KINDS = ("sequence_classification", "token_classification", "probe")
@@ -73,6 +74,7 @@ class TaskSpec:
     freeze: tuple = ()
 
     def __post_init__(self) -> None:
+        check_fields(self, "task")
         _choice("kind", self.kind, KINDS)
         if self.format is not None:
             _choice("format", self.format, FORMATS)
@@ -104,17 +106,12 @@ class TaskSpec:
         return self.kind == "token_classification"
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TaskSpec":
+    def from_dict(cls, data: Mapping[str, Any], where: Optional[Where] = None) -> "TaskSpec":
+        """From a recipe's ``task`` mapping; ``where`` (the recipe file and its key lines) puts
+        the file and line in errors."""
         if not isinstance(data, Mapping) or not data:
             raise ConfigError("task: a fine-tuning recipe needs a task mapping (kind, train, dev, test, ...)")
-        valid = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(valid))
-        if unknown:
-            raise ConfigError(f"unknown task key(s) {unknown}; valid keys: {', '.join(valid)}")
-        values = {k: tuple(v) if isinstance(v, list) and k in ("labels", "freeze") else v for k, v in data.items()}
-        if "dev_fraction" in values:
-            values["dev_fraction"] = float(values["dev_fraction"])
-        return cls(**values)
+        return build(cls, data, (where or Where()).key("task"), what="task")
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

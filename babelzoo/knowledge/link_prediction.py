@@ -31,6 +31,7 @@ from torch.utils.data import Dataset
 
 from ..objectives.base import Loss, Objective
 from ..objectives.batching import unwrap
+from ..typed import check_fields
 from .base import KBError
 from .kge import KGEModel, LinkPredictionData
 
@@ -55,6 +56,7 @@ class KGETrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if self.loss not in LOSSES:
             raise KBError(f"KGETrainConfig.loss={self.loss!r} must be one of {', '.join(LOSSES)}")
         if self.clock not in ("wall", "cpu"):

@@ -36,6 +36,7 @@ import torch
 
 from ..datasets.specials import SpecialIds
 from ..errors import InputError
+from ..typed import Where, build, check_fields
 from ..zoo.config import ConfigError
 from .batching import IGNORE
 
@@ -56,6 +57,7 @@ class MaskingConfig:
     span_max: int = 10
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if not 0.0 < self.probability < 1.0:
             raise ConfigError(f"MaskingConfig.probability={self.probability!r} must be in (0, 1)")
         for name in ("mask_token", "random_token"):
@@ -78,11 +80,7 @@ class MaskingConfig:
             return cls()
         if isinstance(value, cls):
             return value
-        unknown = sorted(set(value) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ConfigError(f"unknown MaskingConfig key(s) {unknown}; valid keys: "
-                              f"{', '.join(cls.__dataclass_fields__)}")
-        return cls(**value)
+        return build(cls, value, Where(label="MaskingConfig."), what="MaskingConfig")
 
 
 class Masked(NamedTuple):

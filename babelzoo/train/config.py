@@ -22,14 +22,13 @@ every valid key.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
-import types
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from ..typed import Where, build, check_fields, key_lines, unknown_key
 from ..zoo.config import ConfigError
 
 OPTIMIZERS = ("lamb", "adamw")
@@ -85,7 +84,7 @@ class TrainConfig:
     optimizer: str = "lamb"
     lr: float = 1e-3
     weight_decay: float = 0.01
-    betas: tuple = (0.9, 0.999)
+    betas: tuple[float, ...] = (0.9, 0.999)
     eps: float = 1e-6
     schedule: str = "linear"
     warmup_steps: int = 0
@@ -121,8 +120,7 @@ class TrainConfig:
     compile: bool = False
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            setattr(self, f.name, _coerce(f.name, getattr(self, f.name), _field_types()[f.name]))
+        check_fields(self)
         choices = {"optimizer": OPTIMIZERS, "schedule": SCHEDULES, "precision": PRECISIONS,
                    "distributed": STRATEGIES, "device": DEVICES, "mixture": MIXTURES, "budget_clock": ("wall", "cpu")}
         for name, options in choices.items():
@@ -165,13 +163,11 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "", lines: Optional[Mapping[str, int]] = None
                   ) -> "TrainConfig":
+        """From a recipe mapping; ``where`` (the file) and ``lines`` (:func:`babelzoo.typed.key_lines`)
+        put the file and line in every error."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where or 'recipe'}: expected a mapping of TrainConfig keys, got {type(data).__name__}")
-        for key in data:
-            if key not in cls.field_names():
-                line = f":{lines[key]}" if lines and key in lines else ""
-                raise ConfigError(f"{where or 'recipe'}{line}: {unknown_key_message(str(key), cls.field_names())}")
-        return cls(**dict(data))
+        return build(cls, data, Where(file=where or None, lines=lines, label="TrainConfig."), what="TrainConfig")
 
     def replace(self, **changes: Any) -> "TrainConfig":
         for key in changes:
@@ -181,9 +177,7 @@ class TrainConfig:
 
 
 def unknown_key_message(key: str, valid: Sequence[str]) -> str:
-    close = difflib.get_close_matches(key, valid, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"unknown TrainConfig key {key!r}{hint} Valid keys: {', '.join(valid)}"
+    return unknown_key(key, valid, "TrainConfig")
 
 
 # --- value checking --------------------------------------------------------------------------
@@ -193,62 +187,7 @@ def _field_types() -> dict[str, Any]:
     return typing.get_type_hints(TrainConfig)
 
 
-def _coerce(name: str, value: Any, hint: Any) -> Any:
-    """Check ``value`` against the annotation ``hint``; accept the spellings YAML produces
-    (``1e-3`` is a string in YAML 1.1, lists stand for tuples, ints for floats)."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(hint) if a is not type(None)]
-        if value is None:
-            return None
-        return _coerce(name, value, options[0])
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-    elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-    elif hint is str:
-        if isinstance(value, str):
-            return value
-    elif hint is tuple or origin is tuple:
-        if isinstance(value, (list, tuple)):
-            try:
-                return tuple(float(v) for v in value)
-            except (TypeError, ValueError):
-                raise ConfigError(f"TrainConfig.{name}={value!r} must be a list of numbers") from None
-    elif hint is dict or origin is dict:
-        if isinstance(value, Mapping):
-            return dict(value)
-    else:  # pragma: no cover - every field has one of the types above
-        return value
-    kinds = {int: "an integer", float: "a number", str: "a string", bool: "true or false", tuple: "a list",
-             dict: "a mapping"}
-    kind = kinds.get(origin or hint, str(hint))
-    raise ConfigError(f"TrainConfig.{name}={value!r} must be {kind}, got {type(value).__name__}")
-
-
 # --- recipes -----------------------------------------------------------------------------------
-
-def _key_lines(text: str) -> dict[str, int]:
-    """Line number (1-based) of every top-level key, for error messages."""
-    import yaml
-
-    node = yaml.compose(text)
-    if not isinstance(node, yaml.MappingNode):
-        return {}
-    return {key.value: key.start_mark.line + 1 for key, _ in node.value if isinstance(key, yaml.ScalarNode)}
-
 
 def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """Apply ``key=value`` strings to a recipe mapping. Values are parsed as YAML
@@ -297,7 +236,7 @@ def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
     text = path.read_text(encoding="utf-8")
     try:
         data = yaml.safe_load(text)
-        lines = _key_lines(text)
+        lines = key_lines(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

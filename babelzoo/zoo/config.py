@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import types
 import typing
 from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass, field, fields
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Optional
 
 from ..errors import ConfigError
+from ..typed import check_fields
 
 __all__ = ["AudioConfig", "ConfigError", "EncoderConfig", "FusionConfig", "HeadConfig", "KnowledgeConfig",
            "ModelConfig", "VisionConfig", "text_config_class"]
@@ -31,41 +31,6 @@ __all__ = ["AudioConfig", "ConfigError", "EncoderConfig", "FusionConfig", "HeadC
 def _check(cond: bool, cls: str, name: str, value: Any, why: str) -> None:
     if not cond:
         raise ConfigError(f"{cls}.{name}={value!r} {why}")
-
-
-def _type_ok(value: Any, hint: Any) -> bool:
-    """Does ``value`` have the declared type? (bool is not an int here, an int is a float.)"""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, arg) for arg in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
-    if origin is tuple:
-        args = typing.get_args(hint)
-        if not isinstance(value, tuple):
-            return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_type_ok(v, args[0]) for v in value)
-        return len(args) == len(value) and all(_type_ok(v, a) for v, a in zip(value, args))
-    return True  # other annotations (mappings, classes) are checked by the config itself
-
-
-def _type_name(hint: Any) -> str:
-    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(arg) for arg in typing.get_args(hint))
-    if typing.get_origin(hint) is tuple:
-        args = typing.get_args(hint)
-        return f"a list of {_type_name(args[0])}s" if args and args[-1] is Ellipsis else "a list"
-    return names.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 @functools.cache
@@ -84,9 +49,7 @@ class _Config:
 
     def __post_init__(self) -> None:
         cls = type(self).__name__
-        for name, hint in _hints(type(self)).items():
-            value = getattr(self, name)
-            _check(_type_ok(value, hint), cls, name, value, f"must be {_type_name(hint)}")
+        check_fields(self, cls, strict=True)
         for name, options in self._choices.items():
             value = getattr(self, name)
             _check(value in options, cls, name, value, f"must be one of {', '.join(map(repr, options))}")

@@ -20,9 +20,9 @@ def files(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["info", "no_such_model"], "babelzoo info: unknown model 'no_such_model'"),
-    (["pretrain", "--config", "{d}/recipe.yaml"], "babelzoo pretrain: {d}/recipe.yaml:2: unknown TrainConfig key"),
-    (["finetune", "--config", "{d}/recipe.yaml"], "babelzoo finetune: {d}/recipe.yaml:2: unknown TrainConfig key"),
-    (["eval", "--config", "{d}/board.yaml"], "babelzoo eval: {d}/board.yaml: unknown key(s) ['colour']"),
+    (["pretrain", "--config", "{d}/recipe.yaml"], "babelzoo pretrain: {d}/recipe.yaml:2 TrainConfig.learning_rate: unknown TrainConfig key"),
+    (["finetune", "--config", "{d}/recipe.yaml"], "babelzoo finetune: {d}/recipe.yaml:2 TrainConfig.learning_rate: unknown TrainConfig key"),
+    (["eval", "--config", "{d}/board.yaml"], "babelzoo eval: {d}/board.yaml:3 LeaderboardConfig.colour: unknown leaderboard config key 'colour'"),
     (["eval", "--config", "{d}/missing.yaml"], "babelzoo eval: {d}/missing.yaml: No such file or directory"),
     (["convert", "--from-hf", "{d}/hf", "--to", "{d}/out"], "babelzoo convert: "),
     (["kb", "info", "no-such-kb"], "babelzoo kb: unknown knowledge base 'no-such-kb'"),

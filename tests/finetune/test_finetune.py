@@ -163,7 +163,7 @@ def test_cli_reports_a_bad_recipe_key_and_exits_2(tmp_path, capsys):
     path = tmp_path / "r.yaml"
     path.write_text("model: xlmr_tiny\ntask: {train: a.tsv, dev: b.tsv, colum: x}\n", encoding="utf-8")
     assert finetune_main(["--config", str(path)]) == 2
-    assert "unknown task key(s) ['colum']" in capsys.readouterr().err
+    assert "r.yaml:2 task.colum: unknown task key 'colum'; did you mean" in capsys.readouterr().err
 
 
 def test_building_the_model_seeds_its_weights_and_leaves_the_global_rng_alone(tmp_path, tokenizer_dir, topic_data):

@@ -9,8 +9,11 @@ import sys
 import pytest
 
 # In a fresh interpreter: a pytest process has its own heap history (other tests, other arenas).
+# It imports the trainer, as a training process has: with torch alone loaded, this machine's
+# glibc served the first large block after the change from fresh pages on every step.
 PROBE = """
 import json, resource, torch
+import babelzoo.train.trainer
 from babelzoo.train.allocator import keep_cpu_buffers
 
 def faults():

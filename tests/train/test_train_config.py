@@ -31,7 +31,7 @@ def test_unknown_key_names_file_line_close_match_and_valid_keys(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_recipe(path)
     message = str(err.value)
-    assert f"{path}:3:" in message and "'learning_rate'" in message
+    assert f"{path}:3 TrainConfig.learning_rate: unknown TrainConfig key 'learning_rate'" in message
     assert "Valid keys:" in message and all(k in message for k in ("lr", "max_steps", "grad_accum", "precision"))
     with pytest.raises(ConfigError, match="did you mean 'batch_size'"):
         load_recipe(write(tmp_path, "batch_sise: 3\n"))
@@ -53,13 +53,13 @@ def test_set_overrides_parse_yaml_and_reach_into_mappings(tmp_path):
 
 
 @pytest.mark.parametrize("text, fragment", [
-    ("max_steps: ten\n", "TrainConfig.max_steps='ten' must be an integer"),
-    ("precision: fp8\n", "TrainConfig.precision='fp8' must be one of 'fp32', 'bf16', 'fp16'"),
-    ("batch_size: 0\n", "TrainConfig.batch_size=0 must be at least 1"),
-    ("betas: [0.9]\n", "TrainConfig.betas=(0.9,) must be two numbers"),
-    ("betas: [a, 0.9]\n", "TrainConfig.betas=['a', 0.9] must be a list of numbers"),
-    ("progress: 3\n", "TrainConfig.progress=3 must be true or false"),
-    ("lr: -1\n", "TrainConfig.lr=-1.0 must be positive"),
+    ("max_steps: ten\n", "recipe.yaml:1 TrainConfig.max_steps='ten' must be an integer"),
+    ("precision: fp8\n", "recipe.yaml:1: TrainConfig.precision='fp8' must be one of 'fp32', 'bf16', 'fp16'"),
+    ("seed: 1\nbatch_size: 0\n", "recipe.yaml:2: TrainConfig.batch_size=0 must be at least 1"),
+    ("betas: [0.9]\n", "recipe.yaml:1: TrainConfig.betas=(0.9,) must be two numbers"),
+    ("betas: [a, 0.9]\n", "recipe.yaml:1 TrainConfig.betas[0]='a' must be a number, got str"),
+    ("progress: 3\n", "recipe.yaml:1 TrainConfig.progress=3 must be true or false"),
+    ("lr: -1\n", "recipe.yaml:1: TrainConfig.lr=-1.0 must be positive"),
     ("- a\n- b\n", "a recipe must be a mapping"),
     ("lr: [1\n", "invalid YAML"),
 ])
