@@ -40,7 +40,7 @@ _API = {
     "WordPieceTokenizer": "babelzoo.datasets.wordpiece",
     "UnigramTokenizer": "babelzoo.datasets.unigram",
     "BPETokenizer": "babelzoo.datasets.bpe",
-    "gettext_corpus": "babelzoo.datasets.catalogs",
+    "gettext_corpus": "babelzoo.sources.catalogs",
     "Mixture": "babelzoo.objectives.mixture",
     "build_objective": "babelzoo.objectives.mixture",
     "Trainer": "babelzoo.train.trainer",

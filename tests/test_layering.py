@@ -11,14 +11,19 @@ Order, lowest first (a module may import from its own layer and from those below
    knowledge objectives;
 7. ``finetune``: fine-tuning recipes and transfer;
 8. ``evaluation``: tasks, encoders, leaderboards;
-9. the commands and entry points: ``cli``, ``demo``, ``hub``, ``__main__``, the package itself.
+9. ``sources``: the offline sources (installed packages that ship weights, peers and data), which
+   register into the registries of the layers below, so no model, objective, trainer or task
+   code imports them;
+10. the commands and entry points: ``cli``, ``demo``, ``hub``, ``__main__``, the package itself.
 
 Every ``import`` is counted, at module level and inside functions; only ``if TYPE_CHECKING:``
 blocks (annotations, never executed) are not. Parts found by name at run time go through a
 registry instead of an import (text families: ``zoo.family.BUILTIN_FAMILIES``; the knowledge
 objectives ``build_objective`` finds: ``objectives.mixture.KNOWLEDGE_OBJECTIVES``; the knowledge
-data sources: ``datasets.sources.BUILTIN_SOURCES``; a recipe's knowledge base:
-``train.cli.ATTACH_KNOWLEDGE``).
+data sources and the offline sources' data sources: ``datasets.sources.BUILTIN_SOURCES``; a
+recipe's knowledge base: ``train.cli.ATTACH_KNOWLEDGE``; the offline sources' weights, peers and
+tasks: ``PretrainedWeights.loader`` names, ``evaluation.encoders.BUILTIN_PEERS``,
+``evaluation.tasks.BUILTIN_TASK_MODULES``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "babelzoo"
 LAYERS = [("errors", "registry", "_lazy", "typed"), ("datasets",), ("zoo",), ("objectives",), ("train",), ("knowledge",),
-          ("finetune",), ("evaluation",), ("cli", "demo", "hub", "__main__", "")]
+          ("finetune",), ("evaluation",), ("sources",), ("cli", "demo", "hub", "__main__", "")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
 

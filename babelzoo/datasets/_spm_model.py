@@ -104,9 +104,8 @@ def metaspace_pipeline(model, spec: ModelSpec, prefix=None):
     sentencepiece model of ``spec`` does: ``prefix`` (a normaliser applied before
     sentencepiece's own), the compiled character map, extra spaces removed (collapsed, then
     stripped at both ends), words split before each space, which becomes ``▁``."""
-    from tokenizers import Regex
+    from tokenizers import Regex, decoders, normalizers, pre_tokenizers
     from tokenizers import Tokenizer as RustTokenizer
-    from tokenizers import decoders, normalizers, pre_tokenizers
 
     steps = [] if prefix is None else [prefix]
     if spec.charsmap:

@@ -2,9 +2,10 @@
 its examples into batches. The parts live in their own modules and are re-exported here:
 
 - :mod:`.multimodal_manifest`: JSONL manifests (:func:`read_manifest`), :class:`MediaError`;
-- :mod:`.multimodal_media`: image loading, fbank / CMVN / SpecAugment speech features;
-- :mod:`.multimodal_emoji`: emoji images with multilingual names (:func:`build_emoji_manifest`);
-- :mod:`.multimodal_espeak`: espeak-ng speech (:func:`build_speech_manifest`).
+- :mod:`.multimodal_media`: image loading, fbank / CMVN / SpecAugment speech features.
+
+Emoji images and espeak-ng speech made from installed packages are offline sources
+(:mod:`babelzoo.sources.emoji`, :mod:`babelzoo.sources.espeak`).
 
 Error policy. An unreadable image or audio file raises :class:`MediaError` naming the file and
 its manifest line (also from inside a DataLoader worker). With ``on_error="skip"`` the example is
@@ -22,8 +23,6 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 import torch
 
 from ..errors import ConfigError
-from .multimodal_emoji import EmojiRenderer, build_emoji_manifest, emoji_key, emoji_names
-from .multimodal_espeak import Espeak, build_speech_manifest
 from .multimodal_manifest import KINDS, MediaError, MediaRecord, read_manifest, write_manifest
 from .multimodal_media import (
     SpecAugment,
@@ -39,10 +38,9 @@ from .specials import SpecialIds
 if TYPE_CHECKING:  # the data layer reads a model's config, it does not import the zoo
     from ..zoo.config import AudioConfig, ModelConfig
 
-__all__ = ["KINDS", "ON_ERROR", "EmojiRenderer", "Espeak", "MediaError", "MediaRecord", "MultimodalDataset",
-           "SpecAugment", "build_emoji_manifest", "build_speech_manifest", "collate_multimodal", "emoji_key",
-           "emoji_names", "fbank_features", "group_key", "load_image", "read_audio", "read_manifest",
-           "speech_features", "utterance_cmvn", "write_manifest"]
+__all__ = ["KINDS", "ON_ERROR", "MediaError", "MediaRecord", "MultimodalDataset", "SpecAugment", "collate_multimodal",
+           "fbank_features", "group_key", "load_image", "read_audio", "read_manifest", "speech_features",
+           "utterance_cmvn", "write_manifest"]
 
 log = logging.getLogger(__name__)
 

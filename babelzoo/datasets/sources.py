@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping, Optional, Sequence, Union
@@ -51,6 +51,10 @@ EXAMPLE_TYPES: dict[str, str] = {
 ENTRY_POINT_GROUP = "babelzoo.data_sources"
 # sources defined above the datasets layer, imported when a recipe names them
 BUILTIN_SOURCES = {
+    **dict.fromkeys(["catalog_text", "catalog_pairs", "catalog_documents", "catalog_parallel_documents"],
+                    "babelzoo.sources.embedded"),
+    "emoji_images": "babelzoo.sources.emoji",
+    "emoji_speech": "babelzoo.sources.espeak",
     "kb_facts": "babelzoo.knowledge.sources",
     "kb_names": "babelzoo.knowledge.sources",
     "kb_trees": "babelzoo.knowledge.sources",
@@ -211,7 +215,7 @@ def texts_of(corpora: Sequence[Any]) -> dict[str, list[str]]:
     return by_lang
 
 
-class _CorpusSource(DataSource):
+class CorpusSource(DataSource):
     """A source read into Monolingual/ParallelCorpus objects once, then tokenised and cached."""
 
     def corpora(self) -> list:
@@ -243,11 +247,12 @@ class _CorpusSource(DataSource):
 # --- files ----------------------------------------------------------------------------------------
 
 Empty = Literal["skip", "error", "keep"]
+Split = Literal["train", "heldout"]  # of a corpus with a fixed held-out part
 
 
 @register_source
 @dataclass
-class TextSource(_CorpusSource):
+class TextSource(CorpusSource):
     """``{kind: text, path: P or [P, ...], lang: de}``: one sentence per line (plain or gzip)."""
 
     kind: ClassVar[str] = "text"
@@ -265,7 +270,7 @@ class TextSource(_CorpusSource):
 
 @register_source
 @dataclass
-class ParallelSource(_CorpusSource):
+class ParallelSource(CorpusSource):
     """``{kind: parallel, src: P, tgt: P, src_lang: en, tgt_lang: de}``: line-aligned files."""
 
     kind: ClassVar[str] = "parallel"
@@ -285,7 +290,7 @@ class ParallelSource(_CorpusSource):
 
 @register_source
 @dataclass
-class TsvSource(_CorpusSource):
+class TsvSource(CorpusSource):
     """``{kind: tsv, path: P, src_lang: en, tgt_lang: de, src_column: 0, tgt_column: 1}``."""
 
     kind: ClassVar[str] = "tsv"
@@ -340,7 +345,7 @@ def chunk_documents(documents: Sequence[Sequence[Any]], max_sentences: int, min_
     return out
 
 
-class _DocumentSource(DataSource):
+class DocumentSource(DataSource):
     """Documents by language, each a list of sentences, or of ``(pivot, translation)`` pairs
     for a ``parallel_document`` source; tokenised as one flat corpus per language."""
 
@@ -381,7 +386,7 @@ class _DocumentSource(DataSource):
 
 @register_source
 @dataclass
-class DocumentsSource(_DocumentSource):
+class DocumentsSource(DocumentSource):
     """``{kind: documents, path: P, lang: en, format: blank_line | conllu}``.
 
     ``blank_line``: one sentence per line, documents separated by an empty line (BERT's
@@ -433,136 +438,9 @@ def _conllu_documents(path: Path) -> list[list[str]]:
     return documents
 
 
-# --- embedded catalogs ------------------------------------------------------------------------------
-
-Split = Literal["train", "heldout"]
-
-
-def _catalog_rows(packages: Sequence[str], split: str) -> list[dict[str, str]]:
-    from .embedded import embedded_corpus, split_rows
-
-    return split_rows(embedded_corpus(tuple(packages)), heldout=split == "heldout")
-
-
-def _check_langs(langs: Sequence[str], rows: Sequence[Mapping[str, str]], where: str) -> None:
-    present = {lang for row in rows for lang in row}
-    missing = [lang for lang in langs if lang not in present]
-    if missing:
-        raise ConfigError(f"{where}.langs: {missing} not in the catalogs (languages: {', '.join(sorted(present))})")
-
-
-@register_source
-@dataclass
-class CatalogText(_CorpusSource):
-    """``{kind: catalog_text, langs: [en, de], packages: [gramps], split: train}``: the distinct
-    messages of each language in the embedded catalogs (:mod:`babelzoo.datasets.embedded`),
-    training or held-out split; one corpus per language, sampled in proportion to their size."""
-
-    kind: ClassVar[str] = "catalog_text"
-    provides: ClassVar[str] = "sentence"
-    langs: list[str]
-    packages: list[str] = field(default_factory=lambda: ["gramps"])
-    split: Split = "train"
-
-    def read(self) -> list:
-        from .text import MonolingualCorpus, ReadReport
-
-        rows = _catalog_rows(self.packages, self.split)
-        _check_langs(self.langs, rows, self.where)
-        source = ("+".join(self.packages) + " catalogs",)
-        corpora = []
-        for lang in self.langs:
-            sentences = list(dict.fromkeys(row[lang] for row in rows if lang in row))
-            corpora.append(MonolingualCorpus(lang, sentences, ReadReport(source, len(sentences), len(sentences))))
-        return corpora
-
-
-@register_source
-@dataclass
-class CatalogPairs(_CorpusSource):
-    """``{kind: catalog_pairs, langs: [en, de, fr], pivot: en}``: pivot↔X translation pairs of
-    the embedded catalogs, one corpus per language besides the pivot."""
-
-    kind: ClassVar[str] = "catalog_pairs"
-    provides: ClassVar[str] = "pair"
-    langs: list[str]
-    pivot: str = "en"
-    packages: list[str] = field(default_factory=lambda: ["gramps"])
-    split: Split = "train"
-
-    def read(self) -> list:
-        from .embedded import aligned
-        from .text import ParallelCorpus, ReadReport
-
-        rows = _catalog_rows(self.packages, self.split)
-        _check_langs([self.pivot, *self.langs], rows, self.where)
-        source = ("+".join(self.packages) + " catalogs",)
-        corpora = []
-        for lang in (x for x in self.langs if x != self.pivot):
-            got = aligned(rows, self.pivot, lang)
-            corpora.append(ParallelCorpus(self.pivot, lang, got, ReadReport(source, len(got), len(got))))
-        return corpora
-
-
-@register_source
-@dataclass
-class CatalogDocuments(_DocumentSource):
-    """``{kind: catalog_documents, langs: [de, fr], packages: [django]}``: documents from the
-    ``.po`` catalogs of installed packages: the messages of one program source file (the first
-    ``#:`` reference of each), in file order, cut into pieces of ``max_sentences``; messages of
-    the held-out split (:func:`~babelzoo.datasets.embedded.is_heldout`) are left out unless
-    ``split: heldout``; fuzzy, obsolete and untranslated ones always."""
-
-    kind: ClassVar[str] = "catalog_documents"
-    langs: list[str]
-    packages: list[str] = field(default_factory=lambda: ["django"])
-    split: Split = "train"
-    max_sentences: int = 8
-
-    def describe(self) -> str:
-        return "+".join(self.packages) + " .po catalogs"
-
-    def read_documents(self) -> dict[str, list[list]]:
-        from .catalogs import clean_message, normalize_locale
-        from .embedded import is_heldout
-        from .gettext_files import catalog_files, locale_of, read_po
-
-        out: dict[str, list[list]] = {}
-        for path in catalog_files(self.packages, prefer="po"):
-            lang = normalize_locale(locale_of(path))
-            if lang not in self.langs or path.suffix != ".po":
-                continue
-            groups: dict[str, list] = {}
-            for entry in read_po(path).entries:
-                text = entry.strings[0] if entry.strings else ""
-                if entry.fuzzy or entry.obsolete or not text.strip():
-                    continue
-                if is_heldout(entry.msgid) != (self.split == "heldout"):
-                    continue
-                english, translated = clean_message(entry.msgid), clean_message(text)
-                if english and translated:
-                    item = (english, translated) if self.provides == "parallel_document" else translated
-                    groups.setdefault(entry.source_file or str(path), []).append(item)
-            out.setdefault(lang, []).extend(groups.values())
-        missing = [lang for lang in self.langs if lang not in out]
-        if missing:
-            raise ConfigError(f"{self.where}.langs: no .po catalogs of {missing} in {self.packages}")
-        return out
-
-
-@register_source
-@dataclass
-class CatalogParallelDocuments(CatalogDocuments):
-    """``{kind: catalog_parallel_documents, langs: [de, fr]}``: the documents of
-    ``catalog_documents`` with each message's English original beside it (English↔X)."""
-
-    kind: ClassVar[str] = "catalog_parallel_documents"
-    provides: ClassVar[str] = "parallel_document"
-
-
 # --- media ---------------------------------------------------------------------------------------
 
-class _MediaSource(DataSource):
+class MediaSource(DataSource):
     provides: ClassVar[str] = "media_text"
     modality: ClassVar[str] = "image"
 
@@ -593,19 +471,10 @@ class _MediaSource(DataSource):
 
         return MultimodalDataset.from_records(self.records(context), encode, context.model.config)
 
-    def _split(self, records: list, where: str) -> list:
-        from .multimodal_emoji import heldout_emoji
-
-        held = heldout_emoji()
-        kept = [r for r in records if (r.group in held) == (self.split == "heldout")]
-        if not kept:
-            raise ConfigError(f"{where}: no emoji in the {self.split} split")
-        return kept
-
 
 @register_source
 @dataclass
-class MediaManifest(_MediaSource):
+class MediaManifest(MediaSource):
     """``{kind: media_manifest, path: manifest.jsonl, modality: image | audio}``: image–text or
     speech–text pairs listed in a manifest (:mod:`babelzoo.datasets.multimodal_manifest`)."""
 
@@ -624,66 +493,3 @@ class MediaManifest(_MediaSource):
                                   f"{wrong[0].kind} file")
             self._records = records
         return self._records
-
-
-class _RenderedEmoji(_MediaSource):
-    """Emoji media made once into ``CACHE/media/<kind>-<options hash>/`` and split by the held-out emoji."""
-
-    @abstractmethod
-    def render(self, folder: Path) -> None:
-        """Write the media and ``folder/manifest.jsonl``."""
-
-    def records(self, context: BuildContext) -> list:
-        from .multimodal_manifest import read_manifest
-
-        if getattr(self, "_records", None) is None:
-            key = hashlib.sha256(repr(asdict(self)).encode()).hexdigest()[:16]
-            folder = Path(context.cache_dir) / "media" / f"{self.kind}-{key}"
-            if not (folder / "manifest.jsonl").is_file():
-                self.render(folder)
-            self._records = self._split(read_manifest(folder / "manifest.jsonl"), self.where)
-        return self._records
-
-
-@register_source
-@dataclass
-class EmojiImages(_RenderedEmoji):
-    """``{kind: emoji_images, langs: [en, de], size: 32}``: emoji drawn from the installed font
-    with their names in each language (:mod:`babelzoo.datasets.multimodal_emoji`), rendered once
-    into the run's cache; the emoji the multimodal leaderboard holds out are left out unless
-    ``split: heldout``. ``limit`` keeps the first N emoji."""
-
-    kind: ClassVar[str] = "emoji_images"
-    langs: list[str] = field(default_factory=lambda: ["en"])
-    size: int = 32
-    limit: Optional[int] = None
-    split: Split = "train"
-
-    def render(self, folder: Path) -> None:
-        from .multimodal_emoji import build_emoji_manifest
-
-        build_emoji_manifest(folder, self.langs, size=self.size, limit=self.limit)
-
-
-@register_source
-@dataclass
-class EmojiSpeech(_RenderedEmoji):
-    """``{kind: emoji_speech, langs: [en, de]}``: emoji names spoken by espeak-ng
-    (:mod:`babelzoo.datasets.multimodal_espeak`), synthesised once into the run's cache; the
-    held-out emoji are left out unless ``split: heldout``. ``limit`` keeps the first N emoji."""
-
-    kind: ClassVar[str] = "emoji_speech"
-    modality: ClassVar[str] = "audio"
-    langs: list[str] = field(default_factory=lambda: ["en"])
-    limit: Optional[int] = None
-    split: Split = "train"
-
-    def render(self, folder: Path) -> None:
-        from .multimodal_emoji import emoji_key, emoji_names, heldout_emoji
-        from .multimodal_espeak import Espeak, build_speech_manifest
-
-        held = heldout_emoji()
-        names = [(c, n) for c, n in sorted(emoji_names(self.langs).items())
-                 if (emoji_key(c) in held) == (self.split == "heldout")][:self.limit]
-        build_speech_manifest(folder, [(n[lang], lang, emoji_key(c)) for c, n in names for lang in self.langs],
-                              Espeak())

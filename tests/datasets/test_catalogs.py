@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from babelzoo.datasets.catalogs import (CatalogError, catalog_files, clean_message, gettext_corpus, normalize_locale,
-                                        read_mo, read_po)
+from babelzoo.sources.catalogs import (
+    CatalogError,
+    catalog_files,
+    clean_message,
+    gettext_corpus,
+    normalize_locale,
+    read_mo,
+    read_po,
+)
 
 pytest.importorskip("babel")
 

@@ -4,11 +4,10 @@ import pytest
 import torch
 
 import babelzoo
-from babelzoo.datasets.multimodal_emoji import emoji_key, emoji_names
 from babelzoo.datasets.spm import SentencePieceTokenizer
 from babelzoo.evaluation.leaderboard import ModelSpec, leaderboard_table, run_matrix
 from babelzoo.evaluation.tasks import TaskContext
-from babelzoo.evaluation.tasks.multimodal import HELDOUT_EMOJI, IMAGE_LANGS, heldout_emoji
+from babelzoo.sources.emoji import HELDOUT_EMOJI, IMAGE_LANGS, emoji_key, emoji_names, heldout_emoji
 
 
 def test_heldout_emoji_is_a_fixed_draw_of_emoji_named_everywhere():

@@ -138,12 +138,10 @@ def test_dataset_settings_come_from_the_model_config(image_manifest):
 
 def test_the_parts_stay_importable_from_the_multimodal_module():
     import babelzoo.datasets.multimodal as multimodal
-    from babelzoo.datasets import multimodal_emoji, multimodal_espeak, multimodal_manifest, multimodal_media
+    from babelzoo.datasets import multimodal_manifest, multimodal_media
 
     parts = {"read_manifest": multimodal_manifest, "MediaError": multimodal_manifest, "load_image": multimodal_media,
-             "SpecAugment": multimodal_media, "speech_features": multimodal_media, "emoji_names": multimodal_emoji,
-             "build_emoji_manifest": multimodal_emoji, "Espeak": multimodal_espeak,
-             "build_speech_manifest": multimodal_espeak}
+             "SpecAugment": multimodal_media, "speech_features": multimodal_media}
     for name, module in parts.items():
         assert getattr(multimodal, name) is getattr(module, name) and name in multimodal.__all__
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from babelzoo.datasets.multimodal import MultimodalDataset
-from babelzoo.datasets.multimodal_espeak import Espeak, build_speech_manifest
 from babelzoo.datasets.multimodal_manifest import read_manifest
+from babelzoo.sources.espeak import Espeak, build_speech_manifest
 from babelzoo.zoo.config import AudioConfig
 
 

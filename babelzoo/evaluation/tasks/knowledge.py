@@ -224,7 +224,6 @@ def codex_link_prediction(encoder, context: TaskContext) -> list[Result]:
     with entity labels (``entities/en.json``, from the CoDEx repository's ``data/entities``)."""
     from ...knowledge.codex import read_codex
     from ...knowledge.kge import LinkPredictionData
-
     from ..encoders import KGEModelEncoder
 
     folder = context.data_dir / "codex-s" if context.data_dir is not None else None

@@ -60,23 +60,3 @@ def multi30k(encoder, context: TaskContext) -> list[Result]:
         results += bitext_results("multi30k", encoder, corpus.pairs, "en", lang, {"split": "test_2016_flickr"},
                                   context.limit)
     return results
-
-
-EMBEDDED_LANGS = ("de", "fr", "es", "ru", "uk", "zh-CN", "ja", "ar")
-
-
-@TASKS.register
-def gettext_retrieval(encoder, context: TaskContext) -> list[Result]:
-    """Held-out, human-translated application strings from the Gramps catalogs (embedded:
-    installed with the package), English↔X accuracy@1 on the messages that
-    :func:`babelzoo.datasets.embedded.is_heldout` reserves (never trained on)."""
-    from ...datasets.embedded import EMBEDDED_PACKAGES, aligned, embedded_corpus, split_rows
-
-    corpus = embedded_corpus(EMBEDDED_PACKAGES)
-    langs = [lang for lang in (context.languages or EMBEDDED_LANGS) if lang in corpus.languages]
-    if not langs:
-        raise TaskSkipped(f"none of {list(context.languages or EMBEDDED_LANGS)} in the embedded catalogs")
-    heldout = split_rows(corpus, heldout=True)
-    return per_language(langs, lambda lang: bitext_results(
-        "gettext_retrieval", encoder, aligned(heldout, "en", lang), "en", lang,
-        {"split": "heldout-10%", "source": "+".join(EMBEDDED_PACKAGES)}, context.limit))

@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import ConfigError, ModelConfig
-from .pretrained import CheckpointError
-from .transformer_config import TextConfig
+from ..zoo.config import ConfigError, ModelConfig
+from ..zoo.pretrained import CheckpointError
+from ..zoo.transformer_config import TextConfig
 
 MAGIC = b"E5S1"
 VERSION = 1
@@ -282,7 +282,7 @@ def load_e5(path: str | Path, architecture: str = "multilingual_e5_small", **ove
     embed). ``overrides`` may change dropout or add a freshly initialised
     pooler/MLM head (``mlm_head=True`` for continued MLM pre-training); anything that would
     change a shipped tensor is an error."""
-    from .model import BabelModel
+    from ..zoo.model import BabelModel
 
     bad = sorted(set(overrides) - _SAFE_OVERRIDES)
     if bad:

@@ -4,11 +4,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
+from abc import abstractmethod
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Collection, Optional, Sequence
+from typing import ClassVar, Collection, Optional, Sequence
 
+from ..datasets.multimodal_manifest import write_manifest
+from ..datasets.sources import BuildContext, MediaSource, Split, register_source
 from ..errors import ConfigError
-from .multimodal_manifest import write_manifest
+from ..evaluation.tasks import TASKS, Result, TaskContext, TaskSkipped
+from ..evaluation.tasks.multimodal import encode_fn, languages, limited, model_with, retrieval_results
 
 SKIN_TONES = {chr(c) for c in range(0x1F3FB, 0x1F400)}
 
@@ -131,3 +138,73 @@ def build_emoji_manifest(out_dir: str | Path, languages: Sequence[str] = ("en",)
         rows.extend({"image": f"images/{key}.png", "text": names[lang], "lang": lang, "group": key}
                     for lang in languages)
     return write_manifest(out_dir / "manifest.jsonl", rows)
+
+
+# --- the data source and the task ---------------------------------------------------------------
+
+class RenderedEmoji(MediaSource):
+    """Emoji media made once into ``CACHE/media/<kind>-<options hash>/`` and split by the held-out emoji."""
+
+    @abstractmethod
+    def render(self, folder: Path) -> None:
+        """Write the media and ``folder/manifest.jsonl``."""
+
+    def records(self, context: BuildContext) -> list:
+        from ..datasets.multimodal_manifest import read_manifest
+
+        if getattr(self, "_records", None) is None:
+            key = hashlib.sha256(repr(asdict(self)).encode()).hexdigest()[:16]
+            folder = Path(context.cache_dir) / "media" / f"{self.kind}-{key}"
+            if not (folder / "manifest.jsonl").is_file():
+                self.render(folder)
+            self._records = self._split(read_manifest(folder / "manifest.jsonl"), self.where)
+        return self._records
+
+    def _split(self, records: list, where: str) -> list:
+        held = heldout_emoji()
+        kept = [r for r in records if (r.group in held) == (self.split == "heldout")]
+        if not kept:
+            raise ConfigError(f"{where}: no emoji in the {self.split} split")
+        return kept
+
+
+@register_source
+@dataclass
+class EmojiImages(RenderedEmoji):
+    """``{kind: emoji_images, langs: [en, de], size: 32}``: emoji drawn from the installed font
+    with their names in each language (this module), rendered once
+    into the run's cache; the emoji the multimodal leaderboard holds out are left out unless
+    ``split: heldout``. ``limit`` keeps the first N emoji."""
+
+    kind: ClassVar[str] = "emoji_images"
+    langs: list[str] = field(default_factory=lambda: ["en"])
+    size: int = 32
+    limit: Optional[int] = None
+    split: Split = "train"
+
+    def render(self, folder: Path) -> None:
+        build_emoji_manifest(folder, self.langs, size=self.size, limit=self.limit)
+
+
+@TASKS.register
+def image_text_retrieval(encoder, context: TaskContext) -> list[Result]:
+    """Emoji picture ↔ CLDR name, 300 held-out emoji × 14 languages, R@1/5/10 both directions."""
+    model, tokenizer = model_with(encoder, "vision", "an image")
+    from ..datasets.multimodal import MultimodalDataset
+    from ..datasets.multimodal_manifest import read_manifest
+
+    langs = languages(context, IMAGE_LANGS)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            manifest = build_emoji_manifest(Path(tmp), langs, size=model.config.vision.image_size,
+                                            keys=heldout_emoji())
+        except (ImportError, OSError) as err:
+            raise TaskSkipped(f"no emoji font to draw with: {err}") from None
+        records = limited(read_manifest(manifest), context.limit)
+        dataset = MultimodalDataset.from_records(records, encode_fn(tokenizer), model.config)
+        examples = [dataset[i] for i in range(len(dataset))]
+    protocol = {"split": f"held-out emoji ({HELDOUT_EMOJI}, seed 0)", "images": "OpenMoji",
+                "image_size": model.config.vision.image_size, "embeddings": "unimodal projections",
+                "similarity": "cosine", "ties": "random, in expectation"}
+    return retrieval_results("image_text_retrieval", encoder.name, "image", model, examples,
+                             tokenizer.specials, langs, protocol, context.log)

@@ -4,14 +4,20 @@
 from __future__ import annotations
 
 import ctypes
+import tempfile
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import ClassVar, Iterable, Optional
 
 import numpy as np
 
+from ..datasets.multimodal_manifest import write_manifest
+from ..datasets.sources import Split, register_source
 from ..errors import ConfigError
-from .multimodal_manifest import write_manifest
+from ..evaluation.tasks import TASKS, Result, TaskContext, TaskSkipped
+from ..evaluation.tasks.multimodal import encode_fn, languages, model_with, retrieval_results
+from .emoji import HELDOUT_EMOJI, SPEECH_LANGS, RenderedEmoji, emoji_key, emoji_names, heldout_emoji
 
 
 class Espeak:
@@ -83,3 +89,52 @@ def build_speech_manifest(out_dir: str | Path, items: Iterable[tuple[str, str, O
             row["group"] = group
         rows.append(row)
     return write_manifest(out_dir / "manifest.jsonl", rows)
+
+
+# --- the data source and the task ---------------------------------------------------------------
+
+@register_source
+@dataclass
+class EmojiSpeech(RenderedEmoji):
+    """``{kind: emoji_speech, langs: [en, de]}``: emoji names spoken by espeak-ng
+    (this module), synthesised once into the run's cache; the
+    held-out emoji are left out unless ``split: heldout``. ``limit`` keeps the first N emoji."""
+
+    kind: ClassVar[str] = "emoji_speech"
+    modality: ClassVar[str] = "audio"
+    langs: list[str] = field(default_factory=lambda: ["en"])
+    limit: Optional[int] = None
+    split: Split = "train"
+
+    def render(self, folder: Path) -> None:
+        held = heldout_emoji()
+        names = [(c, n) for c, n in sorted(emoji_names(self.langs).items())
+                 if (emoji_key(c) in held) == (self.split == "heldout")][:self.limit]
+        build_speech_manifest(folder, [(n[lang], lang, emoji_key(c)) for c, n in names for lang in self.langs],
+                              Espeak())
+
+
+@TASKS.register
+def speech_text_retrieval(encoder, context: TaskContext) -> list[Result]:
+    """espeak-ng utterance ↔ CLDR name, 300 held-out emoji × 6 languages, R@1/5/10 both directions."""
+    model, tokenizer = model_with(encoder, "audio", "a speech")
+    from ..datasets.multimodal import MultimodalDataset
+
+    langs = languages(context, SPEECH_LANGS)
+    keys = heldout_emoji()
+    names = {emoji_key(c): n for c, n in emoji_names(SPEECH_LANGS).items() if emoji_key(c) in keys}
+    chosen = sorted(names)[:context.limit] if context.limit else sorted(names)
+    items = [(names[key][lang], lang, key) for key in chosen for lang in langs]
+    try:
+        speaker = Espeak()
+    except (ImportError, OSError, RuntimeError) as err:
+        raise TaskSkipped(f"speech↔text retrieval needs espeak-ng (`pip install espeakng-loader`): {err}") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        manifest = build_speech_manifest(Path(tmp), items, speaker)
+        dataset = MultimodalDataset.from_manifest(manifest, encode_fn(tokenizer), model.config)
+        examples = [dataset[i] for i in range(len(dataset))]
+    protocol = {"split": f"held-out emoji ({HELDOUT_EMOJI}, seed 0)", "speech": "espeak-ng, 16 kHz",
+                "features": f"{model.config.audio.num_mel_bins}-bin log-mel fbank, utterance CMVN",
+                "embeddings": "unimodal projections", "similarity": "cosine", "ties": "random, in expectation"}
+    return retrieval_results("speech_text_retrieval", encoder.name, "speech", model, examples,
+                             tokenizer.specials, langs, protocol, context.log)
