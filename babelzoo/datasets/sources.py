@@ -125,27 +125,33 @@ def register_source(cls: type[DataSource]) -> type[DataSource]:
     return cls
 
 
-_loaded_entry_points = False
+_loaded_points: set[str] = set()
+
+
+def _load_plug_ins() -> None:
+    """Import every installed ``babelzoo.data_sources`` entry point not imported yet."""
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.value not in _loaded_points:
+            _loaded_points.add(point.value)
+            point.load()
 
 
 def source_class(kind: str) -> type[DataSource]:
     """The registered source ``kind`` (importing built-in and installed plug-in sources on demand)."""
-    global _loaded_entry_points
     if kind not in SOURCES and kind in BUILTIN_SOURCES:
         importlib.import_module(BUILTIN_SOURCES[kind])
-    if kind not in SOURCES and not _loaded_entry_points:
-        _loaded_entry_points = True
-        for point in entry_points(group=ENTRY_POINT_GROUP):
-            point.load()
+    if kind not in SOURCES:
+        _load_plug_ins()
     if kind not in SOURCES:
         source_kinds()  # so that the error lists every kind
     return SOURCES.get(kind)
 
 
 def source_kinds() -> list[str]:
-    """Every source kind, built-in ones of the layers above included."""
+    """Every source kind: built-in ones of the layers above and installed plug-ins included."""
     for module in dict.fromkeys(BUILTIN_SOURCES.values()):
         importlib.import_module(module)
+    _load_plug_ins()
     return SOURCES.list()
 
 

@@ -52,3 +52,44 @@ def test_source_errors_name_the_file_line_and_key(tmp_path):
     with pytest.raises(ConfigError, match=r"data.sop\[0\].max_sentence: unknown source kind 'documents' key "
                                           r"'max_sentence'; did you mean 'max_sentences'"):
         parse_source({"kind": "documents", "path": "d.txt", "lang": "en", "max_sentence": 3}, Where("data.sop[0]"))
+
+
+PLUG_IN = '''
+from dataclasses import dataclass
+from typing import ClassVar
+
+from babelzoo.datasets.sources import CorpusSource, register_source
+from babelzoo.datasets.text import MonolingualCorpus, ReadReport
+
+
+@register_source
+@dataclass
+class Shouting(CorpusSource):
+    """{kind: shouting, words: [a, b]}: each word upper-cased, a sentence each."""
+
+    kind: ClassVar[str] = "shouting"
+    provides: ClassVar[str] = "sentence"
+    words: list
+
+    def read(self):
+        return [MonolingualCorpus("en", [w.upper() for w in self.words], ReadReport(("words",), 2, 2))]
+'''
+
+
+def test_an_installed_plug_in_source_is_found_through_its_entry_point(tmp_path, monkeypatch):
+    import importlib
+
+    from babelzoo.datasets.sources import SOURCES
+
+    (tmp_path / "shouting_source.py").write_text(PLUG_IN, encoding="utf-8")
+    info = tmp_path / "shouting-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shouting\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[babelzoo.data_sources]\nshouting = shouting_source\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    try:
+        source = parse_source({"kind": "shouting", "words": ["hi", "yo"]}, Where("data.mlm[0]"))
+        assert source.provides == "sentence" and source.texts(None) == {"en": ["HI", "YO"]}
+    finally:
+        SOURCES._entries.pop("shouting", None)

@@ -92,3 +92,26 @@ def test_a_source_of_the_wrong_type_is_refused_before_anything_is_read(objective
     err = capsys.readouterr().err
     assert f"recipe.yaml:7 data.{objective}[0]: objective {objective!r} consumes" in err
     assert provides in err and not (tmp_path / "run").exists()
+
+
+FINETUNE = [name for name, r in recipes().items() if "task" in r and name.endswith("_tiny")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FINETUNE)
+def test_finetune_recipe_trains_a_few_steps(name, tmp_path, capsys):
+    """The task heads' objectives (sequence_classification, token_classification) train from
+    their shipped recipes, which read SIB-200 or Universal Dependencies from the data dir."""
+    from babelzoo.finetune.cli import finetune_main
+
+    data = os.environ.get("BABELZOO_DATA_DIR") or str(Path(__file__).resolve().parents[3] / "shared" / "data")
+    needs = "sib200" if name.startswith("sib200") else "ud"
+    if not (Path(data) / needs).is_dir():
+        pytest.skip(f"{name} reads {needs}/ from the data dir, which is not here")
+    argv = ["--config", name, "--data-dir", data]
+    for item in ["task.epochs=0.05", "eval_every=2", f"output_dir={tmp_path / 'run'}", "progress=false",
+                 "keep_cpu_buffers=false"]:
+        argv += ["--set", item]
+    assert finetune_main(argv) == 0, capsys.readouterr().err
+    results = __import__("json").loads((tmp_path / "run" / "results.json").read_text())
+    assert results["protocol"]["max_steps"] >= 2 and len(results["test"]) >= 7
