@@ -167,6 +167,25 @@ def combine(datasets: Mapping[str, list], alphas: Mapping[str, Optional[float]],
     return data
 
 
+def with_word_starts(objectives: Mapping[str, Any], tokenizer: Any) -> dict[str, dict]:
+    """The recipe's objective options, with the tokenizer's word-start table given to every
+    objective that takes one (whole-word and span masking count words, not pieces), unless
+    the recipe sets it."""
+    import inspect
+
+    from ..objectives.mixture import objective_class
+
+    table, out = None, {}
+    for name, options in objectives.items():
+        options = dict(options or {})
+        cls = objective_class(options.get("objective", name))
+        if "word_starts" in inspect.signature(cls.__init__).parameters and "word_starts" not in options:
+            table = tokenizer.word_starts() if table is None else table
+            options["word_starts"] = table
+        out[name] = options
+    return out
+
+
 def _say(reports: Sequence[str]) -> None:
     for report in reports:
         print(f"babelzoo pretrain: {report}", file=sys.stderr)
@@ -219,14 +238,14 @@ def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
         if cfg.knowledge:
             module, _, function = ATTACH_KNOWLEDGE.partition(":")
             model = getattr(importlib.import_module(module), function)(model, cfg.knowledge, where.key("knowledge"))
+        spec = with_word_starts(cfg.objectives, tokenizer)
         if single:
-            (name, options), = cfg.objectives.items()
-            options = dict(options or {})
+            (name, options), = spec.items()
             if options.pop("weight", 1.0) != 1.0:
                 raise ConfigError(f"objectives.{name}.weight: a single objective takes no weight")
             objectives = build_objective(options.pop("objective", name), specials, model.config, **options)
         else:
-            objectives = Mixture.from_spec(cfg.objectives, specials, model.config, mode=cfg.mixture)
+            objectives = Mixture.from_spec(spec, specials, model.config, mode=cfg.mixture)
     for items, _ in sources.values():
         for source in items:
             source.check_model(model)
