@@ -5,8 +5,9 @@ tree, and Hugging Face ``transformers``' fast tokenizer on the same vocabulary.
     python benchmarks/tokenize_speed.py --data-dir ../shared/data --baseline-rev 6567d96 \
         --out benchmarks/results/tokenize_speed.json
 
-Sentences: the first lines of every Tatoeba ``tatoeba.XXX-eng.XXX`` file in sorted language
-order, an equal share per language, ``--count`` in all (10,000 by default over 106 languages).
+Sentences: the first ⌈count / files⌉ non-empty lines of every Tatoeba ``tatoeba.XXX-eng.XXX``
+file, in sorted language order, cut at ``--count`` (10,000 by default over 106 languages: 95 of
+each, the last file in the order giving 25).
 Each tokenizer encodes them exactly as the evaluation harness does for a peer
 (:class:`babelzoo.evaluation.encoders.BabelEncoder`: one ``batch_encode`` call,
 ``max_length=256``, truncation, no padding, lists back); transformers gets the same call

@@ -1,5 +1,6 @@
 """The README's quickstart is what CI runs: keep them in step."""
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,12 @@ def test_readme_python_block_runs_as_pasted(index, tmp_path, monkeypatch):
         pytest.skip("this block downloads from the Hugging Face Hub (tests/zoo/test_hub_ids.py loads ids offline)")
     (tmp_path / "hubconf.py").symlink_to(REPO / "hubconf.py")  # "the root of a babelzoo checkout"
     monkeypatch.chdir(tmp_path)
-    exec(compile(block, f"README.md python block {index}", "exec"), {"__name__": "__readme__"})
+    namespace = {"__name__": "__readme__"}
+    exec(compile(block, f"README.md python block {index}", "exec"), namespace)
+    # every name the block assigns is bound to a value, as a reader pasting it would have it
+    assigned = {target.id for node in ast.walk(ast.parse(block)) if isinstance(node, ast.Assign)
+                for target in node.targets if isinstance(target, ast.Name)}
+    assert assigned and all(namespace.get(name) is not None for name in assigned), sorted(assigned)
 
 
 @pytest.mark.parametrize("expression, error, message", error_examples())

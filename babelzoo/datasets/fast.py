@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._files import read_json_object
 from .tokenizer import Tokenizer, TokenizerError, write_atomic
 
 if TYPE_CHECKING:
@@ -63,10 +64,4 @@ def read_vocabulary(directory: Path, name: str, what: str, meta_path: Path) -> t
     path = directory / name
     if not path.is_file():
         raise TokenizerError(f"{path}: missing (the {what} vocabulary named by {meta_path})")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise TokenizerError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
-    if not isinstance(data, dict):
-        raise TokenizerError(f"{path}: expected a JSON object, found {type(data).__name__}")
-    return path, data
+    return path, read_json_object(path, TokenizerError)

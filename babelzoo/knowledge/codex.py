@@ -16,11 +16,11 @@ CoDEx-S from the upstream repository into the cache, verifying every file's sha2
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Iterable, Optional
 
+from .._files import read_json_object
 from .base import KBError
 from .graph import SPLITS, GraphKB, read_triples
 
@@ -50,13 +50,7 @@ def _first(*candidates: Path) -> Optional[Path]:
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise KBError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
-    if not isinstance(data, dict):
-        raise KBError(f"{path}: expected a JSON object mapping ids to records")
-    return data
+    return read_json_object(path, KBError, "a JSON object mapping ids to records")
 
 
 def read_codex(folder: str | Path, name: Optional[str] = None, size: Optional[str] = None,

@@ -26,6 +26,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from .._files import read_json_object
 from ..errors import BabelzooError
 
 METRICS = ("cosine", "ip", "l2")
@@ -309,12 +310,7 @@ class RetrievalMemory:
         meta_path = directory / "memory.json"
         if not meta_path.is_file() or not (directory / "index.faiss").is_file():
             raise MemoryFormatError(f"{directory}: not a saved memory (needs memory.json and index.faiss)")
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise MemoryFormatError(f"{meta_path}:{err.lineno}: invalid JSON ({err.msg})") from None
-        if not isinstance(meta, dict):
-            raise MemoryFormatError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
+        meta = read_json_object(meta_path, MemoryFormatError)
         for key in ("format", "dim", "metric", "index", "next_id", "hidden"):
             if key not in meta:
                 raise MemoryFormatError(f"{meta_path}: missing field {key!r}")

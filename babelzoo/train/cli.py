@@ -56,7 +56,7 @@ ATTACH_KNOWLEDGE = "babelzoo.knowledge.sources:attach_from_recipe"
 
 def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list, Optional[float]]]:
     """``{objective: (sources, α)}`` from the recipe's ``data``, every source checked against
-    the example type its objective consumes (nothing is read yet)."""
+    the example type its objective consumes (nothing is read yet); equal sources are one object."""
     from ..datasets.sources import check_consumes, parse_source
     from ..objectives.mixture import objective_class
 
@@ -66,7 +66,7 @@ def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list
     if missing or extra:
         raise ConfigError(f"data must have one entry per objective: no data for {missing}, data for no "
                           f"objective {extra}")
-    out = {}
+    out, shared = {}, {}
     for name, options in cfg.objectives.items():
         registered = (options or {}).get("objective", name)
         consumes = objective_class(registered).consumes
@@ -80,9 +80,12 @@ def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list
             alpha, entry, at = entry.get("alpha"), entry["sources"], at.key("sources")
         if not isinstance(entry, list) or not entry:
             raise ConfigError(f"{at}: expected a non-empty list of sources, got {entry!r}")
-        sources = [parse_source(spec, at.key(i)) for i, spec in enumerate(entry)]
-        for source in sources:
+        sources = []
+        for i, spec in enumerate(entry):
+            source = parse_source(spec, at.key(i))
             check_consumes(name if registered == name else f"{name} ({registered})", consumes, source)
+            # a source several objectives name (a YAML anchor) is one object: read, tokenised once
+            sources.append(shared.setdefault((source.kind, repr(asdict(source))), source))
         out[name] = (sources, alpha)
     return out
 
@@ -202,28 +205,23 @@ def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
 
     where = Where(file=str(recipe), lines=key_lines(recipe.read_text(encoding="utf-8"))) if recipe else Where()
     sources = parse_data(cfg, where)
-    for items, _ in sources.values():
-        for source in items:
-            # what reading kept and dropped is said here, not left in a cache file
-            try:
-                reports = source.load()
-            except EmptySource as err:
-                _say(err.reports)
-                raise
-            _say(reports)
+    unique = list({id(source): source for items, _ in sources.values() for source in items}.values())
+    for source in unique:
+        # what reading kept and dropped is said here, not left in a cache file
+        try:
+            reports = source.load()
+        except EmptySource as err:
+            _say(err.reports)
+            raise
+        _say(reports)
     context = BuildContext(tokenizer=None, fingerprint="", cache_dir=Path(cfg.output_dir) / "cache", seed=cfg.seed)
 
     def texts() -> dict[str, list[str]]:
         """Every source's text once, however many objectives read the source."""
         by_lang: dict[str, list[str]] = {}
-        seen = set()
-        for items, _ in sources.values():
-            for source in items:
-                if (identity := (source.kind, repr(asdict(source)))) in seen:
-                    continue
-                seen.add(identity)
-                for lang, sentences in source.texts(context).items():
-                    by_lang.setdefault(lang, []).extend(sentences)
+        for source in unique:
+            for lang, sentences in source.texts(context).items():
+                by_lang.setdefault(lang, []).extend(sentences)
         return by_lang
 
     tokenizer, fingerprint = build_tokenizer(cfg, texts)
@@ -246,13 +244,11 @@ def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
             objectives = build_objective(options.pop("objective", name), specials, model.config, **options)
         else:
             objectives = Mixture.from_spec(spec, specials, model.config, mode=cfg.mixture)
-    for items, _ in sources.values():
-        for source in items:
-            source.check_model(model)
+    for source in unique:
+        source.check_model(model)
     context = BuildContext(tokenizer, fingerprint, context.cache_dir, model, cfg.seed)
-    datasets = {}
-    for name, (items, _) in sources.items():
-        datasets[name] = [source.dataset(context) for source in items]
+    built = {id(source): source.dataset(context) for source in unique}
+    datasets = {name: [built[id(source)] for source in items] for name, (items, _) in sources.items()}
     data = combine(datasets, {name: alpha for name, (_, alpha) in sources.items()}, cfg.seed)
     return model, objectives, data[name] if single else data, tokenizer
 

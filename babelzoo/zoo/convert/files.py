@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from ..._files import read_json_object
 from ..pretrained import CheckpointError, read_weights
 
 CONFIG = "config.json"
@@ -26,13 +27,7 @@ def read_hf_config(directory: Path) -> dict:
     path = directory / CONFIG
     if not path.is_file():
         raise CheckpointError(f"{directory}: no {CONFIG}; is this a Hugging Face model directory?")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: expected a JSON object")
-    return data
+    return read_json_object(path, CheckpointError)
 
 
 def find_hf_weights(directory: Path) -> Path:
