@@ -32,7 +32,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "babelzoo"
-LAYERS = [("errors", "registry", "_lazy", "typed", "_files"), ("datasets",), ("zoo",), ("objectives",), ("train",), ("knowledge",),
+LAYERS = [("errors", "registry", "_lazy", "typed", "_files"), ("datasets",), ("zoo",), ("compression",), ("objectives",), ("train",), ("knowledge",),
           ("finetune",), ("evaluation",), ("sources",), ("cli", "demo", "hub", "__main__", "")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

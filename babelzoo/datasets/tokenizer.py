@@ -133,6 +133,18 @@ class Tokenizer(ABC):
     def _from_saved(cls, directory: Path, meta: dict, meta_path: Path) -> "Tokenizer":
         """The tokenizer of a saved directory; ``meta_path`` (the metadata file) names it in errors."""
 
+    def subset(self, keep: Sequence[int]) -> "Tokenizer":
+        """A tokenizer over the pieces ``keep`` (old ids, ascending; new id = rank in ``keep``)
+        that segments every text whose pieces all lie in ``keep`` exactly as this one does.
+        Backends that can guarantee this override it (see :meth:`subset_required`)."""
+        raise TokenizerError(f"{self.kind} tokenizers cannot be restricted to a subset of their pieces "
+                             "(supported: unigram and wordpiece vocabularies)")
+
+    def subset_required(self) -> frozenset[int]:
+        """The ids every :meth:`subset` must keep: the special tokens, and whatever else the
+        backend's segmentation depends on."""
+        return self.specials.all_special()
+
     # ---- derived properties ------------------------------------------------------------------
 
     @property
@@ -568,3 +580,16 @@ def load_tokenizer(directory: Union[str, Path]) -> Optional[Tokenizer]:
 def _backend(kind: str) -> type:
     module, name = BACKENDS[kind].split(":")
     return getattr(importlib.import_module(module), name)
+
+
+def check_subset(tokenizer, keep: Sequence[int]) -> list[int]:
+    """``keep`` as a strictly ascending id list that holds every required id."""
+    keep = [int(i) for i in keep]
+    if any(b <= a for a, b in zip(keep, keep[1:])):
+        raise TokenizerError("subset: the ids to keep must be strictly ascending")
+    if keep and not 0 <= keep[0] <= keep[-1] < tokenizer.vocab_size:
+        raise TokenizerError(f"subset: ids outside the {tokenizer.vocab_size}-piece vocabulary")
+    missing = sorted(tokenizer.subset_required() - set(keep))
+    if missing:
+        raise TokenizerError(f"subset: ids {missing} must be kept ({[tokenizer.id_to_token(i) for i in missing]})")
+    return keep

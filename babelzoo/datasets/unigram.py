@@ -25,7 +25,7 @@ import numpy as np
 
 from .fast import FastTokenizer, read_vocabulary, write_vocabulary
 from .specials import SpecialIds
-from .tokenizer import TokenizerError
+from .tokenizer import TokenizerError, check_subset
 
 METASPACE = "\u2581"
 VOCAB_FILE = "unigram.json"
@@ -165,6 +165,23 @@ class UnigramTokenizer(FastTokenizer):
     def hf_pipeline(self):
         return self._pipeline(self.vocab)
 
+    def subset_required(self) -> frozenset[int]:
+        # Viterbi scores an unknown character min(scores) − 10, so the lowest-scoring piece stays
+        # (a smaller vocabulary would make <unk> paths more attractive); "▁" stands for an empty text.
+        lowest = min((i for i in range(len(self.vocab)) if i != self.unk), key=self.scores.__getitem__)
+        extra = {lowest} | ({self._space} if self._space is not None else set())
+        return super().subset_required() | extra
+
+    def subset(self, keep: Sequence[int]) -> "UnigramTokenizer":
+        """The pieces ``keep`` with their scores. Viterbi over fewer pieces finds the same best
+        path for any text whose best path uses kept pieces only (every other path it could take
+        was a candidate before), and the unknown penalty is unchanged (:meth:`subset_required`)."""
+        keep = check_subset(self, keep)
+        new = {old: i for i, old in enumerate(keep)}
+        return UnigramTokenizer([self.vocab[i] for i in keep], [self.scores[i] for i in keep], self.normalisation,
+                                bos=new[self.bos], eos=new[self.eos], pad=new[self.pad], unk=new[self.unk],
+                                mask=new[self.mask], max_length=self.max_length)
+
     # ---- persistence ----------------------------------------------------------------------------
 
     def _save_backend(self, directory: Path) -> dict:
@@ -188,3 +205,4 @@ class UnigramTokenizer(FastTokenizer):
         return cls(data["pieces"], data["scores"], normalisation, bos=data["bos"], eos=data["eos"],
                    pad=data["pad"], unk=data["unk"], mask=data["mask"],
                    max_length=options.get("max_length", 512))
+

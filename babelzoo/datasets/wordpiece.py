@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 from .fast import FastTokenizer
 from .specials import SpecialIds
-from .tokenizer import TokenizerError, write_atomic
+from .tokenizer import TokenizerError, check_subset, write_atomic
 
 VOCAB_FILE = "vocab.txt"
 HF_CONFIG = "tokenizer_config.json"
@@ -148,6 +148,16 @@ class WordPieceTokenizer(FastTokenizer):
 
     def _word_start_flags(self) -> list[bool]:
         return [not piece.startswith(PREFIX) for piece in self.vocab]
+
+    def subset(self, keep: Sequence[int]) -> "WordPieceTokenizer":
+        """The pieces ``keep``. Greedy longest-match-first picks, at each step, the longest piece
+        that matches; when every piece of a word's segmentation is kept, the longest kept match is
+        that same piece, so such words segment exactly as before."""
+        keep = check_subset(self, keep)
+        return WordPieceTokenizer([self.vocab[i] for i in keep], lowercase=self.lowercase,
+                                  strip_accents=self.strip_accents, chinese_chars=self.chinese_chars,
+                                  max_chars_per_word=self.max_chars_per_word, languages=self.languages,
+                                  max_length=self.max_length, **{f"{k}_token": v for k, v in self.tokens.items()})
 
     def _save_backend(self, directory: Path) -> dict:
         write_atomic(directory / VOCAB_FILE, "".join(p + "\n" for p in self.vocab))

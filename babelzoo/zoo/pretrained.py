@@ -20,12 +20,13 @@ import torch
 from torch import nn
 
 from ..datasets.download import download, fetch_directory, is_url, manifest_problem
-from ..errors import BabelzooError
+from ..errors import BabelzooError, InputError
 from .config import ConfigError, ModelConfig
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 PICKLE_NAMES = ("pytorch_model.bin", "model.bin", "model.pt")
+QUANTIZATION_NAME = "quantization.json"  # written beside config.json by a quantized model
 MANIFEST_NAME = "manifest.json"  # written by the trainer into every checkpoint
 
 
@@ -185,6 +186,10 @@ def save_pretrained(model, directory: str | Path, tokenizer=None) -> Path:
     def write(folder: Path) -> None:
         save_weights(model_state(model), folder / WEIGHTS_NAME)
         _atomic_write(folder / CONFIG_NAME, lambda tmp: model.config.to_json(tmp))
+        quantization = getattr(model, "quantization", None)
+        if quantization is not None:
+            _atomic_write(folder / QUANTIZATION_NAME, lambda tmp: Path(tmp).write_text(
+                json.dumps(quantization, indent=1), encoding="utf-8"))
         if tokenizer is not None:
             tokenizer.save(folder)
 
@@ -235,9 +240,38 @@ def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_on
     _verify_manifest(directory)
     model = build_model(config)
     weights = find_weights(directory)
-    load_state_strict(model, read_weights(weights), str(weights))
+    state = read_weights(weights)
+    _apply_quantization(model, directory, state)
+    load_state_strict(model, state, str(weights))
     _attach_tokenizer(model, directory)
     return model
+
+
+def _apply_quantization(model, directory: Path, state: Mapping[str, torch.Tensor]) -> None:
+    """Give ``model`` the quantized layers ``quantization.json`` lists, so that the quantized
+    weights load strictly; quantized weights without that file are refused by name."""
+    from .layers.quantized import quantize_linears
+
+    path = directory / QUANTIZATION_NAME
+    if not path.is_file():
+        packed = sorted(k for k in state if k.endswith((".weight_int8", ".weight_packed")))
+        if packed:
+            raise CheckpointError(f"{directory}: the weights are quantized ({len(packed)} layers, e.g. {packed[0]}) "
+                                  f"but {QUANTIZATION_NAME} is missing; restore it beside {CONFIG_NAME} (it says "
+                                  "which layers hold which scheme)")
+        return
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("scheme"), str) or \
+            not isinstance(spec.get("modules"), list):
+        raise CheckpointError(f"{path}: expected {{\"scheme\": ..., \"modules\": [...]}}")
+    try:
+        quantize_linears(model, spec["scheme"], spec["modules"], empty=True)
+    except InputError as err:
+        raise CheckpointError(f"{path}: {err}") from None
+    model.quantization = spec
 
 
 def resolve_source(source: str | Path, sha256: Optional[str] = None, *, revision: Optional[str] = None,
