@@ -12,6 +12,8 @@ name                        objective
 ``nsp`` / ``sop``           next-sentence (BERT) / sentence-order (ALBERT) prediction
 ``rtd``                     replaced-token detection (ELECTRA)
 ``sbo``                     span masking with the span-boundary objective (SpanBERT)
+``unilm``                   cloze under bidirectional, left-to-right, right-to-left and seq2seq masks (UniLM)
+``glm``                     autoregressive blank infilling with 2-D positions (GLM)
 ``xlco``                    cross-lingual contrast (InfoXLM)
 ``translation_ranking``     additive-margin translation ranking (LaBSE)
 ``dea`` / ``entity_mlm``    entity alignment (ERNIE) / entity-level masked LM (ERNIE 1.0), from :mod:`babelzoo.knowledge`
@@ -32,6 +34,7 @@ from .clpc import CLPC
 from .clwr import CLWR
 from .examples import ExampleError, Pair, Sentence
 from .gather import gather_with_grad
+from .glm import GLM, infill_layout, poisson_span_lengths, sample_spans
 from .itc import ITC, contrastive_loss
 from .itm import ITM, sample_hard_negatives
 from .masking import Masker, MaskingConfig, span_length_distribution, word_starts_from_pieces
@@ -44,6 +47,8 @@ from .sbo import SpanBoundary, span_boundaries
 from .sop import NSP, SOP
 from .tlm import TLM
 from .translation_ranking import TranslationRanking, additive_margin_loss
+from .unilm import MODES as UNILM_MODES
+from .unilm import UniLM, unilm_visibility
 from .xlco import XLCo, info_nce
 
 __all__ = [
@@ -53,5 +58,6 @@ __all__ = [
     "RandomNegatives", "SOP", "Sentence", "TLM", "TranslationRanking", "XLCo", "additive_margin_loss",
     "build_objective", "gather_with_grad", "info_nce", "register_objective", "span_length_distribution",
     "word_starts_from_pieces", "Labelled", "SequenceClassification", "Tagged", "TokenClassification",
-    "align_first_subword", "SpanBoundary", "span_boundaries",
+    "align_first_subword", "SpanBoundary", "span_boundaries", "UniLM", "UNILM_MODES", "unilm_visibility",
+    "GLM", "infill_layout", "poisson_span_lengths", "sample_spans",
 ]

@@ -39,6 +39,46 @@ def _randint(high: int) -> int:
     return int(torch.randint(high, (1,)))
 
 
+def sentence_tokens(sentences: Sequence[Sentence]) -> list[tuple[int, Any]]:
+    """(token id, language) of every token of consecutive sentences."""
+    return [(t, sentence.lang) for sentence in sentences for t in sentence.ids]
+
+
+def split_chunk(document: list[Sentence], budget: int) -> tuple[list[Sentence], list[Sentence]]:
+    """Consecutive sentences from a random start that fill ``budget`` tokens (at least two),
+    split at a random boundary into (A, B)."""
+    start = _randint(len(document) - 1)
+    end, total = start, 0
+    while end < len(document) and (end - start < 2 or total + len(document[end].ids) <= budget):
+        total += len(document[end].ids)
+        end += 1
+    chunk = document[start:end]
+    split = 1 + _randint(len(chunk) - 1)
+    return chunk[:split], chunk[split:]
+
+
+def truncate_pair_at_random(a: list, b: list, budget: int) -> tuple[list, list, int]:
+    """BERT's truncate_seq_pair with its random choice of front or back: cut the longer side
+    until both fit in ``budget``; also return the cut count."""
+    cut = 0
+    while len(a) + len(b) > budget:
+        longer = a if len(a) >= len(b) else b
+        del longer[0 if _randint(2) == 0 else -1]
+        cut += 1
+    return a, b, cut
+
+
+def frame_pair(ta: list[tuple[int, Any]], tb: list[tuple[int, Any]], a_lang: Any, b_lang: Any,
+               specials: SpecialIds) -> tuple[list[int], list[int], list[Any]]:
+    """``[CLS] A [SEP] B [SEP]`` from (token, language) lists: ids, segments (0 through the first
+    [SEP], 1 after) and per-token languages (each segment's framing tokens take its language)."""
+    s = specials
+    ids = [s.cls, *(t for t, _ in ta), s.sep, *(t for t, _ in tb), s.sep]
+    segments = [0] * (len(ta) + 2) + [1] * (len(tb) + 1)
+    langs = [a_lang, *(g for _, g in ta), a_lang, *(g for _, g in tb), b_lang]
+    return ids, segments, langs
+
+
 class SentencePairCoherence(Objective):
     """Shared machinery of NSP and SOP; subclasses choose segment B and the label."""
 
@@ -56,23 +96,11 @@ class SentencePairCoherence(Objective):
         nn.init.zeros_(self.classifier.bias)
 
     # --- segments --------------------------------------------------------------------------------
-    @staticmethod
-    def tokens(sentences: Sequence[Sentence]) -> list[tuple[int, Any]]:
-        """(token id, language) of every token of consecutive sentences."""
-        return [(t, sentence.lang) for sentence in sentences for t in sentence.ids]
+    tokens = staticmethod(sentence_tokens)
 
     def chunk(self, document: list[Sentence]) -> tuple[list[Sentence], list[Sentence]]:
-        """Consecutive sentences from a random start that fill the budget (at least two), split
-        at a random boundary into (A, B)."""
-        budget = self.max_length - 3
-        start = _randint(len(document) - 1)
-        end, total = start, 0
-        while end < len(document) and (end - start < 2 or total + len(document[end].ids) <= budget):
-            total += len(document[end].ids)
-            end += 1
-        chunk = document[start:end]
-        split = 1 + _randint(len(chunk) - 1)
-        return chunk[:split], chunk[split:]
+        """:func:`split_chunk` within this objective's ``max_length``."""
+        return split_chunk(document, self.max_length - 3)
 
     def random_segment(self, documents: list[list[Sentence]], exclude: int, length: int) -> list[Sentence]:
         """Sentences from a random start in a random *other* document, about ``length`` tokens."""
@@ -89,13 +117,8 @@ class SentencePairCoherence(Objective):
         return segment
 
     def truncate(self, a: list, b: list) -> tuple[list, list, int]:
-        """BERT's truncate_seq_pair with its random choice of front or back."""
-        cut = 0
-        while len(a) + len(b) > self.max_length - 3:
-            longer = a if len(a) >= len(b) else b
-            del longer[0 if _randint(2) == 0 else -1]
-            cut += 1
-        return a, b, cut
+        """:func:`truncate_pair_at_random` within this objective's ``max_length``."""
+        return truncate_pair_at_random(a, b, self.max_length - 3)
 
     @abc.abstractmethod
     def pair(self, documents: list[list[Sentence]], index: int) -> tuple[list[Sentence], list[Sentence], int]:
@@ -115,11 +138,10 @@ class SentencePairCoherence(Objective):
             a, b, label = self.pair(documents, i)
             ta, tb, cut = self.truncate(self.tokens(a), self.tokens(b))
             truncated += cut
-            rows.append([s.cls, *(t for t, _ in ta), s.sep, *(t for t, _ in tb), s.sep])
-            segments.append([0] * (len(ta) + 2) + [1] * (len(tb) + 1))
-            # Each segment's framing tokens take the language of the segment's sentences.
-            la, lb = a[0].lang, b[0].lang
-            langs.append([la, *(g for _, g in ta), la, *(g for _, g in tb), lb])
+            ids, segment, lang = frame_pair(ta, tb, a[0].lang, b[0].lang, s)
+            rows.append(ids)
+            segments.append(segment)
+            langs.append(lang)
             labels.append(label)
         input_ids = pad(rows, s.pad)
         check_vocab(input_ids, s, "document")

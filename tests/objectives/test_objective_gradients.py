@@ -22,6 +22,7 @@ EXPECTED = {
     "rtd": ENCODER | {"objective.generator_project.", "objective.generator.", "objective.generator_head.",
                       "objective.discriminator."},
     "xlco": ENCODER, "translation_ranking": ENCODER,
+    "unilm": ENCODER | LM_HEAD, "glm": ENCODER | LM_HEAD | {"objective.block_position."},
 }
 
 
@@ -38,7 +39,8 @@ def matches(name: str, prefixes: set[str]) -> bool:
     return any(name.startswith(p) for p in prefixes)
 
 
-TEXT_MODULES = {"mlm", "tlm", "clwr", "clpc", "clmlm", "clm", "sop", "rtd", "xlco", "translation_ranking"}
+TEXT_MODULES = {"mlm", "tlm", "clwr", "clpc", "clmlm", "clm", "sop", "rtd", "xlco", "translation_ranking", "unilm",
+                "glm"}
 
 
 def test_every_registered_text_objective_is_covered():

@@ -23,6 +23,7 @@ SETTINGS = {
     "mlm": (16, 0.85), "mmlm": (16, 0.85), "tlm": (16, 0.85), "clmlm": (8, 0.88), "clm": (16, 0.75),
     "clwr": (16, 0.75), "rtd": (16, 0.75), "nsp": (16, 0.9), "sop": (16, 0.5),
     "clpc": (32, 0.9), "xlco": (16, 0.5), "translation_ranking": (16, 0.92), "sbo": (16, 0.85),
+    "unilm": (16, 0.85), "glm": (16, 0.85),
 }
 
 
@@ -39,7 +40,8 @@ def data(parallel, catalogs, spm):
                  [Sentence(spm.encode(catalogs[lang][text]), lang) for lang in ("de", "fr", "es")]
                  for text in common]
     documents = [d for d in documents if sum(len(s.ids) for s in d) <= 120]
-    return {"mlm": sentences, "mmlm": sentences, "sbo": sentences, "clm": sentences, "rtd": sentences, "tlm": parallel,
+    return {"mlm": sentences, "mmlm": sentences, "sbo": sentences, "glm": sentences, "clm": sentences,
+            "rtd": sentences, "tlm": parallel, "unilm": documents,
             "clwr": parallel, "clpc": parallel, "xlco": parallel, "translation_ranking": parallel,
             "clmlm": parallel_documents, "nsp": documents, "sop": documents}
 
