@@ -54,10 +54,10 @@ class TransformerEncoder(LayerStack):
             attention = (KNNAttention(config.hidden_size, config.num_heads, config.attention_dropout,
                                       top_k=config.memory_top_k, capacity=config.memory_capacity)
                          if index in config.memory_layers else None)
-            return TransformerBlock(config.hidden_size, config.num_heads, config.intermediate_size,
+            return TransformerBlock(config.hidden_size, config.heads_in(index), config.intermediate_size,
                                     config.activation, config.dropout, config.attention_dropout,
                                     config.layer_norm_eps, pre_norm=config.norm_position == "pre", ffn=ffn,
-                                    attention=attention)
+                                    attention=attention, head_dim=config.head_dim)
 
         # ALBERT shares one block across all layers; the forward pass still runs num_layers times.
         self.layers = nn.ModuleList([block(0)] if config.share_layers else [block(i) for i in range(config.num_layers)])
@@ -86,7 +86,12 @@ class TransformerEncoder(LayerStack):
             states: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
         end = self.num_layers if end is None else end
         for i in range(start, end):
-            x = self.layer(i)(x, state.mask, state.bias, state.relative, rows if i == end - 1 else None, packing)
+            last = i == end - 1
+            # LayerDrop: a dropped layer passes its input on; a call that selects rows runs them
+            dropped = (self.training and self.config.layerdrop > 0 and rows is None and
+                       bool(torch.rand(()) < self.config.layerdrop))
+            if not dropped:
+                x = self.layer(i)(x, state.mask, state.bias, state.relative, rows if last else None, packing)
             if states is not None:
                 states.append(x)
         return x

@@ -29,7 +29,10 @@ class TextConfig(EncoderConfig):
     ``relative_attention`` adds T5's bucketed bias or NEZHA's relative positions;
     ``memory_layers`` makes those layers' attention kNN-augmented (Memorizing Transformers: each
     head also attends over its ``memory_top_k`` best entries of a memory of past keys and
-    values, at most ``memory_capacity`` of them).
+    values, at most ``memory_capacity`` of them). ``layer_heads`` gives the number of heads each
+    layer keeps after pruning (empty: ``num_heads`` everywhere; a head stays ``hidden_size //
+    num_heads`` wide); ``layerdrop`` skips each layer of a training step with that probability
+    (LayerDrop, Fan et al. 2020), never at inference.
     """
 
     family: ClassVar[str] = "transformer"
@@ -47,6 +50,8 @@ class TextConfig(EncoderConfig):
     memory_layers: tuple = ()
     memory_top_k: int = 32
     memory_capacity: int = 65536
+    layer_heads: tuple = ()
+    layerdrop: float = 0.0
 
     _choices: ClassVar = {
         **EncoderConfig._choices,
@@ -57,6 +62,7 @@ class TextConfig(EncoderConfig):
     _positive: ClassVar = EncoderConfig._positive + ("relative_buckets", "relative_max_distance", "memory_top_k",
                                                       "memory_capacity")
     _non_negative: ClassVar = EncoderConfig._non_negative + ("position_offset",)
+    _probabilities: ClassVar = EncoderConfig._probabilities + ("layerdrop",)
 
     @property
     def embedding_dim(self) -> int:
@@ -82,6 +88,19 @@ class TextConfig(EncoderConfig):
         if self.relative_attention == "nezha":
             _check(self.head_dim % 2 == 0, name, "hidden_size", self.hidden_size,
                    "must give an even head dimension for NEZHA's sinusoidal relative encoding")
+        if self.layer_heads:
+            _check(len(self.layer_heads) == self.num_layers and
+                   all(isinstance(h, int) and 1 <= h <= self.num_heads for h in self.layer_heads), name,
+                   "layer_heads", self.layer_heads,
+                   f"must give 1..{self.num_heads} heads for each of the {self.num_layers} layers")
+            _check(not self.share_layers and self.relative_attention == "none" and not self.memory_layers, name,
+                   "layer_heads", self.layer_heads, "(pruned heads) needs distinct layers, no relative attention "
+                   "(one bias per head shared by all layers) and no memory layers")
+        _check(self.layerdrop < 1, name, "layerdrop", self.layerdrop, "must be below 1 (a step needs a layer)")
+
+    def heads_in(self, layer: int) -> int:
+        """How many heads ``layer`` keeps."""
+        return self.layer_heads[layer] if self.layer_heads else self.num_heads
 
     def check_knowledge(self, knowledge) -> None:
         if knowledge.fusion != "ernie":
@@ -104,10 +123,13 @@ class TextConfig(EncoderConfig):
         2·2·L·H for the scores and the weighted sum over L keys, per layer; NEZHA's relative
         key and value terms add another 2·2·L·H."""
         h = self.hidden_size
-        per_layer = 2 * (4 * h * h) + 2 * (2 * h * self.intermediate_size) + 4 * seq_len * h
+        total = 0
+        for layer in range(self.num_layers):
+            inner = self.heads_in(layer) * self.head_dim  # the width of the kept heads
+            total += 2 * (4 * h * inner) + 2 * (2 * h * self.intermediate_size) + 4 * seq_len * inner
         if self.relative_attention == "nezha":
-            per_layer += 4 * seq_len * h
-        return float(self.num_layers * per_layer)
+            total += self.num_layers * 4 * seq_len * h
+        return float(total)
 
     @classmethod
     def migrate(cls, data: dict[str, Any], where: str) -> dict[str, Any]:

@@ -175,6 +175,7 @@ COMMON_REQUIRED: dict[str, Callable[[TextConfig], bool]] = {
     "segment_vocab_size >= 1": lambda t: t.segment_vocab_size >= 1,
     "embedding_layer_norm": lambda t: t.embedding_layer_norm,
     "not causal": lambda t: not t.causal,
+    "no pruned heads (layer_heads empty)": lambda t: not t.layer_heads,
 }
 
 

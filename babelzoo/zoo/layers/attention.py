@@ -109,15 +109,19 @@ class Packing:
 
 class SelfAttention(nn.Module):
     """Multi-head self-attention with one fused QKV projection (``bias=False``: no biases on
-    either projection, as in ModernBERT)."""
+    either projection, as in ModernBERT). ``head_dim`` (default ``hidden_size // num_heads``)
+    lets a layer keep fewer heads than ``hidden_size`` holds (heads pruned away): queries, keys
+    and values are then ``num_heads · head_dim`` wide."""
 
-    def __init__(self, hidden_size: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, hidden_size: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 head_dim: Optional[int] = None):
         super().__init__()
         self.num_heads = num_heads
-        self.head_dim = hidden_size // num_heads
+        self.head_dim = head_dim or hidden_size // num_heads
+        self.inner = self.num_heads * self.head_dim
         self.dropout = dropout
-        self.qkv = nn.Linear(hidden_size, 3 * hidden_size, bias=bias)
-        self.out = nn.Linear(hidden_size, hidden_size, bias=bias)
+        self.qkv = nn.Linear(hidden_size, 3 * self.inner, bias=bias)
+        self.out = nn.Linear(self.inner, hidden_size, bias=bias)
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
                 bias: Optional[torch.Tensor] = None,
@@ -134,7 +138,7 @@ class SelfAttention(nn.Module):
         if packing is not None:
             if rows is not None:
                 raise InputError("query rows and packed tokens cannot be combined")
-            width = x.shape[-1]
+            width = self.inner
             qkv = packing.unpack(self.qkv(x)).view(packing.batch, packing.length, 3, self.num_heads, self.head_dim)
             q, k, v = qkv.permute(2, 0, 3, 1, 4)
             if rotary is not None:
@@ -144,7 +148,8 @@ class SelfAttention(nn.Module):
                 bias = rel_scores if bias is None else bias + rel_scores
             context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0)
             return self.out(packing.pack(context.transpose(1, 2).reshape(packing.batch, packing.length, width)))
-        b, length, width = x.shape
+        b, length = x.shape[:2]
+        width = self.inner
         if rows is None:
             queries = length
             q, k, v = self.qkv(x).view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)

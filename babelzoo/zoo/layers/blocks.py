@@ -22,18 +22,22 @@ class TransformerBlock(nn.Module):
     first layer, which reads already normalised embeddings). ``dropout`` applies to each
     sublayer's output, ``ffn_dropout`` inside a gated feed-forward. ``ffn`` builds the block with
     another feed-forward (ERNIE's entity fusion, :mod:`babelzoo.zoo.layers.entities`),
-    ``attention`` with another attention (kNN-augmented, :mod:`babelzoo.zoo.layers.knn_attention`).
+    ``attention`` with another attention (kNN-augmented, :mod:`babelzoo.zoo.layers.knn_attention`);
+    ``head_dim`` fixes the width of a head when ``num_heads`` is fewer than the width holds
+    (heads pruned away).
     """
 
     def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, act: str = "gelu",
                  dropout: float = 0.1, attention_dropout: float = 0.1, eps: float = 1e-12,
                  pre_norm: bool = False, *, bias: bool = True, norm: str = "layer", norm_bias: bool = True,
                  gated: bool = False, attention_norm: bool = True, ffn_dropout: float = 0.0,
-                 ffn: Optional[nn.Module] = None, attention: Optional[SelfAttention] = None):
+                 ffn: Optional[nn.Module] = None, attention: Optional[SelfAttention] = None,
+                 head_dim: Optional[int] = None):
         super().__init__()
         self.pre_norm = pre_norm
         self.attention = attention if attention is not None else SelfAttention(hidden_size, num_heads,
-                                                                               attention_dropout, bias=bias)
+                                                                               attention_dropout, bias=bias,
+                                                                               head_dim=head_dim)
         self.attention_norm = make_norm(norm, hidden_size, eps, norm_bias) if attention_norm else nn.Identity()
         if ffn is None:
             ffn = (GatedFeedForward(hidden_size, intermediate_size, act, bias, ffn_dropout) if gated
