@@ -7,7 +7,8 @@ import torch
 import babelzoo
 from babelzoo.zoo.layers import Packing
 
-FAMILIES = ["xlmr_tiny", "mbert_tiny", "nezha_tiny", "t5rel_prenorm_tiny", "albert_tiny", "unicoder_tiny"]
+FAMILIES = ["xlmr_tiny", "mbert_tiny", "nezha_tiny", "t5rel_prenorm_tiny", "albert_tiny", "unicoder_tiny",
+            "modernbert_tiny"]
 
 
 def batch():
@@ -39,6 +40,28 @@ def test_unpadded_states_equal_the_padded_pass_at_real_tokens(name):
         torch.testing.assert_close(b[real], a[real], rtol=0, atol=1e-12)
         assert b[~real].abs().max() == 0
     torch.testing.assert_close(packed.pooled, padded.pooled, rtol=0, atol=1e-12)
+
+
+def test_right_padded_rows_attend_segment_by_segment(monkeypatch):
+    """Padding-only masks on right-padded rows: attention runs on each row's real tokens alone
+    (one SDPA call per row and layer, shaped by that row's length); other masks take the padded
+    layout."""
+    from babelzoo.zoo.layers import attention
+
+    shapes = []
+    real_attend = attention.attend
+    monkeypatch.setattr(attention, "attend", lambda q, *a, **k: shapes.append(tuple(q.shape)) or
+                        real_attend(q, *a, **k))
+    model = babelzoo.create_model("xlmr_tiny", num_layers=2).double().eval()
+    ids, mask = batch()
+    model(ids, attention_mask=mask, unpad=True)
+    heads, d = model.config.text.num_heads, model.config.text.head_dim
+    assert shapes == [(1, heads, n, d) for n in (11, 6, 2, 9)] * 2
+    assert Packing(mask).lengths == [11, 6, 2, 9]
+    assert Packing(torch.tensor([[1, 0, 1], [1, 1, 0]])).lengths is None  # a hole: not segments
+    shapes.clear()
+    model(ids, attention_mask=mask, unpad=True, causal=True)
+    assert shapes == [(4, heads, 11, d)] * 2
 
 
 def test_unpadded_gradients_equal_the_padded_pass():

@@ -98,6 +98,11 @@ class Packing:
     def __init__(self, attention_mask: torch.Tensor):
         self.batch, self.length = attention_mask.shape
         self.index = attention_mask.reshape(-1).nonzero().squeeze(1)
+        lengths = attention_mask.sum(dim=1)
+        # Rows padded on the right only: the packed tokens are each row's prefix, one segment per
+        # row, and attention can run segment by segment on them (:meth:`SelfAttention.forward`).
+        prefix = torch.arange(self.length, device=attention_mask.device)[None, :] < lengths[:, None]
+        self.lengths = lengths.tolist() if bool((prefix == attention_mask.bool()).all()) else None
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         return x.reshape(self.batch * self.length, *x.shape[2:]).index_select(0, self.index)
@@ -138,6 +143,9 @@ class SelfAttention(nn.Module):
         if packing is not None:
             if rows is not None:
                 raise InputError("query rows and packed tokens cannot be combined")
+            if packing.lengths is not None and bias is None and relative is None and (mask is None or
+                                                                                      mask.shape[-2] == 1):
+                return self.out(self._segments(x, packing, rotary))
             width = self.inner
             qkv = packing.unpack(self.qkv(x)).view(packing.batch, packing.length, 3, self.num_heads, self.head_dim)
             q, k, v = qkv.permute(2, 0, 3, 1, 4)
@@ -171,3 +179,22 @@ class SelfAttention(nn.Module):
             bias = rel_scores if bias is None else bias + rel_scores
         context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0)
         return self.out(context.transpose(1, 2).reshape(b, queries, width))
+
+    def _segments(self, x: torch.Tensor, packing: "Packing", rotary) -> torch.Tensor:
+        """Attention over packed tokens ``x`` [N, H] one row (segment) at a time: a key mask that
+        only hides padding is then no mask at all, and no row pays for another row's length
+        (Σ ℓ_b² score entries instead of B·L²)."""
+        qkv = self.qkv(x).view(-1, 3, self.num_heads, self.head_dim)
+        context = qkv.new_empty(qkv.shape[0], self.num_heads, self.head_dim)
+        dropout = self.dropout if self.training else 0.0
+        start = 0
+        for row, n in enumerate(packing.lengths):
+            if n == 0:
+                continue
+            q, k, v = qkv[start:start + n].permute(1, 2, 0, 3)[:, None]  # each [1, heads, n, d]
+            if rotary is not None:
+                cos, sin = (t[row if t.shape[0] > 1 else 0, None, :, :n] for t in rotary)
+                q, k = apply_rotary(q, (cos, sin)), apply_rotary(k, (cos, sin))
+            context[start:start + n] = attend(q, k, v, dropout=dropout)[0].transpose(0, 1)
+            start += n
+        return context.view(-1, self.inner)
