@@ -12,6 +12,7 @@ name                        objective
 ``nsp`` / ``sop``           next-sentence (BERT) / sentence-order (ALBERT) prediction
 ``rtd``                     replaced-token detection (ELECTRA)
 ``sbo``                     span masking with the span-boundary objective (SpanBERT)
+``plm``                     permutation LM with two-stream attention (XLNet)
 ``xlco``                    cross-lingual contrast (InfoXLM)
 ``translation_ranking``     additive-margin translation ranking (LaBSE)
 ``dea`` / ``entity_mlm``    entity alignment (ERNIE) / entity-level masked LM (ERNIE 1.0), from :mod:`babelzoo.knowledge`
@@ -39,6 +40,7 @@ from .mixture import Mixture, build_objective
 from .mlm import MLM, MMLM
 from .mlm_conditioned import ConditionedMLM
 from .negatives import MINERS, HardNegatives, NegativeMiner, RandomNegatives
+from .plm import PLM
 from .rtd import RTD
 from .sbo import SpanBoundary, span_boundaries
 from .sop import NSP, SOP
@@ -53,5 +55,5 @@ __all__ = [
     "RandomNegatives", "SOP", "Sentence", "TLM", "TranslationRanking", "XLCo", "additive_margin_loss",
     "build_objective", "gather_with_grad", "info_nce", "register_objective", "span_length_distribution",
     "word_starts_from_pieces", "Labelled", "SequenceClassification", "Tagged", "TokenClassification",
-    "align_first_subword", "SpanBoundary", "span_boundaries",
+    "align_first_subword", "SpanBoundary", "span_boundaries", "PLM",
 ]
