@@ -166,9 +166,9 @@ class XLNetEncoder(LayerStack):
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
                 position_ids: Optional[torch.Tensor] = None,
                 segment_ids: Optional[torch.Tensor] = None) -> StackState:
-        if position_ids is not None:
-            raise InputError("XLNet takes no position_ids: its positions are the relative distances of the "
-                             "sequence order")
+        """``position_ids`` are not read: positions are the relative distances of the sequence
+        order (a model without absolute positions ignores them, as
+        :func:`~babelzoo.objectives.batching.encoder_inputs` says)."""
         weight = self.mask_embedding
         relative = relative_encodings(length, self.config.hidden_size, self.config.clamp_len, weight.device)
         same = None if segment_ids is None else segment_ids[:, :, None] == segment_ids[:, None, :]

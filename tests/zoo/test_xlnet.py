@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import babelzoo
-from babelzoo.errors import InputError
 from babelzoo.zoo.xlnet import relative_encodings, relative_shift
 
 
@@ -107,6 +106,10 @@ def test_the_content_stream_of_two_stream_is_the_forward_pass_with_the_same_visi
         torch.testing.assert_close(content, m(ids, visible=seen).last_hidden, atol=1e-6, rtol=0)
 
 
-def test_position_ids_are_refused():
-    with pytest.raises(InputError, match="XLNet takes no position_ids"):
-        model()(torch.ones(1, 4, dtype=torch.long), position_ids=torch.arange(4)[None])
+def test_position_ids_are_not_read():
+    """Positions are the sequence order: TLM's restarted position ids change nothing."""
+    m = model()
+    ids = torch.randint(5, 50, (1, 6))
+    with torch.no_grad():
+        restarted = m(ids, position_ids=torch.tensor([[0, 1, 2, 0, 1, 2]])).last_hidden
+        torch.testing.assert_close(restarted, m(ids).last_hidden, atol=0, rtol=0)
