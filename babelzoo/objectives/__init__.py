@@ -12,6 +12,7 @@ name                        objective
 ``nsp`` / ``sop``           next-sentence (BERT) / sentence-order (ALBERT) prediction
 ``rtd``                     replaced-token detection (ELECTRA)
 ``sbo``                     span masking with the span-boundary objective (SpanBERT)
+``plm``                     permutation LM with two-stream attention (XLNet)
 ``unilm``                   cloze under bidirectional, left-to-right, right-to-left and seq2seq masks (UniLM)
 ``glm``                     autoregressive blank infilling with 2-D positions (GLM)
 ``xlco``                    cross-lingual contrast (InfoXLM)
@@ -42,6 +43,7 @@ from .mixture import Mixture, build_objective
 from .mlm import MLM, MMLM
 from .mlm_conditioned import ConditionedMLM
 from .negatives import MINERS, HardNegatives, NegativeMiner, RandomNegatives
+from .plm import PLM
 from .rtd import RTD
 from .sbo import SpanBoundary, span_boundaries
 from .sop import NSP, SOP
@@ -58,6 +60,6 @@ __all__ = [
     "RandomNegatives", "SOP", "Sentence", "TLM", "TranslationRanking", "XLCo", "additive_margin_loss",
     "build_objective", "gather_with_grad", "info_nce", "register_objective", "span_length_distribution",
     "word_starts_from_pieces", "Labelled", "SequenceClassification", "Tagged", "TokenClassification",
-    "align_first_subword", "SpanBoundary", "span_boundaries", "UniLM", "UNILM_MODES", "unilm_visibility",
+    "align_first_subword", "SpanBoundary", "span_boundaries", "PLM", "UniLM", "UNILM_MODES", "unilm_visibility",
     "GLM", "infill_layout", "poisson_span_lengths", "sample_spans",
 ]

@@ -141,6 +141,21 @@ def pair_rows(src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_l
             "first": first}
 
 
+def frame_sentences(sentences: Sequence, specials: SpecialIds, max_length: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``[CLS] x [SEP]`` for every sentence (a :class:`~babelzoo.objectives.examples.Sentence`),
+    its ids cut to ``max_length − 2``: the right-padded [B, L] ids (checked against the
+    vocabulary), the bool [B, L] mask of real tokens and how many tokens were cut."""
+    rows, truncated = [], 0
+    for sentence in sentences:
+        ids, cut = truncate(sentence.ids, max_length - 2)
+        rows.append([specials.cls, *ids, specials.sep])
+        truncated += cut
+    input_ids = pad(rows, specials.pad)
+    check_vocab(input_ids, specials, "sentence")
+    real = torch.arange(input_ids.shape[1])[None] < torch.tensor([len(r) for r in rows])[:, None]
+    return input_ids, real, truncated
+
+
 def frame_rows(ids: torch.Tensor, lengths: torch.Tensor, specials: SpecialIds) -> dict[str, torch.Tensor]:
     """``[CLS] x [SEP]`` for every right-padded unframed row of ``ids`` (on its device)."""
     width = int(lengths.max()) + 2

@@ -19,7 +19,7 @@ from torch import nn
 
 from ..datasets.specials import SpecialIds
 from .base import Loss, Objective, register_objective
-from .batching import IGNORE, check_vocab, encoder_inputs, language_index, languages_known, pad, truncate
+from .batching import IGNORE, encoder_inputs, frame_sentences, language_index, languages_known
 from .examples import as_sentence, require_nonempty
 from .mlm import token_prediction_loss
 
@@ -41,16 +41,10 @@ class CLM(Objective):
         require_nonempty(examples, self.name)
         sentences = [as_sentence(x, i) for i, x in enumerate(examples)]
         s = self.specials
-        rows, truncated = [], 0
-        for sentence in sentences:
-            ids, cut = truncate(sentence.ids, self.max_length - 2)
-            rows.append([s.cls, *ids, s.sep])
-            truncated += cut
-        input_ids = pad(rows, s.pad)
-        check_vocab(input_ids, s, "sentence")
-        lengths = torch.tensor([len(r) for r in rows])[:, None]
+        input_ids, real, truncated = frame_sentences(sentences, s, self.max_length)
+        lengths = real.sum(dim=1, keepdim=True)
         p = torch.arange(input_ids.shape[1])[None]
-        attention_mask = (p < lengths).long()
+        attention_mask = real.long()
         # labels[t] = x[t+1] while t+1 is a real token.
         shifted = torch.cat([input_ids[:, 1:], torch.full_like(input_ids[:, :1], s.pad)], dim=1)
         labels = torch.where(p + 1 < lengths, shifted, torch.full_like(input_ids, IGNORE))

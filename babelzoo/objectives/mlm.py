@@ -21,8 +21,7 @@ from ..datasets.specials import SpecialIds
 from ..zoo.config import ConfigError
 from ..zoo.model import BabelModel
 from .base import Loss, Objective, register_objective
-from .batching import (IGNORE, check_vocab, encoder_inputs, language_index, languages_known, pad, truncate,
-                       unwrap)
+from .batching import IGNORE, encoder_inputs, frame_sentences, language_index, languages_known, unwrap
 from .examples import ExampleError, as_sentence, require_nonempty
 from .masking import Masker, MaskingConfig
 
@@ -102,14 +101,7 @@ class MLM(MaskingObjective):
 
     def prepare_sentences(self, sentences) -> dict[str, torch.Tensor]:
         s = self.specials
-        rows, truncated = [], 0
-        for sentence in sentences:
-            ids, cut = truncate(sentence.ids, self.max_length - 2)
-            rows.append([s.cls, *ids, s.sep])
-            truncated += cut
-        input_ids = pad(rows, s.pad)
-        check_vocab(input_ids, s, "sentence")
-        attention_mask = (torch.arange(input_ids.shape[1])[None] < torch.tensor([len(r) for r in rows])[:, None])
+        input_ids, attention_mask, truncated = frame_sentences(sentences, s, self.max_length)
         masked = self.masker(input_ids)
         batch = {"input_ids": masked.input_ids, "attention_mask": attention_mask.long(), "labels": masked.labels,
                  "truncated": torch.tensor(truncated)}

@@ -40,6 +40,7 @@ BUILTIN_FAMILIES = {
     "transformer": "babelzoo.zoo.transformer_config",
     "rnn": "babelzoo.zoo.rnn_config",
     "modernbert": "babelzoo.zoo.modernbert_config",
+    "xlnet": "babelzoo.zoo.xlnet_config",
 }
 ENTRY_POINT_GROUP = "babelzoo.families"
 

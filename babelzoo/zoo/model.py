@@ -13,7 +13,7 @@ from torch import nn
 from ..errors import InputError
 from .config import ModelConfig
 from .family import family_of
-from .layers import Pooler
+from .layers import LayerStack, Pooler
 
 
 @dataclass
@@ -48,6 +48,9 @@ class BabelModel(nn.Module):
         self.pooler = Pooler(text.hidden_size) if text.pooler else None
         self.lm_head = parts.lm_head
         self.knowledge = parts.entities
+        # XLNet's attention reads the segments (relative segment encoding); other encoders get
+        # them through the embeddings only.
+        self.encoder_reads_segments = isinstance(self.encoder, LayerStack) and self.encoder.reads_segments
         self.head = None
         if config.head is not None:
             self._build_head(config.head)
@@ -168,13 +171,14 @@ class BabelModel(nn.Module):
             raise InputError(f"entities given, but model {self.config.architecture!r} has no fusion layers "
                              f"(knowledge fusion={self.config.knowledge.fusion!r}); use attach_knowledge")
         x = self.embeddings(input_ids, position_ids, segment_ids, language_ids, inputs_embeds)
+        segments = {"segment_ids": segment_ids} if self.encoder_reads_segments else {}
         if entities is not None:
             with self.knowledge.bind(entities):
                 hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states,
-                                              output_positions, unpad, position_ids)
+                                              output_positions, unpad, position_ids, **segments)
         else:
             hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states, output_positions,
-                                          unpad, position_ids)
+                                          unpad, position_ids, **segments)
         pooled = self.pooler(hidden) if self.pooler is not None and output_positions is None else None
         return EncoderOutput(hidden, states, pooled, attention_mask)
 

@@ -28,8 +28,8 @@ def test_each_family_config_names_its_family_and_round_trips(name):
 
 
 def test_an_unknown_family_is_an_error_listing_the_known_ones():
-    with pytest.raises(ConfigError, match=r"unknown text family 'xlnet'; known families: .*rnn.*transformer"):
-        ModelConfig.from_dict({"text": {"family": "xlnet"}})
+    with pytest.raises(ConfigError, match=r"unknown text family 'perceiver'; known families: .*rnn.*transformer"):
+        ModelConfig.from_dict({"text": {"family": "perceiver"}})
 
 
 def test_a_field_of_another_family_is_an_error_naming_the_valid_keys():

@@ -1,4 +1,4 @@
-"""Hugging Face checkpoint interoperability: BERT, XLM-R and ALBERT, both directions.
+"""Hugging Face checkpoint interoperability: BERT, XLM-R, ALBERT, ModernBERT and XLNet, both directions.
 
 Each family is one declarative key table (``bert.py``, ``xlmr.py``, ``albert.py``) read by one
 engine (``keymap.py``) in both directions, so import and export cannot drift apart::

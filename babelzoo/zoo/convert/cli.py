@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--from", dest="source", metavar="CHECKPOINT",
                         help="with --to-hf: babelzoo checkpoint directory (or URL) to export")
     parser.add_argument("--family", metavar="FAMILY",
-                        help="with --to-hf: bert, xlmr, albert or modernbert (default: from the model's architecture)")
+                        help="with --to-hf: bert, xlmr, albert, modernbert or xlnet (default: from the model's architecture)")
     return parser
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from ...registry import Registry
 from ..pretrained import CheckpointError
-from . import albert, bert, modernbert, xlmr
+from . import albert, bert, modernbert, xlmr, xlnet
 from .family import Family
 
 FAMILIES: Registry[Family] = Registry("Hugging Face model_type")
-for _family in (bert.FAMILY, xlmr.FAMILY, albert.FAMILY, modernbert.FAMILY):
+for _family in (bert.FAMILY, xlmr.FAMILY, albert.FAMILY, modernbert.FAMILY, xlnet.FAMILY):
     FAMILIES.register(_family, name=_family.model_type)
 
 

@@ -17,6 +17,7 @@ from .positions import (
                         T5RelativeBias,
                         apply_rotary,
                         sinusoidal_table,
+                        sinusoids,
                         t5_relative_bucket,
 )
 from .stack import LayerStack
@@ -25,4 +26,4 @@ __all__ = ["ACTIVATIONS", "Dropout", "FeedForward", "GatedFeedForward", "LayerSt
            "NezhaRelativePositions", "Packing", "Pooler", "RotaryEmbedding", "SelfAttention", "T5RelativeBias",
            "TokenEmbeddings", "TransformerBlock", "activation", "apply_rotary", "attend", "build_attention_mask",
            "causal_visibility", "dropout", "make_norm", "pool", "prefix_visibility", "select_rows",
-           "sinusoidal_table", "sliding_window_visibility", "t5_relative_bucket", "take_rows"]
+           "sinusoidal_table", "sinusoids", "sliding_window_visibility", "t5_relative_bucket", "take_rows"]

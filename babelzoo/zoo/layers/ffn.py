@@ -20,18 +20,20 @@ def activation(name: str) -> nn.Module:
     return ACTIVATIONS[name]()
 
 
-
 class FeedForward(nn.Module):
-    """down(σ(up(x))): BERT's two-layer MLP."""
+    """down(σ(up(x))): BERT's two-layer MLP; ``dropout`` applies to σ(up(x)) (XLNet's inner
+    dropout)."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int, act: str, bias: bool = True):
+    def __init__(self, hidden_size: int, intermediate_size: int, act: str, bias: bool = True,
+                 dropout: float = 0.0):
         super().__init__()
         self.up = nn.Linear(hidden_size, intermediate_size, bias=bias)
         self.act = activation(act)
+        self.dropout = Dropout(dropout)
         self.down = nn.Linear(intermediate_size, hidden_size, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(self.act(self.up(x)))
+        return self.down(self.dropout(self.act(self.up(x))))
 
 
 class GatedFeedForward(nn.Module):

@@ -1,5 +1,5 @@
-"""Position information: absolute sinusoidal tables, T5 relative buckets, NEZHA functional
-relative encoding, rotary embeddings (RoPE)."""
+"""Position information: absolute sinusoidal tables and sinusoids of any (relative) position,
+T5 relative buckets, NEZHA functional relative encoding, rotary embeddings (RoPE)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,22 @@ from torch import nn
 from ..config import ConfigError
 
 
+def sinusoids(positions: torch.Tensor, dim: int) -> torch.Tensor:
+    """[..., 2⌈d/2⌉]: [sin(p·ω_0), ..., sin(p·ω_k); cos(p·ω_0), ..., cos(p·ω_k)] with
+    ω_i = 10000^(−2i/d), for any real positions p (Transformer-XL and XLNet encode the
+    relative distances L, L−1, ..., −L+1 this way, sines first, then cosines)."""
+    div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32, device=positions.device) * (-math.log(10000.0) / dim))
+    angles = positions.float().unsqueeze(-1) * div
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
+
+
 def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
     """Vaswani et al. (2017): PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(...)."""
-    position = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)
-    div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    waves = sinusoids(torch.arange(num_positions), dim)
+    half = (dim + 1) // 2
     table = torch.zeros(num_positions, dim)
-    table[:, 0::2] = torch.sin(position * div)
-    table[:, 1::2] = torch.cos(position * div)[:, : dim // 2]
+    table[:, 0::2] = waves[:, :half]
+    table[:, 1::2] = waves[:, half: half + dim // 2]
     return table
 
 

@@ -15,7 +15,7 @@ stack's final norm). Fusion models call exactly these three to run the text laye
 from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import torch
 from torch import nn
@@ -30,6 +30,11 @@ class LayerStack(nn.Module, metaclass=ABCMeta):
     :meth:`can_pack` and :meth:`can_select_rows` which fast paths their layers allow."""
 
     num_layers: int
+    #: True for a stack whose attention reads segment ids (XLNet's relative segment encoding):
+    #: its :meth:`prepare` takes them as a ``segment_ids`` keyword, and :meth:`forward` and
+    #: :class:`~babelzoo.zoo.model.BabelModel` pass them to it. The other families read
+    #: segments in their embeddings only.
+    reads_segments: ClassVar[bool] = False
 
     @abstractmethod
     def prepare(self, attention_mask: Optional[torch.Tensor], length: int,
@@ -62,13 +67,16 @@ class LayerStack(nn.Module, metaclass=ABCMeta):
                 output_hidden_states: bool = False,
                 output_positions: Optional[torch.Tensor] = None,
                 unpad: bool = False,
-                position_ids: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
+                position_ids: Optional[torch.Tensor] = None,
+                segment_ids: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
         """Every layer, then :meth:`finish`. ``output_positions`` (bool [B, L]): return
         ``x[output_positions]`` ([N, H]) only, and run the last layer's queries, feed-forward
         and norms at those positions alone where the family allows it. ``unpad``: run
         projections and feed-forward layers on the real tokens only
-        (:class:`~babelzoo.zoo.layers.Packing`); states at padding positions are then zeros."""
-        state = self.prepare(attention_mask, x.shape[1], visible, causal, position_ids)
+        (:class:`~babelzoo.zoo.layers.Packing`); states at padding positions are then zeros.
+        ``segment_ids`` reach :meth:`prepare` in a stack that :attr:`reads_segments`."""
+        segments = {"segment_ids": segment_ids} if self.reads_segments else {}
+        state = self.prepare(attention_mask, x.shape[1], visible, causal, position_ids, **segments)
         last = self.num_layers - 1
         packing = Packing(attention_mask) if unpad and attention_mask is not None and self.can_pack() else None
         rows = valid = None
