@@ -22,6 +22,9 @@ EXPECTED = {
     "rtd": ENCODER | {"objective.generator_project.", "objective.generator.", "objective.generator_head.",
                       "objective.discriminator."},
     "xlco": ENCODER, "translation_ranking": ENCODER,
+    "skip_thoughts": ENCODER | {"objective.decoders."},
+    "quick_thoughts": ENCODER | {"objective.context_encoder."},
+    "infersent": ENCODER | {"objective.classifier."},
 }
 
 
@@ -38,7 +41,8 @@ def matches(name: str, prefixes: set[str]) -> bool:
     return any(name.startswith(p) for p in prefixes)
 
 
-TEXT_MODULES = {"mlm", "tlm", "clwr", "clpc", "clmlm", "clm", "sop", "rtd", "xlco", "translation_ranking"}
+TEXT_MODULES = {"mlm", "tlm", "clwr", "clpc", "clmlm", "clm", "sop", "rtd", "xlco", "translation_ranking",
+                "skip_thoughts", "quick_thoughts", "infersent"}
 
 
 def test_every_registered_text_objective_is_covered():
