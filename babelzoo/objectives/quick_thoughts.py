@@ -17,7 +17,7 @@ f is the model; g is a second encoder of the same architecture owned by the obje
 g(s) at test time (:meth:`QuickThoughts.sentence_vectors`). g reads the model's (shared)
 token embeddings, so only its recurrent layers are its own; the checkpoint the run saves is f,
 which every fine-tuning head and evaluation reads. ``share_encoder=True`` makes g = f (one
-encoder, fewer parameters; a dot product of a vector with itself then favours no context).
+encoder, half the recurrent parameters).
 Sentence vectors are pooled as in skip-thoughts: ``final`` (the states each RNN direction ends
 in) unless the architecture fixes another (:meth:`~babelzoo.zoo.model.BabelModel.sentence_embedding`).
 """

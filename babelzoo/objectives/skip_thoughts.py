@@ -11,7 +11,7 @@ negative averaged over the batch's triples. P(w^t | w^{<t}, h_i) ∝ exp(v_{w^t}
 vocabulary matrix V is the model's word embedding table (tied, shared by both decoders, as the
 paper shares V), so each decoder is as wide as the embeddings.
 
-The decoders are the paper's conditional GRU (§2, eq. 5–8): h_i biases the reset gate, the
+The decoders are the paper's conditional GRU (§2): h_i biases the reset gate, the
 update gate and the candidate at every step,
 
     r^t = σ(W_r x^{t−1} + U_r h^{t−1} + C_r h_i)
