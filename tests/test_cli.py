@@ -31,7 +31,7 @@ def test_list_every_kind(capsys):
     assert main(["list", "objectives", "s*"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[:2] for line in lines] == [["sbo", "[sentence]"], ["sequence_classification", "[labelled_text]"],
-                                                    ["sop", "[document]"]]
+                                                    ["skip_thoughts", "[document]"], ["sop", "[document]"]]
 
 
 def _parsers():

@@ -28,7 +28,9 @@ class SentenceEncoder(Protocol):
 
 @dataclass
 class BabelEncoder:
-    """Mean-pool the non-padding tokens of one layer of a babelzoo model.
+    """Pool the non-padding tokens of one layer of a babelzoo model: by ``pooling`` (None: the
+    mean, or the pooling the model's architecture fixes, InferSent's max; see
+    :meth:`~babelzoo.zoo.model.BabelModel.sentence_embedding`).
 
     ``layer`` indexes ``hidden_states`` (0 = embeddings, -1 = last layer, 8 = XTREME's choice
     for 12-layer models). Sentences are tokenized first, then sorted by token count and batched
@@ -47,6 +49,7 @@ class BabelEncoder:
     max_length: int = 128
     use_language_ids: bool = True
     unpad: bool = False
+    pooling: Optional[str] = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -58,7 +61,7 @@ class BabelEncoder:
 
     @property
     def protocol(self) -> dict[str, Any]:
-        return {"pooling": "mean", "layer": self.layer, "prefix": self.prefix, "max_length": self.max_length,
+        return {"pooling": self.model.sentence_pooling(self.pooling, default="mean"), "layer": self.layer, "prefix": self.prefix, "max_length": self.max_length,
                 "similarity": "cosine", **self.extra}
 
     def _language_ids(self, lang: Optional[str], shape) -> Optional[torch.Tensor]:
@@ -83,8 +86,8 @@ class BabelEncoder:
         padded only to its own longest row: on real sentences of mixed length this removes most
         of the padding (and its attention and feed-forward work) that batching in input order
         pays for. A batch whose rows all have one length carries no mask at all, so SDPA takes
-        its fastest kernel. Mean pooling counts real tokens only, so the result does not depend
-        on how sentences are grouped."""
+        its fastest kernel. Pooling reads real tokens only, so the result does not depend on how
+        sentences are grouped."""
         was_training = self.model.training
         self.model.eval()
         pad = self.tokenizer.specials.pad
@@ -104,8 +107,7 @@ class BabelEncoder:
             states = self.model(ids, attention_mask=mask, language_ids=None if lang_ids is None else lang_ids.to(device),
                                 output_hidden_states=self.layer != -1, unpad=self.unpad)
             hidden = states.last_hidden if self.layer == -1 else states.hidden_states[self.layer]
-            weights = mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
+            pooled = self.model.sentence_embedding(hidden, mask, self.pooling, default="mean")
             out[index] = pooled.float().cpu().numpy()
         self.model.train(was_training)
         return l2_normalise(out)

@@ -17,6 +17,9 @@ name                        objective
 ``glm``                     autoregressive blank infilling with 2-D positions (GLM)
 ``xlco``                    cross-lingual contrast (InfoXLM)
 ``translation_ranking``     additive-margin translation ranking (LaBSE)
+``skip_thoughts``           generate the previous and next sentence from a sentence's vector (Kiros et al.)
+``quick_thoughts``          pick a sentence's neighbours among the batch's sentences (Logeswaran & Lee)
+``infersent``               [u; v; |u−v|; u∗v] → MLP: translation vs. mismatched pair (InferSent)
 ``dea`` / ``entity_mlm``    entity alignment (ERNIE) / entity-level masked LM (ERNIE 1.0), from :mod:`babelzoo.knowledge`
 ``kbert_mlm``               masked LM over K-BERT sentence trees (visible matrix, soft positions), from :mod:`babelzoo.knowledge`
 ``sequence_classification`` fine-tuning: cross-entropy of the model's sequence head
@@ -36,6 +39,7 @@ from .clwr import CLWR
 from .examples import ExampleError, Pair, Sentence
 from .gather import gather_with_grad
 from .glm import GLM, infill_layout, poisson_span_lengths, sample_spans
+from .infersent import InferSent, pair_features
 from .itc import ITC, contrastive_loss
 from .itm import ITM, sample_hard_negatives
 from .masking import Masker, MaskingConfig, span_length_distribution, word_starts_from_pieces
@@ -44,8 +48,10 @@ from .mlm import MLM, MMLM
 from .mlm_conditioned import ConditionedMLM
 from .negatives import MINERS, HardNegatives, NegativeMiner, RandomNegatives
 from .plm import PLM
+from .quick_thoughts import QuickThoughts, context_loss, context_targets
 from .rtd import RTD
 from .sbo import SpanBoundary, span_boundaries
+from .skip_thoughts import ConditionalGRU, SkipThoughts, neighbour_triples
 from .sop import NSP, SOP
 from .tlm import TLM
 from .translation_ranking import TranslationRanking, additive_margin_loss
@@ -61,5 +67,6 @@ __all__ = [
     "build_objective", "gather_with_grad", "info_nce", "register_objective", "span_length_distribution",
     "word_starts_from_pieces", "Labelled", "SequenceClassification", "Tagged", "TokenClassification",
     "align_first_subword", "SpanBoundary", "span_boundaries", "PLM", "UniLM", "UNILM_MODES", "unilm_visibility",
-    "GLM", "infill_layout", "poisson_span_lengths", "sample_spans",
+    "GLM", "infill_layout", "poisson_span_lengths", "sample_spans", "ConditionalGRU", "InferSent", "QuickThoughts",
+    "SkipThoughts", "context_loss", "context_targets", "neighbour_triples", "pair_features",
 ]

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from .examples import ExampleError
+from .examples import ExampleError, Sentence
 
 IGNORE = -100  # label of positions that carry no prediction target (torch's cross-entropy default)
 
@@ -166,3 +166,23 @@ def frame_rows(ids: torch.Tensor, lengths: torch.Tensor, specials: SpecialIds) -
     out = torch.where(p == n + 1, torch.full_like(out, specials.sep), out)
     out[:, 0] = specials.cls
     return {"input_ids": out, "attention_mask": (p < n + 2).long()}
+
+
+def sentence_batch(sentences: Sequence[Sentence], specials: SpecialIds, max_length: int, objective: str,
+                   use_language_ids: bool = True) -> dict[str, torch.Tensor]:
+    """``[CLS] x [SEP]`` for every sentence (cut to ``max_length``), right-padded: ``input_ids``,
+    ``attention_mask``, ``truncated`` (tokens cut, summed) and ``language_ids`` when every
+    sentence names its language."""
+    rows, truncated = [], 0
+    for sentence in sentences:
+        ids, cut = truncate(sentence.ids, max_length - 2)
+        rows.append([specials.cls, *ids, specials.sep])
+        truncated += cut
+    input_ids = pad(rows, specials.pad)
+    check_vocab(input_ids, specials, "sentence")
+    attention_mask = (torch.arange(input_ids.shape[1])[None] < torch.tensor([len(r) for r in rows])[:, None]).long()
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "truncated": torch.tensor(truncated)}
+    if use_language_ids and languages_known([x.lang for x in sentences], objective):
+        langs = torch.tensor([language_index(specials, x.lang, f"sentence {i}") for i, x in enumerate(sentences)])
+        batch["language_ids"] = langs[:, None] * attention_mask
+    return batch

@@ -22,7 +22,6 @@ from torch import nn
 
 from ..datasets.specials import SpecialIds
 from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
-from ..zoo.layers import pool
 from .base import Loss, Objective, register_objective
 from .batching import (
     check_vocab,
@@ -128,7 +127,8 @@ class CLPC(Objective):
             for side in ("src", "tgt"):
                 framed = self._side(batch, side)
                 out = core(**encoder_inputs(core, framed, self.use_language_ids))
-                vectors.append(pool(out.last_hidden, framed["attention_mask"], self.miner.pooling))
+                vectors.append(core.sentence_embedding(out.last_hidden, framed["attention_mask"], self.miner.pooling,
+                                                      default="mean"))
         finally:
             core.train(was_training)
         return vectors[0], vectors[1]

@@ -15,25 +15,29 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from .base import Objective
 from ..zoo.config import ConfigError
-from ..zoo.layers import pool
-from .batching import check_vocab, encoder_inputs, language_index, languages_known, pad, truncate
+from ..zoo.layers import POOLINGS
+from .base import Objective
+from .batching import check_vocab, encoder_inputs, language_index, languages_known, pad, truncate, unwrap
 from .examples import ExampleError, as_pair, require_nonempty
 
 
 class DualEncoderObjective(Objective):
     """Prepares stacked sources and targets; :meth:`embed` returns their sentence vectors.
 
-    ``pooling``: ``"cls"`` (the first token, as InfoXLM and LaBSE use) or ``"mean"``;
-    ``layer``: which hidden state to pool (0 = embeddings, i = output of layer i; None = last).
+    ``pooling``: ``"cls"`` (the first token, as InfoXLM and LaBSE use; the default), ``"mean"``,
+    ``"max"`` or ``"final"`` (:func:`~babelzoo.zoo.layers.pool`); a model whose architecture fixes
+    its pooling (InferSent's max) uses that one
+    (:meth:`~babelzoo.zoo.model.BabelModel.sentence_embedding`). ``layer``: which hidden state to
+    pool (0 = embeddings, i = output of layer i; None = last).
     """
 
-    def __init__(self, specials: SpecialIds, *, pooling: str = "cls", layer: Optional[int] = None,
+    def __init__(self, specials: SpecialIds, *, pooling: Optional[str] = None, layer: Optional[int] = None,
                  max_length: int = 128, use_language_ids: bool = True):
         super().__init__()
-        if pooling not in ("cls", "mean"):
-            raise ConfigError(f"{type(self).__name__}: pooling={pooling!r} must be 'cls' or 'mean'")
+        if pooling is not None and pooling not in POOLINGS:
+            raise ConfigError(f"{type(self).__name__}: pooling={pooling!r} must be one of "
+                              f"{', '.join(map(repr, POOLINGS))}")
         self.specials = specials
         self.pooling = pooling
         self.layer = layer
@@ -76,6 +80,6 @@ class DualEncoderObjective(Objective):
                 raise ConfigError(f"{self.name}: layer={self.layer} is out of range; this model has hidden states "
                                   f"0..{len(states) - 1}")
             hidden = states[self.layer]
-        vectors = pool(hidden, batch["attention_mask"], self.pooling)
+        vectors = unwrap(model).sentence_embedding(hidden, batch["attention_mask"], self.pooling, default="cls")
         half = vectors.shape[0] // 2
         return vectors[:half], vectors[half:]

@@ -37,7 +37,8 @@ class NegativeMiner(abc.ABC):
 
     name: ClassVar[str] = ""
     needs_embeddings: ClassVar[bool] = False
-    pooling: str = "mean"  # how sentence vectors are pooled when the miner needs embeddings
+    # how sentence vectors are pooled when the miner needs embeddings (None: mean, or the model's own)
+    pooling: Optional[str] = None
 
     @abc.abstractmethod
     def mine(self, forbidden: torch.Tensor, count: int, queries: Optional[torch.Tensor] = None,
@@ -63,12 +64,13 @@ class RandomNegatives(NegativeMiner):
 @MINERS.register(name="hard")
 class HardNegatives(NegativeMiner):
     """The ``count`` allowed targets most similar (cosine) to each source, by FAISS exact
-    inner-product search over L2-normalised embeddings (``faiss.IndexFlatIP``)."""
+    inner-product search over L2-normalised embeddings (``faiss.IndexFlatIP``) of sentence vectors
+    pooled by ``pooling`` (None: mean, or the pooling the model's architecture fixes)."""
 
     name = "hard"
     needs_embeddings = True
 
-    def __init__(self, pooling: str = "mean"):
+    def __init__(self, pooling: Optional[str] = None):
         self.pooling = pooling
 
     def mine(self, forbidden, count, queries=None, keys=None, generator=None):

@@ -52,7 +52,7 @@ class TranslationRanking(DualEncoderObjective):
     consumes = "pair"
 
     def __init__(self, specials: SpecialIds, *, margin: float = 0.3, scale: float = 1.0,
-                 bidirectional: bool = True, pooling: str = "cls", layer: Optional[int] = None,
+                 bidirectional: bool = True, pooling: Optional[str] = None, layer: Optional[int] = None,
                  max_length: int = 128, use_language_ids: bool = True):
         super().__init__(specials, pooling=pooling, layer=layer, max_length=max_length,
                          use_language_ids=use_language_ids)

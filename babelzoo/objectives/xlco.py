@@ -52,7 +52,7 @@ class XLCo(DualEncoderObjective):
     consumes = "pair"
 
     def __init__(self, specials: SpecialIds, *, temperature: float = 0.25, layer: Optional[int] = None,
-                 pooling: str = "cls", normalize: bool = False, symmetric: bool = False, max_length: int = 128,
+                 pooling: Optional[str] = None, normalize: bool = False, symmetric: bool = False, max_length: int = 128,
                  use_language_ids: bool = True):
         super().__init__(specials, pooling=pooling, layer=layer, max_length=max_length,
                          use_language_ids=use_language_ids)

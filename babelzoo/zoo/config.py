@@ -149,6 +149,19 @@ class EncoderConfig(_Config, metaclass=ABCMeta):
         return self.hidden_size // self.num_heads
 
     @property
+    def sentence_pooling(self) -> Optional[str]:
+        """How this architecture reads a sentence vector off its last layer (``"max"`` for
+        InferSent), or None when it fixes none and each objective, head or evaluation picks its
+        own (:meth:`~babelzoo.zoo.model.BabelModel.sentence_embedding`)."""
+        return None
+
+    @property
+    def output_directions(self) -> int:
+        """How many directions the encoder's output concatenates (2 for a bidirectional RNN:
+        forward states, then backward states), for ``final`` pooling."""
+        return 1
+
+    @property
     def positions_from_pad(self) -> bool:
         """Whether position ids are counted from ``pad_token_id`` (RoBERTa's offset); otherwise
         the pad id only picks the default attention mask and the embedding's padding row."""
@@ -298,8 +311,10 @@ class HeadConfig(_Config):
     pair), ``token_classification`` (one label per token; fine-tuning labels each word's first
     sub-word) or ``probe`` (a linear classifier on frozen features of any layer). ``labels`` are
     the class names in logit order. Sequence heads pool ``layer`` (-1: the last; 0: the
-    embeddings) by ``pooling``: ``pooler`` (the model's pooler, BERT), ``cls`` (the first token)
-    or ``mean`` (the mean of the real tokens); ``hidden_layer`` adds RoBERTa's dense + tanh
+    embeddings) by ``pooling``: ``pooler`` (the model's pooler, BERT), ``cls`` (the first token),
+    ``mean`` (the mean of the real tokens), ``max`` (their element-wise maximum, InferSent) or
+    ``final`` (the states a recurrent encoder ends in); a model whose architecture fixes its
+    sentence pooling (``EncoderConfig.sentence_pooling``) takes that one only. ``hidden_layer`` adds RoBERTa's dense + tanh
     before the output. ``dropout`` (None: the text config's) is applied before each linear map.
     ``freeze_encoder`` trains the head alone (a probe always does).
     """
@@ -312,7 +327,7 @@ class HeadConfig(_Config):
     dropout: Optional[float] = None
     freeze_encoder: bool = False
 
-    _choices: ClassVar = {"pooling": ("pooler", "cls", "mean")}
+    _choices: ClassVar = {"pooling": ("pooler", "cls", "mean", "max", "final")}
 
     def validate(self) -> None:
         name = type(self).__name__
@@ -381,6 +396,11 @@ class ModelConfig:
                    "needs a model with a pooler (TextConfig.pooler=true)")
             _check(head.layer in (-1, text.num_layers), "HeadConfig", "layer", head.layer,
                    "must be the last layer with pooling='pooler' (the pooler reads the last layer)")
+        fixed = text.sentence_pooling
+        if fixed is not None and head.kind != "token_classification":
+            _check(head.pooling == fixed, "HeadConfig", "pooling", head.pooling,
+                   f"differs from the pooling {fixed!r} this model's architecture fixes for its sentence vectors "
+                   f"({type(text).__name__}.sentence_pooling); set the head's pooling to {fixed!r}")
         if self.fusion is not None:
             raise ConfigError("ModelConfig.head: task heads sit on text encoders; this model has a fusion part")
 

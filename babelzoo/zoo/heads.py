@@ -79,13 +79,14 @@ class SequenceClassificationHead(TaskHead):
         hidden = text.hidden_size
         self.dense = nn.Linear(hidden, hidden) if config.hidden_layer else None
         self.out = nn.Linear(hidden, config.num_labels)
+        self.directions = text.output_directions
 
     def pooled(self, out) -> torch.Tensor:
         if self.config.pooling == "pooler":
             if out.pooled is None:
                 raise InputError("pooling='pooler' needs the model's pooler output")
             return out.pooled
-        return pool(self.features(out), out.mask, self.config.pooling)
+        return pool(self.features(out), out.mask, self.config.pooling, self.directions)
 
     def forward(self, out) -> torch.Tensor:
         h = self.pooled(out)

@@ -10,10 +10,10 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from .config import ModelConfig
 from .family import family_of
-from .layers import LayerStack, Pooler
+from .layers import LayerStack, Pooler, pool
 
 
 @dataclass
@@ -203,6 +203,30 @@ class BabelModel(nn.Module):
             return self.head.logits(out.last_hidden)
         logits = self.head(out)
         return logits[positions] if positions is not None else logits
+
+    def sentence_pooling(self, requested: Optional[str] = None, default: str = "cls") -> str:
+        """The pooling that makes this model's sentence vectors: the one its architecture fixes
+        (``config.text.sentence_pooling``, e.g. InferSent's ``max``), else ``requested``, else
+        ``default``. Asking a model that fixes its pooling for another one is an error."""
+        fixed = self.config.text.sentence_pooling
+        if fixed is not None and requested is not None and requested != fixed:
+            raise ConfigError(f"pooling={requested!r} was asked for, but model {self.config.architecture!r} fixes "
+                              f"its sentence vectors' pooling to {fixed!r} ({type(self.config.text).__name__}"
+                              f".sentence_pooling); drop the pooling option or set it to {fixed!r}")
+        return fixed or requested or default
+
+    def sentence_embedding(self, hidden: torch.Tensor, mask: Optional[torch.Tensor], pooling: Optional[str] = None,
+                           default: str = "cls") -> torch.Tensor:
+        """Sentence vectors [B, H] from a layer's states [B, L, H] (``mask``: 1 = real token),
+        pooled as :meth:`sentence_pooling` decides (:func:`~babelzoo.zoo.layers.pool`). Every
+        pair objective and :class:`~babelzoo.evaluation.encoders.BabelEncoder` reads sentence
+        vectors through it::
+
+            out = model(ids, attention_mask=mask)
+            u = model.sentence_embedding(out.last_hidden, out.mask)   # InferSent: max over time
+        """
+        mode = self.sentence_pooling(pooling, default)
+        return pool(hidden, mask, mode, self.config.text.output_directions)
 
     def mlm_logits(self, hidden: torch.Tensor, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Vocabulary logits from the tied MLM head, for all positions or only where the bool

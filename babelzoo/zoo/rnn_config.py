@@ -5,7 +5,7 @@ objectives."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 from .config import ConfigError, EncoderConfig, ModelConfig, _check
 from .factory import TINY, register_model
@@ -17,7 +17,13 @@ class RNNConfig(EncoderConfig):
     """An LSTM or GRU (``cell``) stack of ``num_layers`` over the token embeddings (positions
     ``position_embedding``: an RNN needs none). A bidirectional RNN splits ``hidden_size``
     between its two directions, so the output is always ``hidden_size`` wide. ``num_heads`` and
-    ``intermediate_size`` size the MLM head's defaults only."""
+    ``intermediate_size`` size the MLM head's defaults only.
+
+    ``pooling`` fixes how the architecture's sentence vector is read off the last layer
+    (``"max"``: InferSent's max over time; ``"final"``: the states the directions end in, as
+    skip-thoughts reads them; ``"cls"``, ``"mean"``), for every objective, head and evaluation
+    that takes sentence vectors (:meth:`~babelzoo.zoo.model.BabelModel.sentence_embedding`);
+    None (the default, and every config written before the field existed) fixes none."""
 
     family: ClassVar[str] = "rnn"
 
@@ -25,9 +31,19 @@ class RNNConfig(EncoderConfig):
     bidirectional: bool = True
     position_embedding: str = "none"
     embedding_layer_norm: bool = True
+    pooling: Optional[str] = None
 
     _choices: ClassVar = {**EncoderConfig._choices, "cell": ("lstm", "gru"),
-                          "position_embedding": ("learned", "sinusoidal", "none")}
+                          "position_embedding": ("learned", "sinusoidal", "none"),
+                          "pooling": (None, "cls", "mean", "max", "final")}
+
+    @property
+    def sentence_pooling(self) -> Optional[str]:
+        return self.pooling
+
+    @property
+    def output_directions(self) -> int:
+        return 2 if self.bidirectional else 1
 
     def validate(self) -> None:
         super().validate()
@@ -86,3 +102,25 @@ def bilstm_tiny() -> ModelConfig:
 def bigru_tiny() -> ModelConfig:
     """A bidirectional GRU (Cho et al. 2014) encoder at tiny size (2 layers, width 128)."""
     return bilstm_base().override(**TINY, cell="gru")
+
+
+@register_model
+def infersent_base() -> ModelConfig:
+    """InferSent's sentence encoder (Conneau et al. 2017, "Supervised Learning of Universal
+    Sentence Representations from Natural Language Inference Data"): one bidirectional LSTM
+    layer of 2048 units per direction over the word vectors (no LayerNorm between them) and
+    max pooling over time, u = max_t [→h_t; ←h_t] (4096 wide). The paper trains it on NLI pairs
+    through [u; v; |u − v|; u ∗ v] and an MLP (the ``infersent`` objective does so on translation
+    pairs); every objective, head and evaluation reads its sentence vectors by max pooling. The
+    paper's fixed 300-d GloVe inputs are replaced by learned embeddings as wide as the LSTM; the
+    family's MLM head is kept, so token-level objectives train it too."""
+    return ModelConfig(text=RNNConfig(cell="lstm", num_layers=1, hidden_size=4096, num_heads=16, bidirectional=True,
+                                      pooling="max", pooler=False, embedding_layer_norm=False,
+                                      segment_vocab_size=0))
+
+
+@register_model
+def infersent_tiny() -> ModelConfig:
+    """The InferSent encoder at tiny size: one BiLSTM layer of 64 units per direction (width
+    128) with max pooling over time, for tests and demos."""
+    return infersent_base().override(**{**TINY, "num_layers": 1})

@@ -23,6 +23,9 @@ EXPECTED = {
                       "objective.discriminator."},
     "xlco": ENCODER, "translation_ranking": ENCODER,
     "unilm": ENCODER | LM_HEAD, "glm": ENCODER | LM_HEAD | {"objective.block_position."},
+    "skip_thoughts": ENCODER | {"objective.decoders."},
+    "quick_thoughts": ENCODER | {"objective.context_encoder."},
+    "infersent": ENCODER | {"objective.classifier."},
 }
 
 
@@ -40,7 +43,7 @@ def matches(name: str, prefixes: set[str]) -> bool:
 
 
 TEXT_MODULES = {"mlm", "tlm", "clwr", "clpc", "clmlm", "clm", "sop", "rtd", "xlco", "translation_ranking", "unilm",
-                "glm"}
+                "glm", "skip_thoughts", "quick_thoughts", "infersent"}
 
 
 def test_every_registered_text_objective_is_covered():

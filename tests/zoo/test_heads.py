@@ -114,7 +114,7 @@ def test_with_head_copies_the_encoder_and_replaces_a_head(tmp_path):
     ({"labels": ["only"]}, "at least two"),
     ({"labels": ["a", "a"]}, "must not repeat"),
     ({"labels": ["a", "b"], "layer": 9}, "must index the model's 3 hidden states"),
-    ({"labels": ["a", "b"], "pooling": "max"}, "must be one of"),
+    ({"labels": ["a", "b"], "pooling": "attention"}, "must be one of"),
     ({"labels": ["a", "b"], "dropout": 1.5}, "dropout"),
 ])
 def test_bad_head_configs_name_the_field(head, message):

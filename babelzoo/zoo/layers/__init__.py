@@ -10,7 +10,7 @@ from .embeddings import TokenEmbeddings
 from .ffn import ACTIVATIONS, FeedForward, GatedFeedForward, activation
 from .masks import build_attention_mask, causal_visibility, prefix_visibility, sliding_window_visibility
 from .norms import make_norm
-from .outputs import MLMHead, Pooler, pool
+from .outputs import POOLINGS, MLMHead, Pooler, pool
 from .positions import (
                         NezhaRelativePositions,
                         RotaryEmbedding,
@@ -25,5 +25,5 @@ from .stack import LayerStack
 __all__ = ["ACTIVATIONS", "Dropout", "FeedForward", "GatedFeedForward", "LayerStack", "MLMHead",
            "NezhaRelativePositions", "Packing", "Pooler", "RotaryEmbedding", "SelfAttention", "T5RelativeBias",
            "TokenEmbeddings", "TransformerBlock", "activation", "apply_rotary", "attend", "build_attention_mask",
-           "causal_visibility", "dropout", "make_norm", "pool", "prefix_visibility", "select_rows",
+           "causal_visibility", "dropout", "make_norm", "pool", "POOLINGS", "prefix_visibility", "select_rows",
            "sinusoidal_table", "sinusoids", "sliding_window_visibility", "t5_relative_bucket", "take_rows"]

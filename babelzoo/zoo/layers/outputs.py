@@ -35,16 +35,44 @@ class MLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(hidden)))) + self.bias
 
 
-def pool(hidden: torch.Tensor, mask: Optional[torch.Tensor], mode: str = "cls") -> torch.Tensor:
-    """Sentence vectors [B, H]: the first ([CLS]) token, or the mean over real tokens."""
+POOLINGS = ("cls", "mean", "max", "final")
+
+
+def pool(hidden: torch.Tensor, mask: Optional[torch.Tensor], mode: str = "cls", directions: int = 1) -> torch.Tensor:
+    """Sentence vectors [B, H] from the states [B, L, H] of real tokens (``mask`` 1) by ``mode``:
+
+    * ``cls``: the first token;
+    * ``mean``: the mean over real tokens;
+    * ``max``: the element-wise maximum over real tokens (InferSent's max pooling); padding
+      never wins, even where every real value is negative;
+    * ``final``: the state each direction of a recurrent encoder ends in. With ``directions=1``
+      the state at the last real token; with 2 (a bidirectional RNN, forward states in the first
+      half of H, backward states in the second) the forward half at the last real token beside
+      the backward half at the first token.
+    """
     if mode == "cls":
         return hidden[:, 0]
+    real = (torch.ones(hidden.shape[:2], dtype=torch.bool, device=hidden.device) if mask is None
+            else mask.bool())
     if mode == "mean":
-        if mask is None:
-            return hidden.mean(1)
-        weights = mask.to(hidden.dtype).unsqueeze(-1)
+        weights = real.to(hidden.dtype).unsqueeze(-1)
         return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
-    raise ConfigError(f"unknown pooling {mode!r}; choose 'cls' or 'mean'")
+    if mode == "max":
+        floor = torch.finfo(hidden.dtype).min
+        best = hidden.masked_fill(~real.unsqueeze(-1), floor).max(1).values
+        return torch.where(real.any(1, keepdim=True), best, torch.zeros_like(best))  # an empty row: zeros
+    if mode == "final":
+        if directions not in (1, 2) or hidden.shape[-1] % directions:
+            raise ConfigError(f"pooling 'final' needs 1 or 2 directions that split the width {hidden.shape[-1]}; "
+                              f"got directions={directions}")
+        last = (real.long().sum(1) - 1).clamp(min=0)
+        rows = torch.arange(hidden.shape[0], device=hidden.device)
+        forward = hidden[rows, last]
+        if directions == 1:
+            return forward
+        half = hidden.shape[-1] // 2
+        return torch.cat([forward[:, :half], hidden[:, 0, half:]], dim=-1)
+    raise ConfigError(f"unknown pooling {mode!r}; choose one of {', '.join(map(repr, POOLINGS))}")
 
 
 class Pooler(nn.Module):
