@@ -16,6 +16,8 @@ name                        objective
 ``glm``                     autoregressive blank infilling with 2-D positions (GLM)
 ``xlco``                    cross-lingual contrast (InfoXLM)
 ``translation_ranking``     additive-margin translation ranking (LaBSE)
+``distill_mlm``             masked-LM distillation from a frozen teacher (DistilBERT, TinyBERT)
+``distill_sentence``        multilingual sentence-embedding distillation (Reimers & Gurevych 2020)
 ``dea`` / ``entity_mlm``    entity alignment (ERNIE) / entity-level masked LM (ERNIE 1.0), from :mod:`babelzoo.knowledge`
 ``kbert_mlm``               masked LM over K-BERT sentence trees (visible matrix, soft positions), from :mod:`babelzoo.knowledge`
 ``sequence_classification`` fine-tuning: cross-entropy of the model's sequence head
@@ -32,6 +34,8 @@ from .clm import CLM
 from .clmlm import CLMLM
 from .clpc import CLPC
 from .clwr import CLWR
+from .distill_mlm import DistillMLM, soft_cross_entropy, uniform_layer_map
+from .distill_sentence import DistillSentence
 from .examples import ExampleError, Pair, Sentence
 from .gather import gather_with_grad
 from .glm import GLM, infill_layout, poisson_span_lengths, sample_spans
@@ -45,6 +49,7 @@ from .negatives import MINERS, HardNegatives, NegativeMiner, RandomNegatives
 from .rtd import RTD
 from .sbo import SpanBoundary, span_boundaries
 from .sop import NSP, SOP
+from .teacher import load_teacher
 from .tlm import TLM
 from .translation_ranking import TranslationRanking, additive_margin_loss
 from .unilm import MODES as UNILM_MODES
@@ -60,4 +65,5 @@ __all__ = [
     "word_starts_from_pieces", "Labelled", "SequenceClassification", "Tagged", "TokenClassification",
     "align_first_subword", "SpanBoundary", "span_boundaries", "UniLM", "UNILM_MODES", "unilm_visibility",
     "GLM", "infill_layout", "poisson_span_lengths", "sample_spans",
+    "DistillMLM", "DistillSentence", "load_teacher", "soft_cross_entropy", "uniform_layer_map",
 ]

@@ -15,9 +15,9 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from .base import Objective
 from ..zoo.config import ConfigError
 from ..zoo.layers import pool
+from .base import Objective
 from .batching import check_vocab, encoder_inputs, language_index, languages_known, pad, truncate
 from .examples import ExampleError, as_pair, require_nonempty
 
@@ -67,6 +67,12 @@ class DualEncoderObjective(Objective):
 
     def embed(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(source vectors [B, H], target vectors [B, H]) from one encoder call."""
+        vectors = self.sentence_vectors(model, batch)
+        half = vectors.shape[0] // 2
+        return vectors[:half], vectors[half:]
+
+    def sentence_vectors(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The pooled vector [N, H] of every row of ``batch``."""
         out = model(**encoder_inputs(model, batch, self.use_language_ids), output_hidden_states=self.layer is not None)
         if self.layer is None:
             hidden = out.last_hidden
@@ -76,6 +82,4 @@ class DualEncoderObjective(Objective):
                 raise ConfigError(f"{self.name}: layer={self.layer} is out of range; this model has hidden states "
                                   f"0..{len(states) - 1}")
             hidden = states[self.layer]
-        vectors = pool(hidden, batch["attention_mask"], self.pooling)
-        half = vectors.shape[0] // 2
-        return vectors[:half], vectors[half:]
+        return pool(hidden, batch["attention_mask"], self.pooling)
