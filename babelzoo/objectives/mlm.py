@@ -21,8 +21,7 @@ from ..datasets.specials import SpecialIds
 from ..zoo.config import ConfigError
 from ..zoo.model import BabelModel
 from .base import Loss, Objective, register_objective
-from .batching import (IGNORE, check_vocab, encoder_inputs, language_index, languages_known, pad, truncate,
-                       unwrap)
+from .batching import IGNORE, check_vocab, encoder_inputs, language_index, languages_known, pad, truncate, unwrap
 from .examples import ExampleError, as_sentence, require_nonempty
 from .masking import Masker, MaskingConfig
 

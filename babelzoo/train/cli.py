@@ -246,7 +246,8 @@ class InitSpec:
     """A recipe's ``init``: the model starts from pretrained weights rather than random ones.
 
     ``pretrained``: ``true`` for the ``model`` entry's published weights, or a checkpoint (a
-    directory or Hub id) that fits ``model`` with ``model_overrides``, loaded as
+    directory or Hub id) that fits ``model`` with ``model_overrides`` (its ``vocab_size``
+    included: the weights fix the vocabulary), loaded as
     ``create_model(model, pretrained=..., **model_overrides)`` loads it; ``layers``: keep only
     these encoder layers, in order (:func:`~babelzoo.compression.prune_layers`; DistilBERT
     initialises its student with one teacher layer in two)::
