@@ -71,15 +71,12 @@ def build_model(cfg: TrainConfig, spec: TaskSpec, labels: tuple[str, ...], base=
 def _recipe_tokenizer(spec: dict):
     """``{path: DIR}`` (a saved tokenizer) or ``{from_model: NAME}`` (a zoo entry's own)."""
     from ..datasets.tokenizer import load_tokenizer
-    from ..zoo.factory import create_model
+    from ..train.cli import pretrained_tokenizer
 
     if len(spec) != 1 or next(iter(spec)) not in ("path", "from_model"):
         raise ConfigError(f"tokenizer: a fine-tuning recipe takes {{path: DIR}} or {{from_model: NAME}}, got {spec}")
     if "from_model" in spec:
-        tokenizer = getattr(create_model(spec["from_model"], pretrained=True), "tokenizer", None)
-        if tokenizer is None:
-            raise ConfigError(f"tokenizer.from_model={spec['from_model']!r}: that model has no tokenizer")
-        return tokenizer
+        return pretrained_tokenizer(spec["from_model"])
     tokenizer = load_tokenizer(spec["path"])
     if tokenizer is None:
         raise ConfigError(f"tokenizer.path={spec['path']!r}: no tokenizer files there")

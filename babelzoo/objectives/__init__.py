@@ -20,6 +20,8 @@ name                        objective
 ``skip_thoughts``           generate the previous and next sentence from a sentence's vector (Kiros et al.)
 ``quick_thoughts``          pick a sentence's neighbours among the batch's sentences (Logeswaran & Lee)
 ``infersent``               [u; v; |u−v|; u∗v] → MLP: translation vs. mismatched pair (InferSent)
+``distill_mlm``             masked-LM distillation from a frozen teacher (DistilBERT, TinyBERT)
+``distill_sentence``        multilingual sentence-embedding distillation (Reimers & Gurevych 2020)
 ``dea`` / ``entity_mlm``    entity alignment (ERNIE) / entity-level masked LM (ERNIE 1.0), from :mod:`babelzoo.knowledge`
 ``kbert_mlm``               masked LM over K-BERT sentence trees (visible matrix, soft positions), from :mod:`babelzoo.knowledge`
 ``sequence_classification`` fine-tuning: cross-entropy of the model's sequence head
@@ -36,6 +38,8 @@ from .clm import CLM
 from .clmlm import CLMLM
 from .clpc import CLPC
 from .clwr import CLWR
+from .distill_mlm import DistillMLM, soft_cross_entropy, uniform_layer_map
+from .distill_sentence import DistillSentence
 from .examples import ExampleError, Pair, Sentence
 from .gather import gather_with_grad
 from .glm import GLM, infill_layout, poisson_span_lengths, sample_spans
@@ -53,6 +57,7 @@ from .rtd import RTD
 from .sbo import SpanBoundary, span_boundaries
 from .skip_thoughts import ConditionalGRU, SkipThoughts, neighbour_triples
 from .sop import NSP, SOP
+from .teacher import load_teacher
 from .tlm import TLM
 from .translation_ranking import TranslationRanking, additive_margin_loss
 from .unilm import MODES as UNILM_MODES
@@ -69,4 +74,5 @@ __all__ = [
     "align_first_subword", "SpanBoundary", "span_boundaries", "PLM", "UniLM", "UNILM_MODES", "unilm_visibility",
     "GLM", "infill_layout", "poisson_span_lengths", "sample_spans", "ConditionalGRU", "InferSent", "QuickThoughts",
     "SkipThoughts", "context_loss", "context_targets", "neighbour_triples", "pair_features",
+    "DistillMLM", "DistillSentence", "load_teacher", "soft_cross_entropy", "uniform_layer_map",
 ]

@@ -71,6 +71,12 @@ class DualEncoderObjective(Objective):
 
     def embed(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(source vectors [B, H], target vectors [B, H]) from one encoder call."""
+        vectors = self.sentence_vectors(model, batch)
+        half = vectors.shape[0] // 2
+        return vectors[:half], vectors[half:]
+
+    def sentence_vectors(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The pooled vector [N, H] of every row of ``batch``."""
         out = model(**encoder_inputs(model, batch, self.use_language_ids), output_hidden_states=self.layer is not None)
         if self.layer is None:
             hidden = out.last_hidden
@@ -80,6 +86,4 @@ class DualEncoderObjective(Objective):
                 raise ConfigError(f"{self.name}: layer={self.layer} is out of range; this model has hidden states "
                                   f"0..{len(states) - 1}")
             hidden = states[self.layer]
-        vectors = unwrap(model).sentence_embedding(hidden, batch["attention_mask"], self.pooling, default="cls")
-        half = vectors.shape[0] // 2
-        return vectors[:half], vectors[half:]
+        return unwrap(model).sentence_embedding(hidden, batch["attention_mask"], self.pooling, default="cls")

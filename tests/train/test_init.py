@@ -1,0 +1,107 @@
+"""A recipe's ``init``: the model starts from pretrained weights (a checkpoint directory here),
+optionally with a subset of its layers, as a distilled student starts from its teacher; bad
+``init`` values are refused with the file and line; a run started this way resumes."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+import yaml
+
+from babelzoo.train.cli import build_run, pretrain_main
+from babelzoo.train.config import load_recipe
+from babelzoo.typed import key_lines
+
+SHAPE = {"hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "max_positions": 64, "num_layers": 4}
+
+
+@pytest.fixture(scope="module")
+def teacher_dir(tmp_path_factory):
+    """A 4-layer xlm_tiny trained 2 steps on CLDR names: its checkpoint holds weights and tokenizer."""
+    babel = pytest.importorskip("babel")
+    folder = tmp_path_factory.mktemp("teacher")
+    names = sorted(babel.Locale.parse("de").territories.values())
+    (folder / "de.txt").write_text("\n".join(names) + "\n", encoding="utf-8")
+    spec = {"model": "xlm_tiny", "model_overrides": SHAPE, "tokenizer": {"vocab_size": 300, "model_type": "unigram"},
+            "objectives": {"mlm": {"max_length": 24}},
+            "data": {"mlm": [{"kind": "text", "path": str(folder / "de.txt"), "lang": "de"}]},
+            "output_dir": str(folder / "run"), "max_steps": 2, "batch_size": 8, "progress": False,
+            "tensorboard": False, "measure_mfu": False}
+    (folder / "teacher.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    assert pretrain_main(["--config", str(folder / "teacher.yaml")]) == 0
+    return folder, folder / "run" / "checkpoints" / "step-00000002"
+
+
+def student_recipe(tmp_path, teacher_dir, init, **changes):
+    folder, checkpoint = teacher_dir
+    # the checkpoint fits xlm_tiny with these overrides (its vocabulary included), as create_model checks
+    spec = {"model": "xlm_tiny", "model_overrides": {**SHAPE, "vocab_size": 300}, "init": init, "tokenizer": {"path": str(checkpoint)},
+            "objectives": {"distill_mlm": {"teacher": str(checkpoint), "max_length": 24, "alpha_hidden": 1.0}},
+            "data": {"distill_mlm": [{"kind": "text", "path": str(folder / "de.txt"), "lang": "de"}]},
+            "output_dir": str(tmp_path / "run"), "max_steps": 2, "batch_size": 8, "progress": False,
+            "tensorboard": False, "measure_mfu": False, **changes}
+    path = tmp_path / "student.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_layers_picked_from_the_teacher_equal_its_weights(tmp_path, teacher_dir):
+    from babelzoo.zoo.pretrained import from_pretrained
+
+    path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(teacher_dir[1]), "layers": [1, 3]})
+    model, objective, _, _ = build_run(load_recipe(path), path)
+    teacher = from_pretrained(teacher_dir[1])
+    assert model.config.text.num_layers == 2 and objective.teacher.config.text.num_layers == 4
+    mine, theirs = model.state_dict(), teacher.state_dict()
+    for key, value in mine.items():
+        if key.startswith("encoder.layers."):
+            index, _, rest = key[len("encoder.layers."):].partition(".")
+            source = f"encoder.layers.{[1, 3][int(index)]}.{rest}"
+        else:
+            source = key
+        assert torch.equal(value, theirs[source]), key
+    assert model.training and all(p.requires_grad for p in model.parameters())
+    assert objective.layer_map == [0, 2, 4]
+
+
+def test_a_student_started_from_its_teacher_trains_and_resumes(tmp_path, teacher_dir):
+    path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(teacher_dir[1]), "layers": [0, 2]})
+    assert pretrain_main(["--config", str(path)]) == 0
+    assert pretrain_main(["--config", str(path), "--set", "max_steps=3"]) == 0
+    log = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["resumed_from"].endswith("step-00000002")
+
+
+def test_changing_init_on_resume_is_refused(tmp_path, teacher_dir, capsys):
+    path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(teacher_dir[1]), "layers": [0, 2]})
+    assert pretrain_main(["--config", str(path)]) == 0
+    assert pretrain_main(["--config", str(path), "--set", "max_steps=3", "--set", "init.layers=[1,3]"]) == 2
+    assert "init.layers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("init, key, message", [
+    ({"pretrained": "DIR", "layers": [0, 9]}, "init.layers",
+     r" init.layers: prune_layers: keep must list distinct ascending layers of 0..3, got \[0, 9\]"),
+    ({"pretrained": "DIR", "layers": "two"}, "init.layers", r" init.layers='two' must be a list of integers"),
+    ({"pretrained": "DIR", "from": "x"}, "init.from", r" init.from: unknown init key 'from'"),
+    ({"pretrained": False}, "init.pretrained", r" init.pretrained=False starts from nothing"),
+])
+def test_bad_init_is_refused_with_its_line(tmp_path, teacher_dir, capsys, init, key, message):
+    init = {k: str(teacher_dir[1]) if v == "DIR" else v for k, v in init.items()}
+    path = student_recipe(tmp_path, teacher_dir, init)
+    line = key_lines(path.read_text(encoding="utf-8"))[key]
+    assert pretrain_main(["--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(re.escape(f"student.yaml:{line}") + ":?" + message, err), err
+
+
+def test_a_tokenizer_larger_than_the_weights_vocabulary_is_refused(tmp_path, teacher_dir, capsys):
+    path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(teacher_dir[1])},
+                          tokenizer={"vocab_size": 400, "model_type": "unigram"})
+    assert pretrain_main(["--config", str(path)]) == 2
+    assert "the tokenizer has 400 pieces, but the weights of 'xlm_tiny' embed 300" in capsys.readouterr().err
