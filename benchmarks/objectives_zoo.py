@@ -10,8 +10,11 @@ with the same overrides for every arm:
   one program file (``catalog_documents``; the catalogs hold no English documents, as English is
   the msgid) or English↔X pairs (``catalog_pairs``), the training split only;
 * one unigram tokenizer trained on the sentences of that data, shared by every arm;
-* the same optimizer steps, batch size (examples per step), learning rate and schedule, seed,
-  fp32, no language ids (the evaluation encodes without them);
+* the same compute: every arm trains until it has used ``--cpu-seconds`` of process CPU time
+  (or ``--steps`` optimizer steps, whichever comes first), with the same batch size (examples
+  per step), learning rate and schedule, seed, fp32 and no language ids (the evaluation encodes
+  without them); objectives differ in cost per step, so the table gives the steps and tokens each
+  arm reached;
 * the recipe's own model (each system's family at tiny size: 2 layers, width 128), MLM and the
   Transformer objectives on ``xlmr_tiny``.
 
@@ -123,8 +126,8 @@ def arm_config(arm: str, args: argparse.Namespace, tokenizer_dir: Path, work: Pa
                       objectives=objectives, data=data, output_dir=str(out_dir), max_steps=args.steps,
                       batch_size=args.batch_size, optimizer="adamw", lr=args.lr, schedule="linear",
                       warmup_steps=args.warmup, precision="fp32", checkpoint_every=args.steps, keep_checkpoints=1,
-                      log_every=max(1, args.steps // 10), progress=False, tensorboard=False, seed=args.seed,
-                      device="cpu", resume=False)
+                      log_every=50, progress=False, tensorboard=False, seed=args.seed, device="cpu",
+                      resume=False, max_seconds=args.cpu_seconds, budget_clock="cpu")
     return cfg, path
 
 
@@ -174,7 +177,11 @@ def retrieval(model, tokenizer, args: argparse.Namespace, name: str) -> dict[str
 
 def finetune(task: str, model, tokenizer, args: argparse.Namespace, work: Path, name: str) -> dict[str, Any]:
     """Fine-tune a copy of ``model`` on English by the task's shipped recipe; test accuracies."""
-    cfg = load_recipe(recipe_path(FINETUNE[task]), list(FINETUNE_SET))
+    overrides = list(FINETUNE_SET)
+    fixed = model.config.text.sentence_pooling
+    if task == "sib200" and fixed is not None:  # an architecture that fixes its sentence vector
+        overrides.append(f"task.head.pooling={fixed}")
+    cfg = load_recipe(recipe_path(FINETUNE[task]), overrides)
     cfg = cfg.replace(model=model.config.architecture, output_dir=str(work / "finetune" / name / task),
                       resume=False, progress=False, seed=args.seed)
     start = time.perf_counter()
@@ -194,6 +201,23 @@ def evaluate(name: str, model, tokenizer, args: argparse.Namespace, work: Path) 
     for task in FINETUNE:
         row[task] = finetune(task, model, tokenizer, args, work, name)
     return row
+
+
+# options that change no number: a report written under other values of these still counts
+NOT_PROTOCOL = ("out", "work_dir", "arms", "floor", "data_dir")
+
+
+def finished_arms(out: Optional[Path], report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The arms an earlier run with the same settings wrote to ``out``, by name (so that a
+    comparison can be run in parts and an interrupted one continues)."""
+    if out is None or not out.is_file():
+        return {}
+    earlier = json.loads(out.read_text(encoding="utf-8"))
+    same = all(earlier.get("settings", {}).get(k) == v for k, v in report["settings"].items() if k not in NOT_PROTOCOL)
+    if not same or earlier.get("protocol") != report["protocol"]:
+        print(f"{out}: written under other settings; every arm runs again", flush=True)
+        return {}
+    return {row["arm"]: row for row in earlier.get("arms", [])}
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -222,7 +246,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                                                REPO.parent / "shared" / "data")))
     parser.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--out", type=Path, help="write JSON here (and the table beside it as .md)")
-    parser.add_argument("--steps", type=int, default=1000, help="optimizer steps per arm")
+    parser.add_argument("--steps", type=int, default=1500, help="at most this many optimizer steps per arm")
+    parser.add_argument("--cpu-seconds", type=float, default=180.0,
+                        help="the compute budget of each arm's pre-training, in process CPU seconds")
     parser.add_argument("--batch-size", type=int, default=32, help="examples per step")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--warmup", type=int, default=100)
@@ -258,13 +284,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             report["wall_s"] = round(time.perf_counter() - start, 1)
             write_results(args.out, report, markdown(report), indent=1)
 
-    if args.floor:
+    done = finished_arms(args.out, report)
+    if done:
+        report["arms"] = list(done.values())
+        print(f"kept from {args.out}: {', '.join(done)}", flush=True)
+    if args.floor and "random init" not in done:
         torch.manual_seed(args.seed)
         model = create_model(FLOOR, vocab_size=tokenizer.specials.vocab_size, pad_token_id=tokenizer.specials.pad,
                              num_languages=0, max_positions=160)
         record({"arm": "random init", "model": FLOOR, "parameters": model.num_parameters(),
                 **evaluate("random", model, tokenizer, args, work)})
     for arm in args.arms:
+        if arm in done:
+            continue
         model, tokenizer, pre = pretrain(arm, args, tokenizer_dir, work)
         record({"arm": arm, "model": pre["model"], "parameters": pre["parameters"], "pretrain": pre,
                 **evaluate(arm, model, tokenizer, args, work)})
