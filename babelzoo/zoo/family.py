@@ -40,6 +40,7 @@ BUILTIN_FAMILIES = {
     "transformer": "babelzoo.zoo.transformer_config",
     "rnn": "babelzoo.zoo.rnn_config",
     "modernbert": "babelzoo.zoo.modernbert_config",
+    "transformer_xl": "babelzoo.zoo.transformer_xl_config",
 }
 ENTRY_POINT_GROUP = "babelzoo.families"
 
