@@ -12,6 +12,8 @@ name                        objective
 ``nsp`` / ``sop``           next-sentence (BERT) / sentence-order (ALBERT) prediction
 ``rtd``                     replaced-token detection (ELECTRA)
 ``sbo``                     span masking with the span-boundary objective (SpanBERT)
+``segment_mlm``             masked LM over a document's consecutive segments with memory (Transformer-XL)
+``segment_clm``             causal LM over a document's consecutive segments with memory (Transformer-XL)
 ``xlco``                    cross-lingual contrast (InfoXLM)
 ``translation_ranking``     additive-margin translation ranking (LaBSE)
 ``dea`` / ``entity_mlm``    entity alignment (ERNIE) / entity-level masked LM (ERNIE 1.0), from :mod:`babelzoo.knowledge`
@@ -41,6 +43,8 @@ from .mlm_conditioned import ConditionedMLM
 from .negatives import MINERS, HardNegatives, NegativeMiner, RandomNegatives
 from .rtd import RTD
 from .sbo import SpanBoundary, span_boundaries
+from .segment_clm import SegmentCLM
+from .segment_mlm import SegmentMLM
 from .sop import NSP, SOP
 from .tlm import TLM
 from .translation_ranking import TranslationRanking, additive_margin_loss
@@ -53,5 +57,5 @@ __all__ = [
     "RandomNegatives", "SOP", "Sentence", "TLM", "TranslationRanking", "XLCo", "additive_margin_loss",
     "build_objective", "gather_with_grad", "info_nce", "register_objective", "span_length_distribution",
     "word_starts_from_pieces", "Labelled", "SequenceClassification", "Tagged", "TokenClassification",
-    "align_first_subword", "SpanBoundary", "span_boundaries",
+    "align_first_subword", "SpanBoundary", "span_boundaries", "SegmentCLM", "SegmentMLM",
 ]

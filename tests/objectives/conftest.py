@@ -98,7 +98,8 @@ def toy() -> tuple[SpecialIds, dict[str, list]]:
     documents = [[sentences[i], sentences[i + 1], sentences[i + 2]] for i in range(6)]
     examples = {"mlm": sentences, "mmlm": sentences, "clm": sentences, "rtd": sentences, "tlm": pairs,
                 "clwr": pairs, "clpc": pairs, "xlco": pairs, "translation_ranking": pairs, "nsp": documents,
-                "sop": documents, "clmlm": [pairs[0:3], pairs[3:6], pairs[5:8]]}
+                "sop": documents, "clmlm": [pairs[0:3], pairs[3:6], pairs[5:8]],
+                "segment_mlm": documents, "segment_clm": documents}
     return specials, examples
 
 
