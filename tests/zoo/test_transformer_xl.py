@@ -238,3 +238,20 @@ def test_bad_memory_and_models_without_one_are_errors():
         encode_segment(babelzoo.create_model("mbert_tiny", vocab_size=50), torch.randint(5, 50, (1, 4)))
     with pytest.raises(InputError, match="segment_length=0"):
         encode_segments(model, torch.randint(5, 50, (1, 4)), segment_length=0)
+
+
+@pytest.mark.parametrize("kind", ["sequence_classification", "token_classification"])
+def test_task_heads_fine_tune_on_transformer_xl(kind):
+    torch.manual_seed(0)
+    net = babelzoo.create_model("transformer_xl_tiny", **SMALL, head={"kind": kind, "labels": ["a", "b", "c"]})
+    ids, mask = two_segment_batch()
+    logits = net.head_logits(ids, attention_mask=mask)
+    assert logits.shape == ((3, 3) if kind == "sequence_classification" else (3, 8, 3))
+    if kind == "token_classification":  # the labelled positions alone equal the full pass there
+        net.eval()
+        with torch.no_grad():
+            full = net.head_logits(ids, attention_mask=mask)
+            picked = net.head_logits(ids, attention_mask=mask, positions=mask.bool())
+        torch.testing.assert_close(picked, full[mask.bool()], atol=1e-5, rtol=1e-5)
+    logits.sum().backward()
+    assert net.encoder.layers[0].attention.position_bias.grad.abs().sum() > 0
