@@ -30,7 +30,9 @@ def test_list_every_kind(capsys):
         assert names <= listed, kind
     assert main(["list", "objectives", "s*"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert [line.split()[:2] for line in lines] == [["sbo", "[sentence]"], ["sequence_classification", "[labelled_text]"],
+    assert [line.split()[:2] for line in lines] == [["sbo", "[sentence]"], ["segment_clm", "[document]"],
+                                                    ["segment_mlm", "[document]"],
+                                                    ["sequence_classification", "[labelled_text]"],
                                                     ["skip_thoughts", "[document]"], ["sop", "[document]"]]
 
 

@@ -15,6 +15,8 @@ name                        objective
 ``plm``                     permutation LM with two-stream attention (XLNet)
 ``unilm``                   cloze under bidirectional, left-to-right, right-to-left and seq2seq masks (UniLM)
 ``glm``                     autoregressive blank infilling with 2-D positions (GLM)
+``segment_mlm``             masked LM over a document's consecutive segments with memory (Transformer-XL)
+``segment_clm``             causal LM over a document's consecutive segments with memory (Transformer-XL)
 ``xlco``                    cross-lingual contrast (InfoXLM)
 ``translation_ranking``     additive-margin translation ranking (LaBSE)
 ``skip_thoughts``           generate the previous and next sentence from a sentence's vector (Kiros et al.)
@@ -55,6 +57,8 @@ from .plm import PLM
 from .quick_thoughts import QuickThoughts, context_loss, context_targets
 from .rtd import RTD
 from .sbo import SpanBoundary, span_boundaries
+from .segment_clm import SegmentCLM
+from .segment_mlm import SegmentMLM
 from .skip_thoughts import ConditionalGRU, SkipThoughts, neighbour_triples
 from .sop import NSP, SOP
 from .teacher import load_teacher
@@ -75,4 +79,5 @@ __all__ = [
     "GLM", "infill_layout", "poisson_span_lengths", "sample_spans", "ConditionalGRU", "InferSent", "QuickThoughts",
     "SkipThoughts", "context_loss", "context_targets", "neighbour_triples", "pair_features",
     "DistillMLM", "DistillSentence", "load_teacher", "soft_cross_entropy", "uniform_layer_map",
+    "SegmentCLM", "SegmentMLM",
 ]

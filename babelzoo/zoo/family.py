@@ -41,6 +41,7 @@ BUILTIN_FAMILIES = {
     "rnn": "babelzoo.zoo.rnn_config",
     "modernbert": "babelzoo.zoo.modernbert_config",
     "xlnet": "babelzoo.zoo.xlnet_config",
+    "transformer_xl": "babelzoo.zoo.transformer_xl_config",
 }
 ENTRY_POINT_GROUP = "babelzoo.families"
 

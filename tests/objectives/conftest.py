@@ -99,7 +99,8 @@ def toy() -> tuple[SpecialIds, dict[str, list]]:
     examples = {"mlm": sentences, "mmlm": sentences, "clm": sentences, "rtd": sentences, "tlm": pairs,
                 "clwr": pairs, "clpc": pairs, "xlco": pairs, "translation_ranking": pairs, "nsp": documents,
                 "sop": documents, "clmlm": [pairs[0:3], pairs[3:6], pairs[5:8]], "unilm": documents,
-                "glm": sentences, "skip_thoughts": documents, "quick_thoughts": documents, "infersent": pairs}
+                "glm": sentences, "skip_thoughts": documents, "quick_thoughts": documents, "infersent": pairs,
+                "segment_mlm": documents, "segment_clm": documents}
     return specials, examples
 
 

@@ -1,0 +1,237 @@
+"""Does Transformer-XL's segment memory help on long documents? One tiny transformer_xl model,
+one tokenizer, one seed, the same batches and the same number of steps, trained with
+``segment_mlm`` and ``segment_clm`` twice: WITH memory (``mem_len`` > 0: every segment attends
+over the stop-gradient states of the positions before it) and WITHOUT (``mem_len=0``: every
+segment alone). Both settings read exactly the same tokens; only what a segment may attend to
+differs.
+
+Data (``--source ud``, the default): the English Web Treebank of Universal Dependencies
+(``ud/UD_English-EWT``, documents from its ``# newdoc`` marks): its ``dev`` file's documents
+train (the mirror has no train file), its ``test`` file's documents are held out and never
+trained on. ``--source catalogs``: Django's .po catalogs (German, French, Spanish) as
+documents, the messages of one source file in order, training split vs. the held-out messages
+(:func:`babelzoo.sources.embedded.is_heldout`).
+
+Evaluation: every held-out document longer than two segments, whole or (when longer than
+``--eval-max-segments`` segments) a window of that many, the same prepared batches (the same
+windows and masks) for every setting;
+the token-weighted held-out loss, its exponential (perplexity; for masked LM over the masked
+tokens), and the loss of the first segments (which no setting gives a memory) apart from the
+later ones (where the memory can help). The memory-trained model is also scored with a longer
+memory (``--eval-mem-len``), as the paper evaluates.
+
+    python benchmarks/long_documents.py --data-dir ../shared/data --out benchmarks/results/long_documents.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from a checkout
+    sys.path.insert(0, str(REPO))
+
+from babelzoo.datasets.sources import DocumentsSource  # noqa: E402
+from babelzoo.datasets.spm import SentencePieceTokenizer  # noqa: E402
+from babelzoo.objectives import Sentence, build_objective  # noqa: E402
+from babelzoo.train.data import seeded  # noqa: E402
+from babelzoo.zoo.factory import create_model  # noqa: E402
+from benchmarks._results import write_results  # noqa: E402
+
+UD = "ud/UD_English-EWT/en_ewt-ud-{split}.conllu"
+CATALOG_LANGS = ["de", "fr", "es"]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", default=os.environ.get("BABELZOO_DATA_DIR", str(REPO.parent / "shared" / "data")))
+    p.add_argument("--source", choices=("ud", "catalogs"), default="ud")
+    p.add_argument("--objectives", nargs="+", default=["segment_mlm", "segment_clm"],
+                   choices=("segment_mlm", "segment_clm"))
+    p.add_argument("--steps", type=int, default=240, help="optimizer steps per setting")
+    p.add_argument("--batch-size", type=int, default=8, help="documents per step")
+    p.add_argument("--segment-length", type=int, default=16)
+    p.add_argument("--mem-len", type=int, default=32, help="the memory of the WITH setting (WITHOUT: 0)")
+    p.add_argument("--max-segments", type=int, default=8, help="segments read from a training document")
+    p.add_argument("--eval-max-segments", type=int, default=32)
+    p.add_argument("--eval-mem-len", type=int, default=64, help="a longer memory to score the WITH model with")
+    p.add_argument("--vocab-size", type=int, default=2000)
+    p.add_argument("--hidden-size", type=int, default=128)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "long_documents.json"))
+    return p
+
+
+def read_documents(args) -> tuple[dict[str, list[list[str]]], dict[str, list[list[str]]], str]:
+    """(training documents, held-out documents, a description), by language."""
+    if args.source == "ud":
+        def read(split: str):
+            path = Path(args.data_dir) / UD.format(split=split)
+            if not path.is_file():
+                raise SystemExit(f"{path}: not found (give --data-dir, the standard data with ud/)")
+            source = DocumentsSource(path=str(path), lang="en", format="conllu")
+            return source.read_documents()
+
+        return read("dev"), read("test"), "UD English-EWT: dev documents train, test documents held out"
+    from babelzoo.sources.embedded import CatalogDocuments
+
+    def catalog(split: str):
+        return CatalogDocuments(langs=CATALOG_LANGS, packages=["django"], split=split, max_sentences=10_000).read_documents()
+
+    return catalog("train"), catalog("heldout"), "Django .po catalogs (de, fr, es): training vs held-out messages"
+
+
+def tokenize(documents: dict[str, list[list[str]]], tokenizer) -> list[list[Sentence]]:
+    return [[Sentence(tokenizer.encode(text, add_special_tokens=False), lang) for text in document]
+            for lang, docs in documents.items() for document in docs]
+
+
+def stream_length(document: list[Sentence]) -> int:
+    return 1 + sum(len(s.ids) + 1 for s in document)
+
+
+def make_model(args, vocab_size: int):
+    torch.manual_seed(args.seed)
+    return create_model("transformer_xl_tiny", vocab_size=vocab_size, hidden_size=args.hidden_size,
+                        num_layers=args.layers, intermediate_size=2 * args.hidden_size, dropout=args.dropout,
+                        attention_dropout=0.0)
+
+
+def objective_for(name: str, specials, model, args, mem_len: int, max_segments: int):
+    return build_objective(name, specials, model.config, segment_length=args.segment_length, mem_len=mem_len,
+                           max_segments=max_segments, use_language_ids=False)
+
+
+def train(name: str, mem_len: int, documents, specials, args) -> tuple[Any, dict[str, Any]]:
+    """``args.steps`` AdamW steps; batch ``s`` is drawn and prepared under seed (seed, s), so
+    every setting sees the same documents, windows and masks."""
+    model = make_model(args, specials.vocab_size).train()
+    objective = objective_for(name, specials, model, args, mem_len, args.max_segments)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 30) * (1 - s / args.steps))
+    tokens, started = 0, time.perf_counter()
+    for step in range(args.steps):
+        with seeded(args.seed * 1_000_003 + step):
+            picks = torch.randint(len(documents), (args.batch_size,)).tolist()
+            batch = objective.prepare([documents[i] for i in picks])
+        loss = objective(model, batch)
+        optimizer.zero_grad()
+        loss.value.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        tokens += int(batch["attention_mask"].sum())
+    return model, {"train_tokens": tokens, "train_seconds": round(time.perf_counter() - started, 1),
+                   "final_train_loss": round(float(loss.value.detach()), 4)}
+
+
+def held_batches(name: str, documents, specials, model, args) -> list[dict[str, torch.Tensor]]:
+    objective = objective_for(name, specials, model, args, 0, args.eval_max_segments)
+    with seeded(args.seed + 12345):
+        return [objective.prepare(documents[i:i + args.batch_size]) for i in range(0, len(documents), args.batch_size)]
+
+
+def evaluate(name: str, model, batches, specials, args, mem_len: int) -> dict[str, float]:
+    """Token-weighted held-out loss over every segment, and over the first segments alone."""
+    objective = objective_for(name, specials, model, args, mem_len, args.eval_max_segments)
+    model.eval()
+    sums = {"all": [0.0, 0], "first": [0.0, 0]}
+    with torch.no_grad():
+        for batch in batches:
+            first = {key: (value[:, :1] if value.dim() == 3 else value) for key, value in batch.items()}
+            for part, b in (("all", batch), ("first", first)):
+                n = int(b["labels"].ne(-100).sum())
+                if n:
+                    sums[part][0] += float(objective(model, b).value) * n
+                    sums[part][1] += n
+    model.train()
+    total, count = sums["all"]
+    first, first_count = sums["first"]
+    later = (total - first) / max(count - first_count, 1)
+    loss = total / count
+    return {"held_loss": round(loss, 4), "perplexity": round(math.exp(loss), 2),
+            "first_segment_loss": round(first / first_count, 4), "later_segments_loss": round(later, 4),
+            "predicted_tokens": count, "later_predicted_tokens": count - first_count}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Train and score every (objective, setting); returns the report :func:`main` writes."""
+    torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    train_text, held_text, description = read_documents(args)
+    tokenizer = SentencePieceTokenizer.train({lang: [s for d in docs for s in d] for lang, docs in train_text.items()},
+                                             vocab_size=args.vocab_size, model_type="unigram", seed=args.seed)
+    specials = tokenizer.specials
+    train_docs = tokenize(train_text, tokenizer)
+    held_docs = [d for d in tokenize(held_text, tokenizer) if stream_length(d) > 2 * args.segment_length]
+    results: dict[str, Any] = {}
+    for name in args.objectives:
+        batches = None
+        results[name] = {}
+        for setting, mem_len in (("with_memory", args.mem_len), ("without_memory", 0)):
+            model, info = train(name, mem_len, train_docs, specials, args)
+            batches = batches if batches is not None else held_batches(name, held_docs, specials, model, args)
+            results[name][setting] = {"mem_len": mem_len, **info, **evaluate(name, model, batches, specials, args,
+                                                                              mem_len)}
+            if mem_len and args.eval_mem_len != mem_len:
+                results[name][f"with_memory_eval_mem_len_{args.eval_mem_len}"] = {
+                    "mem_len": args.eval_mem_len, "trained_with_mem_len": mem_len,
+                    **evaluate(name, model, batches, specials, args, args.eval_mem_len)}
+    protocol = {
+        "data": description, "train_documents": len(train_docs), "held_out_documents": len(held_docs),
+        "train_document_tokens": sum(stream_length(d) for d in train_docs),
+        "held_out_document_tokens": sum(stream_length(d) for d in held_docs),
+        "held_out_rule": f"held-out documents longer than 2 segments, whole or a window of "
+                         f"{args.eval_max_segments} segments",
+        "model": "transformer_xl_tiny", "hidden_size": args.hidden_size, "layers": args.layers,
+        "tokenizer": f"sentencepiece unigram, {args.vocab_size} pieces, trained on the training documents",
+        "steps": args.steps, "batch_documents": args.batch_size, "segment_length": args.segment_length,
+        "max_segments": args.max_segments, "lr": args.lr, "dropout": args.dropout, "seed": args.seed,
+        "threads": args.threads, "torch": torch.__version__,
+    }
+    return {"protocol": protocol, "results": results, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    p = report["protocol"]
+    lines = ["# Long documents: Transformer-XL's memory vs. none, at equal tokens and steps", "",
+             f"{p['data']}; {p['train_documents']} training documents ({p['train_document_tokens']} tokens), "
+             f"{p['held_out_documents']} held-out documents ({p['held_out_document_tokens']} tokens, "
+             f"{p['held_out_rule']}). {p['model']} (hidden {p['hidden_size']}, {p['layers']} layers), "
+             f"{p['steps']} steps of {p['batch_documents']} documents, segments of {p['segment_length']}, "
+             f"seed {p['seed']}. Perplexity = exp(held-out loss) per sub-word (masked LM: over the masked "
+             f"tokens).", "",
+             "| objective | setting | mem_len | train tokens | held-out loss | perplexity | first segment | "
+             "later segments |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for name, settings in report["results"].items():
+        for setting, r in settings.items():
+            lines.append(f"| {name} | {setting} | {r['mem_len']} | {r.get('train_tokens', '(same model)')} | "
+                         f"{r['held_loss']:.4f} | {r['perplexity']:.2f} | {r['first_segment_loss']:.4f} | "
+                         f"{r['later_segments_loss']:.4f} |")
+    lines += ["", f"Total time {report['seconds']} s on {p['threads']} threads."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    report = run(args)
+    out = write_results(args.out, report, markdown(report))
+    print(markdown(report))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
