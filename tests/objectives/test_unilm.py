@@ -150,7 +150,7 @@ def test_loss_is_the_tied_head_cross_entropy_under_the_mask():
     torch.testing.assert_close(loss.value, expected, rtol=1e-5, atol=1e-6)
 
 
-def shares_match(counts, shares):
+def assert_shares_match(counts, shares):
     n = sum(counts)
     for mode, share in shares.items():
         sd = (n * share * (1 - share)) ** 0.5
@@ -162,12 +162,12 @@ def test_modes_are_drawn_with_their_shares():
     paper = {"bidirectional": 1 / 3, "left_to_right": 1 / 6, "right_to_left": 1 / 6, "seq2seq": 1 / 3}
     objective = build_objective("unilm", SPECIALS, model().config)
     batches = [int(objective.prepare(DOCUMENTS)["mode"]) for _ in range(600)]  # the mode of each batch
-    shares_match([batches.count(i) for i in range(4)], paper)
+    assert_shares_match([batches.count(i) for i in range(4)], paper)
     draws = [objective.draw_mode() for _ in range(6000)]
-    shares_match([draws.count(mode) for mode in UNILM_MODES], paper)
+    assert_shares_match([draws.count(mode) for mode in UNILM_MODES], paper)
     chosen = build_objective("unilm", SPECIALS, model().config, modes={"seq2seq": 3, "left_to_right": 1})
     draws = [chosen.draw_mode() for _ in range(4000)]
-    shares_match([draws.count(mode) for mode in UNILM_MODES],
+    assert_shares_match([draws.count(mode) for mode in UNILM_MODES],
                  {"seq2seq": 0.75, "left_to_right": 0.25, "bidirectional": 0.0, "right_to_left": 0.0})
 
 

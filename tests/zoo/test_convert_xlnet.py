@@ -63,7 +63,7 @@ def permutation(mask: torch.Tensor, predict: int = 3, seed: int = 1):
     return visible, targets
 
 
-def compare(ours, theirs, ids, mask, segments=None):
+def assert_matches(ours, theirs, ids, mask, segments=None):
     with torch.no_grad():
         out = theirs(input_ids=ids, attention_mask=mask, token_type_ids=segments, output_hidden_states=True)
         mine = ours(ids, attention_mask=mask, segment_ids=segments)
@@ -74,7 +74,7 @@ def compare(ours, theirs, ids, mask, segments=None):
         assert (ours.mlm_logits(mine.last_hidden)[real] - out.logits[real]).abs().max() <= TOL
 
 
-def compare_two_stream(ours, theirs, ids, mask, segments):
+def assert_two_stream_matches(ours, theirs, ids, mask, segments):
     visible, targets = permutation(mask)
     with torch.no_grad():
         out = theirs(input_ids=ids, attention_mask=mask, token_type_ids=segments, perm_mask=(~visible).float(),
@@ -95,8 +95,8 @@ def test_import_matches_transformers_with_padding_and_segments(name, tmp_path):
                                                                    fields.get("clamp_len", -1))
     assert (ours.lm_head is not None) == lm
     ids, mask, segments = batch(fields["pad_token_id"], fields["vocab_size"])
-    compare(ours, theirs, ids, mask)
-    compare(ours, theirs, ids, mask, segments)
+    assert_matches(ours, theirs, ids, mask)
+    assert_matches(ours, theirs, ids, mask, segments)
 
 
 @pytest.mark.parametrize("name", [n for n, (_, lm) in CONFIGS.items() if lm])
@@ -105,7 +105,7 @@ def test_the_two_stream_pass_matches_transformers_perm_mask_and_target_mapping(n
     theirs.save_pretrained(tmp_path / "hf")
     ours = import_hf(tmp_path / "hf").eval()
     fields = CONFIGS[name][0]
-    compare_two_stream(ours, theirs, *batch(fields["pad_token_id"], fields["vocab_size"]))
+    assert_two_stream_matches(ours, theirs, *batch(fields["pad_token_id"], fields["vocab_size"]))
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -123,9 +123,9 @@ def test_export_round_trips_through_transformers(name, tmp_path):
     assert type(reloaded) is type(theirs)
     fields = CONFIGS[name][0]
     ids, mask, segments = batch(fields["pad_token_id"], fields["vocab_size"])
-    compare(ours, reloaded, ids, mask, segments)
+    assert_matches(ours, reloaded, ids, mask, segments)
     if lm:
-        compare_two_stream(ours, reloaded, ids, mask, segments)
+        assert_two_stream_matches(ours, reloaded, ids, mask, segments)
 
 
 def test_causal_attention_is_transformers_unidirectional_xlnet(tmp_path):
@@ -152,8 +152,8 @@ def test_a_fresh_zoo_model_exports_and_transformers_reads_the_same_function(tmp_
     theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     assert type(theirs) is transformers.XLNetLMHeadModel
     ids, mask, segments = batch(0, 120, length=23)
-    compare(ours, theirs, ids, mask, segments)
-    compare_two_stream(ours, theirs, ids, mask, segments)
+    assert_matches(ours, theirs, ids, mask, segments)
+    assert_two_stream_matches(ours, theirs, ids, mask, segments)
 
 
 @pytest.mark.parametrize("field, value, message", [
