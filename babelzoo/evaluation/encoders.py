@@ -35,10 +35,11 @@ class BabelEncoder:
     ``layer`` indexes ``hidden_states`` (0 = embeddings, -1 = last layer, 8 = XTREME's choice
     for 12-layer models). Sentences are tokenized first, then sorted by token count and batched
     (see :meth:`encode_ids`), so padding work is small; the output keeps the input order.
-    ``unpad=True`` runs the model on the real tokens only (``model(..., unpad=True)``):
-    projections and feed-forward layers on the packed tokens, attention one sentence at a time,
-    so no work is spent on padding at all (length-sorted batches carry little padding, so the
-    gain over the padded pass is small there)."""
+    ``unpad=True`` (the default) runs the model on the real tokens only (``model(...,
+    unpad=True)``): embeddings, projections and feed-forward layers on the packed tokens,
+    attention one run of equal-length sentences at a time, so no work is spent on padding at all
+    (a family that cannot pack, e.g. Transformer-XL, runs padded); ``unpad=False`` runs the
+    padded batches."""
 
     name: str
     model: torch.nn.Module
@@ -48,7 +49,7 @@ class BabelEncoder:
     batch_size: int = 64
     max_length: int = 128
     use_language_ids: bool = True
-    unpad: bool = False
+    unpad: bool = True
     pooling: Optional[str] = None
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -13,7 +13,7 @@ from torch import nn
 from ..errors import ConfigError, InputError
 from .config import ModelConfig
 from .family import family_of
-from .layers import LayerStack, Pooler, pool
+from .layers import LayerStack, Packing, Pooler, pool
 
 
 @dataclass
@@ -170,8 +170,15 @@ class BabelModel(nn.Module):
         if entities is not None and self.knowledge is None:
             raise InputError(f"entities given, but model {self.config.architecture!r} has no fusion layers "
                              f"(knowledge fusion={self.config.knowledge.fusion!r}); use attach_knowledge")
-        x = self.embeddings(input_ids, position_ids, segment_ids, language_ids, inputs_embeds)
         segments = {"segment_ids": segment_ids} if self.encoder_reads_segments else {}
+        if entities is None and isinstance(self.encoder, LayerStack) and self.encoder.packs(attention_mask, unpad):
+            packing = Packing(attention_mask)
+            x = self._embed_packed(packing, input_ids, position_ids, segment_ids, language_ids, inputs_embeds)
+            hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states, output_positions,
+                                          unpad, position_ids, **segments, packing=packing)
+            pooled = self.pooler(hidden) if self.pooler is not None and output_positions is None else None
+            return EncoderOutput(hidden, states, pooled, attention_mask)
+        x = self.embeddings(input_ids, position_ids, segment_ids, language_ids, inputs_embeds)
         if entities is not None:
             with self.knowledge.bind(entities):
                 hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states,
@@ -181,6 +188,22 @@ class BabelModel(nn.Module):
                                           unpad, position_ids, **segments)
         pooled = self.pooler(hidden) if self.pooler is not None and output_positions is None else None
         return EncoderOutput(hidden, states, pooled, attention_mask)
+
+    def _embed_packed(self, packing: Packing, input_ids, position_ids, segment_ids, language_ids,
+                      inputs_embeds) -> torch.Tensor:
+        """The embeddings of the real tokens only, [N, H]: every per-token input packed, and the
+        positions a padded pass would give them made explicit first."""
+        embeddings = self.embeddings
+        if position_ids is None and embeddings.positions != "none":
+            source = input_ids if input_ids is not None else inputs_embeds
+            position_ids = embeddings.default_positions(input_ids, source.shape[:2], source.device)
+            position_ids = position_ids - embeddings.position_offset  # counted from 0, as a caller gives them
+
+        def pack(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+            return None if t is None else packing.pack(t)[None]
+
+        x = embeddings(pack(input_ids), pack(position_ids), pack(segment_ids), pack(language_ids), pack(inputs_embeds))
+        return x[0]
 
     def head_logits(self, input_ids: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None,
                     **inputs) -> torch.Tensor:

@@ -11,13 +11,10 @@ FAMILIES = ["xlmr_tiny", "mbert_tiny", "nezha_tiny", "t5rel_prenorm_tiny", "albe
             "modernbert_tiny"]
 
 
-def batch():
+def batch(lengths=(11, 6, 2, 9)):
     g = torch.Generator().manual_seed(1)
-    ids = torch.randint(5, 100, (4, 11), generator=g)
-    mask = torch.ones(4, 11, dtype=torch.long)
-    mask[1, 6:] = 0
-    mask[2, 2:] = 0
-    mask[3, 9:] = 0
+    ids = torch.randint(5, 100, (len(lengths), max(lengths)), generator=g)
+    mask = (torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]).long()
     return ids, mask
 
 
@@ -29,10 +26,11 @@ def test_packing_round_trip():
     assert packing.unpack(packing.pack(x)).flatten().tolist() == [0.0, 1.0, 0.0, 3.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize("lengths", [(11, 6, 2, 9), (3, 3, 7, 7, 7, 1, 2)], ids=["distinct", "runs"])
 @pytest.mark.parametrize("name", FAMILIES)
-def test_unpadded_states_equal_the_padded_pass_at_real_tokens(name):
+def test_unpadded_states_equal_the_padded_pass_at_real_tokens(name, lengths):
     model = babelzoo.create_model(name).double().eval()
-    ids, mask = batch()
+    ids, mask = batch(lengths)
     padded = model(ids, attention_mask=mask, output_hidden_states=True)
     packed = model(ids, attention_mask=mask, output_hidden_states=True, unpad=True)
     real = mask.bool()
@@ -64,6 +62,25 @@ def test_right_padded_rows_attend_segment_by_segment(monkeypatch):
     assert shapes == [(4, heads, 11, d)] * 2
 
 
+def test_rows_of_one_length_share_one_attention_call(monkeypatch):
+    """Consecutive rows of equal length (a length-sorted batch) attend in one SDPA call each run;
+    empty rows are skipped."""
+    from babelzoo.zoo.layers import attention
+
+    shapes = []
+    real_attend = attention.attend
+    monkeypatch.setattr(attention, "attend", lambda q, *a, **k: shapes.append(tuple(q.shape)) or
+                        real_attend(q, *a, **k))
+    model = babelzoo.create_model("xlmr_tiny", num_layers=1).double().eval()
+    ids, mask = batch((3, 3, 7, 7, 7, 0, 2, 3))
+    packing = Packing(mask)
+    assert [(r.first, r.rows, r.length, r.start) for r in packing.runs] == [
+        (0, 2, 3, 0), (2, 3, 7, 6), (6, 1, 2, 27), (7, 1, 3, 29)]
+    model(ids, attention_mask=mask, unpad=True)
+    heads, d = model.config.text.num_heads, model.config.text.head_dim
+    assert shapes == [(2, heads, 3, d), (3, heads, 7, d), (1, heads, 2, d), (1, heads, 3, d)]
+
+
 def test_unpadded_gradients_equal_the_padded_pass():
     torch.manual_seed(0)
     model = babelzoo.create_model("xlmr_tiny", dropout=0.0, attention_dropout=0.0).double()
@@ -86,3 +103,22 @@ def test_unpadded_selected_positions_equal_the_padded_selection():
     full = model(ids, attention_mask=mask).last_hidden
     got = model(ids, attention_mask=mask, unpad=True, output_positions=positions).last_hidden
     torch.testing.assert_close(got, full[positions], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["mbert_tiny", "xlm_tiny", "xlmr_tiny"])
+def test_embeddings_run_on_the_packed_tokens(name, monkeypatch):
+    """The embeddings see the N real tokens only ([1, N]), with the positions, segments and
+    languages a padded pass gives them, and the states equal the padded pass's."""
+    model = babelzoo.create_model(name, num_languages=3).double().eval()
+    ids, mask = batch((5, 5, 3, 1))
+    segments = (torch.arange(5)[None, :] >= 2).long().expand(4, -1)
+    languages = torch.tensor([0, 1, 2, 1])[:, None].expand(-1, 5)
+    extra = {"segment_ids": segments, "language_ids": languages}
+    padded = model(ids, attention_mask=mask, **extra)
+    shapes = []
+    real_forward = type(model.embeddings).forward
+    monkeypatch.setattr(type(model.embeddings), "forward",
+                        lambda self, ids, *a, **k: shapes.append(tuple(ids.shape)) or real_forward(self, ids, *a, **k))
+    packed = model(ids, attention_mask=mask, unpad=True, **extra)
+    assert shapes == [(1, 14)]
+    torch.testing.assert_close(packed.last_hidden[mask.bool()], padded.last_hidden[mask.bool()], rtol=0, atol=1e-12)

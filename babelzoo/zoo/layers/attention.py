@@ -10,6 +10,7 @@ visibility matrices (K-BERT) and additive relative-position biases are all expre
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -103,6 +104,7 @@ class Packing:
         # row, and attention can run segment by segment on them (:meth:`SelfAttention.forward`).
         prefix = torch.arange(self.length, device=attention_mask.device)[None, :] < lengths[:, None]
         self.lengths = lengths.tolist() if bool((prefix == attention_mask.bool()).all()) else None
+        self.runs = _runs(self.lengths) if self.lengths is not None else None
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         return x.reshape(self.batch * self.length, *x.shape[2:]).index_select(0, self.index)
@@ -181,20 +183,46 @@ class SelfAttention(nn.Module):
         return self.out(context.transpose(1, 2).reshape(b, queries, width))
 
     def _segments(self, x: torch.Tensor, packing: "Packing", rotary) -> torch.Tensor:
-        """Attention over packed tokens ``x`` [N, H] one row (segment) at a time: a key mask that
-        only hides padding is then no mask at all, and no row pays for another row's length
-        (Σ ℓ_b² score entries instead of B·L²)."""
+        """Attention over packed tokens ``x`` [N, H] one segment at a time: a key mask that only
+        hides padding is then no mask at all, and no row pays for another row's length (Σ ℓ_b²
+        score entries instead of B·L²). Consecutive rows of one length (a length-sorted batch
+        has many) share one SDPA call."""
         qkv = self.qkv(x).view(-1, 3, self.num_heads, self.head_dim)
         context = qkv.new_empty(qkv.shape[0], self.num_heads, self.head_dim)
         dropout = self.dropout if self.training else 0.0
-        start = 0
-        for row, n in enumerate(packing.lengths):
-            if n == 0:
-                continue
-            q, k, v = qkv[start:start + n].permute(1, 2, 0, 3)[:, None]  # each [1, heads, n, d]
+        for run in packing.runs:
+            tokens = slice(run.start, run.start + run.rows * run.length)
+            # [rows·n, 3, heads, d] → 3 × [rows, heads, n, d]
+            q, k, v = qkv[tokens].view(run.rows, run.length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
             if rotary is not None:
-                cos, sin = (t[row if t.shape[0] > 1 else 0, None, :, :n] for t in rotary)
+                rows = slice(run.first, run.first + run.rows)
+                cos, sin = (t[rows if t.shape[0] > 1 else slice(0, 1), :, :run.length] for t in rotary)
                 q, k = apply_rotary(q, (cos, sin)), apply_rotary(k, (cos, sin))
-            context[start:start + n] = attend(q, k, v, dropout=dropout)[0].transpose(0, 1)
-            start += n
+            context[tokens] = attend(q, k, v, dropout=dropout).transpose(1, 2).reshape(-1, self.num_heads,
+                                                                                       self.head_dim)
         return context.view(-1, self.inner)
+
+
+@dataclass(frozen=True)
+class Run:
+    """Consecutive rows ``first .. first + rows - 1`` of one ``length``, whose packed tokens
+    start at ``start``."""
+
+    first: int
+    rows: int
+    length: int
+    start: int
+
+
+def _runs(lengths: list[int]) -> list[Run]:
+    """The runs of equal non-zero lengths in ``lengths``, in order."""
+    runs: list[Run] = []
+    start = 0
+    for row, n in enumerate(lengths):
+        if n and runs and runs[-1].length == n and runs[-1].first + runs[-1].rows == row:
+            last = runs[-1]
+            runs[-1] = Run(last.first, last.rows + 1, n, last.start)
+        elif n:
+            runs.append(Run(row, 1, n, start))
+        start += n
+    return runs

@@ -62,23 +62,33 @@ class LayerStack(nn.Module, metaclass=ABCMeta):
         """May the last layer compute its output at selected positions only?"""
         return True
 
+    def packs(self, attention_mask: Optional[torch.Tensor], unpad: bool) -> bool:
+        """Does an ``unpad`` pass over this mask run on the real tokens only?"""
+        return unpad and attention_mask is not None and self.can_pack()
+
     def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
                 output_hidden_states: bool = False,
                 output_positions: Optional[torch.Tensor] = None,
                 unpad: bool = False,
                 position_ids: Optional[torch.Tensor] = None,
-                segment_ids: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
+                segment_ids: Optional[torch.Tensor] = None,
+                packing: Optional[Packing] = None) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
         """Every layer, then :meth:`finish`. ``output_positions`` (bool [B, L]): return
         ``x[output_positions]`` ([N, H]) only, and run the last layer's queries, feed-forward
         and norms at those positions alone where the family allows it. ``unpad``: run
         projections and feed-forward layers on the real tokens only
         (:class:`~babelzoo.zoo.layers.Packing`); states at padding positions are then zeros.
-        ``segment_ids`` reach :meth:`prepare` in a stack that :attr:`reads_segments`."""
+        ``segment_ids`` reach :meth:`prepare` in a stack that :attr:`reads_segments`. ``packing``:
+        ``x`` [N, H] already holds the real tokens of that :class:`Packing` of ``attention_mask``
+        (embedded packed, see :meth:`packs`), and the pass runs unpadded."""
         segments = {"segment_ids": segment_ids} if self.reads_segments else {}
-        state = self.prepare(attention_mask, x.shape[1], visible, causal, position_ids, **segments)
+        length = packing.length if packing is not None else x.shape[1]
+        state = self.prepare(attention_mask, length, visible, causal, position_ids, **segments)
         last = self.num_layers - 1
-        packing = Packing(attention_mask) if unpad and attention_mask is not None and self.can_pack() else None
+        packed = packing is not None
+        if not packed and self.packs(attention_mask, unpad):
+            packing = Packing(attention_mask)
         rows = valid = None
         if output_positions is not None:
             if output_hidden_states:
@@ -86,7 +96,7 @@ class LayerStack(nn.Module, metaclass=ABCMeta):
                                  "it cannot be combined with output_hidden_states")
             if packing is None and self.can_select_rows() and bool(output_positions.any()):
                 rows, valid = select_rows(output_positions)
-        if packing is not None:
+        if packing is not None and not packed:
             x = packing.pack(x)
         states = [x] if output_hidden_states else None
         x = self.run(x, state, 0, last, packing=packing, states=states)
