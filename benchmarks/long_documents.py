@@ -54,6 +54,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", default=os.environ.get("BABELZOO_DATA_DIR", str(REPO.parent / "shared" / "data")))
     p.add_argument("--source", choices=("ud", "catalogs"), default="ud")
+    p.add_argument("--packages", nargs="+", default=["django"], help="the catalogs' packages (--source catalogs)")
+    p.add_argument("--langs", nargs="+", default=CATALOG_LANGS, help="the catalogs' languages (--source catalogs)")
     p.add_argument("--objectives", nargs="+", default=["segment_mlm", "segment_clm"],
                    choices=("segment_mlm", "segment_clm"))
     p.add_argument("--steps", type=int, default=240, help="optimizer steps per setting")
@@ -68,7 +70,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the tokenizer's and the held-out masks' seed; the first "
+                                                         "training seed")
+    p.add_argument("--seeds", type=int, default=3, help="training seeds (initialisation and batches): seed .. "
+                                                         "seed + seeds - 1")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "long_documents.json"))
     return p
@@ -88,9 +93,11 @@ def read_documents(args) -> tuple[dict[str, list[list[str]]], dict[str, list[lis
     from babelzoo.sources.embedded import CatalogDocuments
 
     def catalog(split: str):
-        return CatalogDocuments(langs=CATALOG_LANGS, packages=["django"], split=split, max_sentences=10_000).read_documents()
+        return CatalogDocuments(langs=args.langs, packages=args.packages, split=split,
+                                max_sentences=10_000).read_documents()
 
-    return catalog("train"), catalog("heldout"), "Django .po catalogs (de, fr, es): training vs held-out messages"
+    return (catalog("train"), catalog("heldout"),
+            f"{'+'.join(args.packages)} .po catalogs ({', '.join(args.langs)}): training vs held-out messages")
 
 
 def tokenize(documents: dict[str, list[list[str]]], tokenizer) -> list[list[Sentence]]:
@@ -102,8 +109,8 @@ def stream_length(document: list[Sentence]) -> int:
     return 1 + sum(len(s.ids) + 1 for s in document)
 
 
-def make_model(args, vocab_size: int):
-    torch.manual_seed(args.seed)
+def make_model(args, vocab_size: int, seed: int):
+    torch.manual_seed(seed)
     return create_model("transformer_xl_tiny", vocab_size=vocab_size, hidden_size=args.hidden_size,
                         num_layers=args.layers, intermediate_size=2 * args.hidden_size, dropout=args.dropout,
                         attention_dropout=0.0)
@@ -114,16 +121,16 @@ def objective_for(name: str, specials, model, args, mem_len: int, max_segments: 
                            max_segments=max_segments, use_language_ids=False)
 
 
-def train(name: str, mem_len: int, documents, specials, args) -> tuple[Any, dict[str, Any]]:
+def train(name: str, mem_len: int, documents, specials, args, seed: int) -> tuple[Any, dict[str, Any]]:
     """``args.steps`` AdamW steps; batch ``s`` is drawn and prepared under seed (seed, s), so
     every setting sees the same documents, windows and masks."""
-    model = make_model(args, specials.vocab_size).train()
+    model = make_model(args, specials.vocab_size, seed).train()
     objective = objective_for(name, specials, model, args, mem_len, args.max_segments)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 30) * (1 - s / args.steps))
     tokens, started = 0, time.perf_counter()
     for step in range(args.steps):
-        with seeded(args.seed * 1_000_003 + step):
+        with seeded(seed * 1_000_003 + step):
             picks = torch.randint(len(documents), (args.batch_size,)).tolist()
             batch = objective.prepare([documents[i] for i in picks])
         loss = objective(model, batch)
@@ -166,6 +173,14 @@ def evaluate(name: str, model, batches, specials, args, mem_len: int) -> dict[st
             "predicted_tokens": count, "later_predicted_tokens": count - first_count}
 
 
+def summarise(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every seed's numbers, and the mean of each over the seeds."""
+    keys = [k for k, v in per_seed[0].items() if isinstance(v, (int, float))
+            and k not in ("seed", "mem_len", "trained_with_mem_len")]
+    mean = {k: round(sum(r[k] for r in per_seed) / len(per_seed), 4) for k in keys}
+    return {"mem_len": per_seed[0]["mem_len"], "mean": mean, "per_seed": per_seed}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Train and score every (objective, setting); returns the report :func:`main` writes."""
     torch.set_num_threads(args.threads)
@@ -177,18 +192,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     train_docs = tokenize(train_text, tokenizer)
     held_docs = [d for d in tokenize(held_text, tokenizer) if stream_length(d) > 2 * args.segment_length]
     results: dict[str, Any] = {}
+    seeds = list(range(args.seed, args.seed + args.seeds))
     for name in args.objectives:
         batches = None
-        results[name] = {}
-        for setting, mem_len in (("with_memory", args.mem_len), ("without_memory", 0)):
-            model, info = train(name, mem_len, train_docs, specials, args)
-            batches = batches if batches is not None else held_batches(name, held_docs, specials, model, args)
-            results[name][setting] = {"mem_len": mem_len, **info, **evaluate(name, model, batches, specials, args,
-                                                                              mem_len)}
-            if mem_len and args.eval_mem_len != mem_len:
-                results[name][f"with_memory_eval_mem_len_{args.eval_mem_len}"] = {
-                    "mem_len": args.eval_mem_len, "trained_with_mem_len": mem_len,
-                    **evaluate(name, model, batches, specials, args, args.eval_mem_len)}
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for seed in seeds:
+            for setting, mem_len in (("with_memory", args.mem_len), ("without_memory", 0)):
+                model, info = train(name, mem_len, train_docs, specials, args, seed)
+                batches = batches if batches is not None else held_batches(name, held_docs, specials, model, args)
+                runs.setdefault(setting, []).append({"seed": seed, "mem_len": mem_len, **info,
+                                                     **evaluate(name, model, batches, specials, args, mem_len)})
+                if mem_len and args.eval_mem_len != mem_len:
+                    runs.setdefault(f"with_memory_eval_mem_len_{args.eval_mem_len}", []).append({
+                        "seed": seed, "mem_len": args.eval_mem_len, "trained_with_mem_len": mem_len,
+                        **evaluate(name, model, batches, specials, args, args.eval_mem_len)})
+        results[name] = {setting: summarise(per_seed) for setting, per_seed in runs.items()}
+        gains = [b["held_loss"] - a["held_loss"] for a, b in zip(runs["with_memory"], runs["without_memory"])]
+        results[name]["memory_gain"] = {"per_seed": [round(g, 4) for g in gains],
+                                        "mean": round(sum(gains) / len(gains), 4),
+                                        "seeds_with_lower_loss": sum(g > 0 for g in gains)}
     protocol = {
         "data": description, "train_documents": len(train_docs), "held_out_documents": len(held_docs),
         "train_document_tokens": sum(stream_length(d) for d in train_docs),
@@ -198,7 +220,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "model": "transformer_xl_tiny", "hidden_size": args.hidden_size, "layers": args.layers,
         "tokenizer": f"sentencepiece unigram, {args.vocab_size} pieces, trained on the training documents",
         "steps": args.steps, "batch_documents": args.batch_size, "segment_length": args.segment_length,
-        "max_segments": args.max_segments, "lr": args.lr, "dropout": args.dropout, "seed": args.seed,
+        "max_segments": args.max_segments, "lr": args.lr, "dropout": args.dropout, "seeds": seeds,
         "threads": args.threads, "torch": torch.__version__,
     }
     return {"protocol": protocol, "results": results, "seconds": round(time.perf_counter() - started, 1)}
@@ -211,15 +233,27 @@ def markdown(report: dict[str, Any]) -> str:
              f"{p['held_out_documents']} held-out documents ({p['held_out_document_tokens']} tokens, "
              f"{p['held_out_rule']}). {p['model']} (hidden {p['hidden_size']}, {p['layers']} layers), "
              f"{p['steps']} steps of {p['batch_documents']} documents, segments of {p['segment_length']}, "
-             f"seed {p['seed']}. Perplexity = exp(held-out loss) per sub-word (masked LM: over the masked "
-             f"tokens).", "",
+             f"training seeds {p['seeds']} (initialisation and batch order; both settings of a seed see the "
+             f"same batches). Perplexity = exp(held-out loss) per sub-word (masked LM: over the masked tokens). "
+             f"Losses are means over the seeds; *per seed* lists each seed's held-out loss.", "",
              "| objective | setting | mem_len | train tokens | held-out loss | perplexity | first segment | "
-             "later segments |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "later segments | held-out loss per seed |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for name, settings in report["results"].items():
         for setting, r in settings.items():
-            lines.append(f"| {name} | {setting} | {r['mem_len']} | {r.get('train_tokens', '(same model)')} | "
-                         f"{r['held_loss']:.4f} | {r['perplexity']:.2f} | {r['first_segment_loss']:.4f} | "
-                         f"{r['later_segments_loss']:.4f} |")
+            if setting == "memory_gain":
+                continue
+            m = r["mean"]
+            per_seed = ", ".join(f"{x['held_loss']:.4f}" for x in r["per_seed"])
+            tokens = f"{m['train_tokens']:.0f}" if "train_tokens" in m else "(same model)"
+            lines.append(f"| {name} | {setting} | {r['mem_len']} | {tokens} | "
+                         f"{m['held_loss']:.4f} | {m['perplexity']:.2f} | {m['first_segment_loss']:.4f} | "
+                         f"{m['later_segments_loss']:.4f} | {per_seed} |")
+    lines += ["", "Memory gain (held-out loss without memory − with memory; > 0: the memory helps):", ""]
+    for name, settings in report["results"].items():
+        g = settings["memory_gain"]
+        per_seed = ", ".join(f"{x:+.4f}" for x in g["per_seed"])
+        lines.append(f"- {name}: mean {g['mean']:+.4f}; per seed {per_seed}; "
+                     f"lower with memory on {g['seeds_with_lower_loss']} of {len(g['per_seed'])} seeds")
     lines += ["", f"Total time {report['seconds']} s on {p['threads']} threads."]
     return "\n".join(lines) + "\n"
 
