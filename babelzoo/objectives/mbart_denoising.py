@@ -2,7 +2,7 @@
 
 Liu et al. 2020, "Multilingual Denoising Pre-training for Neural Machine Translation", §2.2:
 the noise of :mod:`~babelzoo.objectives.text_infilling` (sentence permutation, then spans of
-lengths ℓ ~ Poisson(λ = 3) covering 35 % of the words, each replaced by one mask), on documents
+lengths ℓ ~ Poisson(λ = 3.5) covering 35 % of the words, each replaced by one mask), on documents
 of one language each; the language's tag ends the encoder input and starts the decoder, and the
 decoder regenerates the document and then the tag (the paper's Figure 1)::
 
@@ -28,11 +28,11 @@ from .text_infilling import TextInfilling
 @register_objective
 class MBARTDenoising(TextInfilling):
     """mBART's denoising over documents whose sentences carry their language (``(ids, lang)``);
-    the options are :class:`TextInfilling`'s, with ``mask_ratio`` 0.35."""
+    the options are :class:`TextInfilling`'s, with ``mask_ratio`` 0.35 and ``poisson_lambda`` 3.5."""
 
     name = "mbart_denoising"
     consumes = "document"
-    mask_ratio_default = 0.35
+    mask_ratio_default, poisson_lambda_default = 0.35, 3.5
 
     def frame(self, noised: list[int], original: list[int], document: list[Sentence],
               index: int) -> tuple[list[int], list[int], int]:

@@ -34,16 +34,22 @@ from .examples import ExampleError
 from .unilm import resolve_max_length
 
 
+def _core(model: nn.Module) -> nn.Module:
+    """The model inside DDP and ``torch.compile`` wrappers (whose forward takes ``*args, **kwargs``)."""
+    core = unwrap(model)
+    return getattr(core, "_orig_mod", core)  # torch.compile's OptimizedModule
+
+
 def is_seq2seq(model: nn.Module) -> bool:
     """True when the model's forward takes decoder inputs (an encoder–decoder)."""
-    return "decoder_input_ids" in inspect.signature(unwrap(model).forward).parameters
+    return "decoder_input_ids" in inspect.signature(_core(model).forward).parameters
 
 
 def require_seq2seq(model: nn.Module, objective: str) -> None:
     """Refuse an encoder-only model with a message naming it and what would fit."""
     if not is_seq2seq(model):
-        core = unwrap(model)
-        name = getattr(getattr(core, "config", None), "architecture", type(core).__name__)
+        core = _core(model)
+        name = core.config.architecture if isinstance(getattr(core, "config", None), ModelConfig) else type(core).__name__
         raise ConfigError(f"objective {objective!r} trains an encoder–decoder, but model {name!r} takes no "
                           "decoder_input_ids; use an encoder–decoder model (bart_tiny, mbart_tiny, t5_tiny)")
 

@@ -62,25 +62,27 @@ def cut_document(sentences: Sequence[Sequence[int]], budget: int) -> tuple[list[
 class TextInfilling(Seq2SeqObjective):
     """BART's text infilling and sentence permutation over documents (sequences of sentences,
     each token ids or ``(ids, lang)``). ``mask_ratio``: the share of tokens the spans cover
-    (0 turns infilling off); ``poisson_lambda``/``span_max``: the span lengths, ℓ = 0..span_max;
+    (default 0.3; 0 turns infilling off); ``poisson_lambda``/``span_max``: the span lengths
+    ℓ = 0..span_max ~ Poisson(λ), default λ = 3;
     ``permute_sentences``: shuffle the sentences first."""
 
     name = "text_infilling"
     consumes = "document"
-    mask_ratio_default = 0.3
+    mask_ratio_default, poisson_lambda_default = 0.3, 3.0
 
     def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *,
-                 mask_ratio: Optional[float] = None, poisson_lambda: float = 3.0, span_max: int = 40,
+                 mask_ratio: Optional[float] = None, poisson_lambda: Optional[float] = None, span_max: int = 40,
                  permute_sentences: bool = True, max_length: Optional[int] = None):
         super().__init__(specials, config, max_length=max_length)
         mask_ratio = self.mask_ratio_default if mask_ratio is None else mask_ratio
+        poisson_lambda = self.poisson_lambda_default if poisson_lambda is None else poisson_lambda
         if not 0.0 <= mask_ratio < 1.0:
             raise ConfigError(f"{self.name}: mask_ratio={mask_ratio!r} must be in [0, 1)")
         if not poisson_lambda > 0:
             raise ConfigError(f"{self.name}: poisson_lambda={poisson_lambda!r} must be positive")
         if not (isinstance(span_max, int) and span_max >= 1):
             raise ConfigError(f"{self.name}: span_max={span_max!r} must be a positive integer")
-        self.mask_ratio = mask_ratio
+        self.mask_ratio, self.poisson_lambda = mask_ratio, poisson_lambda
         self.span_lengths = poisson_span_lengths(poisson_lambda, span_max, min_length=0)
         self.permute = permute_sentences
 

@@ -165,7 +165,8 @@ def test_mbart_layout_without_noise():
         "labels": [[*stream, EOS, DE], [50, 51, EOS, EN] + [I] * 9],
         "decoder_input_ids": [[DE, *stream, EOS], [EN, 50, 51, EOS] + [PAD] * 9],
         "decoder_attention_mask": [[1] * 13, [1] * 4 + [0] * 9]}
-    assert objective("mbart_denoising").mask_ratio == 0.35 and objective("text_infilling").mask_ratio == 0.3
+    mbart, bart = objective("mbart_denoising"), objective("text_infilling")
+    assert (mbart.mask_ratio, mbart.poisson_lambda, bart.mask_ratio, bart.poisson_lambda) == (0.35, 3.5, 0.3, 3.0)
 
 
 def test_mbart_refuses_a_language_without_a_tag():
@@ -251,12 +252,13 @@ def test_translation_bad_input():
         objective("translation", max_length=999)
 
 
-def test_a_parallel_file_with_mismatched_lines_is_refused_naming_both_files(tmp_path):
+def test_a_parallel_file_with_mismatched_lines_is_refused_naming_file_and_line(tmp_path):
     from babelzoo.datasets.text import CorpusError, read_parallel
 
     (tmp_path / "a.en").write_text("one\ntwo\nthree\n", encoding="utf-8")
     (tmp_path / "a.de").write_text("eins\nzwei\n", encoding="utf-8")
-    with pytest.raises(CorpusError, match=r"a\.en has 3 lines but .*a\.de has 2 lines"):
+    with pytest.raises(CorpusError, match=r"a\.en has 3 lines but .*a\.de has 2 lines \(.*a\.en:3 is the first "
+                                          r"line with no partner in a\.de\)"):
         read_parallel(tmp_path / "a.en", tmp_path / "a.de", "en", "de")
 
 
@@ -284,6 +286,7 @@ EXAMPLES = {"text_infilling": [DOCUMENT] * 2, "mbart_denoising": [DOCUMENT] * 2,
 def test_encoder_only_models_are_refused(name):
     encoder = babelzoo.create_model("xlm_tiny", vocab_size=128)
     assert not is_seq2seq(encoder) and is_seq2seq(seq2seq_model())
+    assert is_seq2seq(torch.compile(seq2seq_model())) and not is_seq2seq(torch.compile(encoder))  # the trainer's wrapper
     seq = objective(name)
     with pytest.raises(ConfigError, match=rf"objective '{name}' trains an encoder–decoder, but model 'xlm_tiny'"):
         seq(encoder, seq.prepare(EXAMPLES[name]))
@@ -304,6 +307,27 @@ def test_loss_is_the_decoders_cross_entropy_at_the_labels(name):
     assert all(isinstance(v, torch.Tensor) and not v.requires_grad for v in loss.metrics.values())
     assert int(loss.metrics["predicted"]) == int(labels.ne(I).sum())
     assert int(loss.tokens) == int(batch["attention_mask"].sum() + batch["decoder_attention_mask"].sum())
+
+
+def test_xnlg_stage_two_mixture_sums_xae_and_denoising():
+    from babelzoo.objectives import Mixture
+
+    torch.manual_seed(0)
+    model = seq2seq_model().eval()
+    mix = Mixture.from_spec({"xae": {}, "mbart_denoising": {}}, S, model.config)
+    batch = mix.prepare({"xae": EXAMPLES["xae"], "mbart_denoising": EXAMPLES["mbart_denoising"]})
+    loss = mix(model, batch)
+    parts = [mix.objectives[n](model, {k.split(".", 1)[1]: v for k, v in batch.items() if k.startswith(n + ".")})
+             for n in ("xae", "mbart_denoising")]
+    torch.testing.assert_close(loss.value, parts[0].value + parts[1].value)
+    assert {"xae/loss", "mbart_denoising/accuracy"} <= set(loss.metrics)
+
+
+def test_mbart_spans_are_poisson_3_5():
+    from babelzoo.objectives import poisson_span_lengths
+
+    torch.testing.assert_close(objective("mbart_denoising").span_lengths, poisson_span_lengths(3.5, 40, min_length=0))
+    torch.testing.assert_close(objective("text_infilling").span_lengths, poisson_span_lengths(3.0, 40, min_length=0))
 
 
 # --- learning ---------------------------------------------------------------------------------
