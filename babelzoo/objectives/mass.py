@@ -28,10 +28,9 @@ import torch
 from ..datasets.specials import SpecialIds
 from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from .base import register_objective
-from .batching import truncate
-from .examples import ExampleError, as_sentence, require_nonempty
+from .examples import ExampleError
 from .noising import mass_fragment
-from .seq2seq import Seq2SeqObjective, seq2seq_batch
+from .seq2seq import Seq2SeqObjective, cut_sentences, seq2seq_batch
 
 
 @register_objective
@@ -49,17 +48,13 @@ class MASS(Seq2SeqObjective):
         self.fragment_ratio = fragment_ratio
 
     def prepare(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
-        require_nonempty(examples, self.name)
         s = self.specials
-        sources, targets, truncated = [], [], 0
-        for i, example in enumerate(examples):
-            ids, cut = truncate(as_sentence(example, i).ids, self.max_length - 2)
+        sentences, truncated = cut_sentences(examples, self.max_length - 2, self.name)
+        sources, targets = [], []
+        for i, ids in enumerate(sentences):
             if not ids:
                 raise ExampleError(f"{self.name}: example {i} is empty; MASS masks a fragment of its tokens")
-            truncated += cut
             start, end = mass_fragment(len(ids), self.fragment_ratio)
             sources.append([s.cls, *ids[:start], *[s.mask] * (end - start), *ids[end:], s.sep])
             targets.append(ids[start:end])
-        batch = seq2seq_batch(sources, targets, [s.sep] * len(sources), s, "sentence")
-        batch["truncated"] = torch.tensor(truncated)
-        return batch
+        return seq2seq_batch(sources, targets, [s.sep] * len(sources), s, "sentence", truncated)

@@ -20,7 +20,7 @@ L = −(1/|T|) Σ_t log p(y_t | y_<t, x) over the labelled positions T.
 from __future__ import annotations
 
 import inspect
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -29,8 +29,8 @@ from torch import nn
 from ..datasets.specials import SpecialIds, language_tag
 from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from .base import Loss, Objective
-from .batching import IGNORE, check_vocab, pad, unwrap
-from .examples import ExampleError
+from .batching import IGNORE, check_vocab, pad, truncate, unwrap
+from .examples import ExampleError, as_sentence, require_nonempty
 from .unilm import resolve_max_length
 
 
@@ -66,10 +66,23 @@ def tag_id(specials: SpecialIds, lang: Optional[str], where: str) -> int:
                            f"(its tags: {known}); train the tokenizer with that language") from None
 
 
+def cut_sentences(examples: Sequence[Any], budget: int, objective: str) -> tuple[list[list[int]], int]:
+    """Each example's token ids (a sentence: ids or ``(ids, lang)``) cut to ``budget``, and how
+    many tokens were cut in all."""
+    require_nonempty(examples, objective)
+    rows, truncated = [], 0
+    for i, example in enumerate(examples):
+        ids, cut = truncate(as_sentence(example, i).ids, budget)
+        rows.append(ids)
+        truncated += cut
+    return rows, truncated
+
+
 def seq2seq_batch(sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], starts: Sequence[int],
-                  specials: SpecialIds, what: str) -> dict[str, torch.Tensor]:
+                  specials: SpecialIds, what: str, truncated: int = 0) -> dict[str, torch.Tensor]:
     """A padded batch from each example's encoder tokens, target tokens and decoder start token:
-    ``decoder_input_ids`` = [start, y_1 .. y_{n−1}], ``labels`` = [y_1 .. y_n]."""
+    ``decoder_input_ids`` = [start, y_1 .. y_{n−1}], ``labels`` = [y_1 .. y_n]; ``truncated``
+    counts the tokens the objective cut."""
     decoder = [[start, *target[:-1]] for start, target in zip(starts, targets)]
     input_ids, decoder_input_ids = pad(sources, specials.pad), pad(decoder, specials.pad)
     check_vocab(input_ids, specials, what)
@@ -81,7 +94,7 @@ def seq2seq_batch(sources: Sequence[Sequence[int]], targets: Sequence[Sequence[i
     return {"input_ids": input_ids, "attention_mask": real(sources, input_ids.shape[1]),
             "decoder_input_ids": decoder_input_ids,
             "decoder_attention_mask": real(decoder, decoder_input_ids.shape[1]),
-            "labels": pad(targets, IGNORE, decoder_input_ids.shape[1])}
+            "labels": pad(targets, IGNORE, decoder_input_ids.shape[1]), "truncated": torch.tensor(truncated)}
 
 
 def seq2seq_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> Loss:
@@ -94,9 +107,7 @@ def seq2seq_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> Loss:
     loss = F.cross_entropy(logits.float(), targets)  # −(1/|T|) Σ_t log p(y_t | y_<t, x)
     with torch.no_grad():
         accuracy = (logits.argmax(-1) == targets).float().mean()
-    metrics = {"loss": loss.detach(), "accuracy": accuracy, "predicted": positions.sum()}
-    if "truncated" in batch:
-        metrics["truncated"] = batch["truncated"]
+    metrics = {"loss": loss.detach(), "accuracy": accuracy, "predicted": positions.sum(), "truncated": batch["truncated"]}
     return Loss(loss, metrics, batch["attention_mask"].sum() + batch["decoder_attention_mask"].sum())
 
 

@@ -36,10 +36,9 @@ from ..datasets.specials import SpecialIds
 from ..errors import InputError
 from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from .base import register_objective
-from .batching import truncate
-from .examples import ExampleError, as_sentence, require_nonempty
+from .examples import ExampleError
 from .noising import corrupt_spans, t5_noise_mask
-from .seq2seq import Seq2SeqObjective, seq2seq_batch
+from .seq2seq import Seq2SeqObjective, cut_sentences, seq2seq_batch
 
 
 @register_objective
@@ -64,12 +63,10 @@ class SpanCorruption(Seq2SeqObjective):
         self.noise_density, self.mean_span_length = noise_density, mean_span_length
 
     def prepare(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
-        require_nonempty(examples, self.name)
         s = self.specials
-        sources, targets, truncated = [], [], 0
-        for i, example in enumerate(examples):
-            ids, cut = truncate(as_sentence(example, i).ids, self.max_length - 1)
-            truncated += cut
+        sentences, truncated = cut_sentences(examples, self.max_length - 1, self.name)
+        sources, targets = [], []
+        for i, ids in enumerate(sentences):
             # T5 computes the mask of a sequence shorter than 2 as if it had 2 tokens
             noise = t5_noise_mask(max(len(ids), 2), self.noise_density, self.mean_span_length)[:len(ids)]
             try:
@@ -78,6 +75,4 @@ class SpanCorruption(Seq2SeqObjective):
                 raise ExampleError(f"{self.name}: example {i} ({len(ids)} tokens): {err}") from None
             sources.append([*source, s.sep])
             targets.append([*target, s.sep])
-        batch = seq2seq_batch(sources, targets, [s.pad] * len(sources), s, "sentence")
-        batch["truncated"] = torch.tensor(truncated)
-        return batch
+        return seq2seq_batch(sources, targets, [s.pad] * len(sources), s, "sentence", truncated)

@@ -117,6 +117,4 @@ class TextInfilling(Seq2SeqObjective):
             sources.append(source)
             targets.append(target)
             starts.append(start)
-        batch = seq2seq_batch(sources, targets, starts, self.specials, "document")
-        batch["truncated"] = torch.tensor(truncated)
-        return batch
+        return seq2seq_batch(sources, targets, starts, self.specials, "document", truncated)

@@ -66,6 +66,4 @@ class Translation(Seq2SeqObjective):
             sources.append([*src, s.sep, src_tag])
             targets.append([*tgt, s.sep, tgt_tag])
             starts.append(tgt_tag)
-        batch = seq2seq_batch(sources, targets, starts, s, "translation pair")
-        batch["truncated"] = torch.tensor(truncated)
-        return batch
+        return seq2seq_batch(sources, targets, starts, s, "translation pair", truncated)
