@@ -28,11 +28,12 @@ from .text_infilling import TextInfilling
 @register_objective
 class MBARTDenoising(TextInfilling):
     """mBART's denoising over documents whose sentences carry their language (``(ids, lang)``);
-    the options are :class:`TextInfilling`'s, with ``mask_ratio`` 0.35 and ``poisson_lambda`` 3.5."""
+    the options are :class:`TextInfilling`'s, with ``mask_ratio`` 0.35, ``poisson_lambda`` 3.5
+    and ``unit`` ``"word"`` (so it takes the tokenizer's ``word_starts`` table)."""
 
     name = "mbart_denoising"
     consumes = "document"
-    mask_ratio_default, poisson_lambda_default = 0.35, 3.5
+    mask_ratio_default, poisson_lambda_default, unit_default = 0.35, 3.5, "word"
 
     def frame(self, noised: list[int], original: list[int], document: list[Sentence],
               index: int) -> tuple[list[int], list[int], int]:

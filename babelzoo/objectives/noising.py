@@ -7,7 +7,8 @@ Randomness comes from the torch RNG (or ``generator``), so a batch is a function
 * :func:`noise_budget` — ⌊p·n + u⌋, u ~ U[0, 1): how many of n tokens to noise, E = p·n exactly.
 * BART's text infilling (Lewis et al. 2020, §2.2): :func:`draw_span_lengths` draws lengths until
   they cover the budget (the last one cut to fit, as fairseq's ``add_whole_word_mask``),
-  :func:`place_spans` places them without overlap, :func:`infill` replaces each span by one mask.
+  :func:`place_spans` places them without overlap, :func:`infill` replaces each span by one mask;
+  over tokens, or over the words of :func:`group_words` (mBART masks words).
 * BART's sentence permutation: :func:`permute_sentences`.
 * T5's span corruption (Raffel et al. 2020, §3.1.4): :func:`t5_noise_mask` (the exact
   ``random_spans_noise_mask`` of the T5 code) and :func:`corrupt_spans` (sentinel layout).
@@ -80,9 +81,22 @@ def place_spans(n: int, lengths: Sequence[int], generator: Generator = None) -> 
     return spans
 
 
-def infill(ids: Sequence[int], spans: Sequence[tuple[int, int]], mask: int) -> list[int]:
+def group_words(ids: Sequence[int], word_starts: Sequence[bool]) -> list[list[int]]:
+    """``ids`` cut into words: a new word begins at every id whose ``word_starts`` flag is set
+    (and at the first id), as :func:`~babelzoo.objectives.masking.word_starts_from_pieces` flags
+    pieces."""
+    words: list[list[int]] = []
+    for token in ids:
+        if word_starts[token] or not words:
+            words.append([])
+        words[-1].append(token)
+    return words
+
+
+def infill(ids: Sequence, spans: Sequence[tuple[int, int]], mask) -> list:
     """``ids`` with each (start, end) span, in text order, replaced by one ``mask`` (BART's text
-    infilling; a 0-length span inserts a mask)."""
+    infilling; a 0-length span inserts a mask). Items may be tokens or words (lists of tokens,
+    with ``[mask]`` as the mask)."""
     out, position = [], 0
     for start, end in spans:
         if not position <= start <= end <= len(ids):

@@ -7,7 +7,8 @@ regenerates the original:
 * sentence permutation: the document's sentences are shuffled into a random order;
 * text infilling: spans of lengths ℓ ~ Poisson(λ = 3) cover 30 % of the tokens, and each span
   is replaced by a single mask token (a 0-length span inserts a mask), so the model also
-  learns how many tokens are missing (:mod:`~babelzoo.objectives.noising`).
+  learns how many tokens are missing (:mod:`~babelzoo.objectives.noising`). With
+  ``unit="word"`` spans are counted in whole words instead (mBART's unit).
 
     L = −(1/|y|) Σ_t log p(y_t | y_<t, noise(y))
 
@@ -32,8 +33,11 @@ from ..datasets.specials import SpecialIds
 from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from .base import register_objective
 from .examples import ExampleError, Sentence, as_document, require_nonempty
-from .noising import draw_span_lengths, infill, noise_budget, permute_sentences, place_spans, poisson_span_lengths
+from .noising import (draw_span_lengths, group_words, infill, noise_budget, permute_sentences, place_spans,
+                      poisson_span_lengths)
 from .seq2seq import Seq2SeqObjective, seq2seq_batch
+
+UNITS = ("token", "word")
 
 
 def join_sentences(sentences: Sequence[Sequence[int]], separator: int) -> list[int]:
@@ -61,17 +65,19 @@ def cut_document(sentences: Sequence[Sequence[int]], budget: int) -> tuple[list[
 @register_objective
 class TextInfilling(Seq2SeqObjective):
     """BART's text infilling and sentence permutation over documents (sequences of sentences,
-    each token ids or ``(ids, lang)``). ``mask_ratio``: the share of tokens the spans cover
+    each token ids or ``(ids, lang)``). ``mask_ratio``: the share of units the spans cover
     (default 0.3; 0 turns infilling off); ``poisson_lambda``/``span_max``: the span lengths
-    ℓ = 0..span_max ~ Poisson(λ), default λ = 3;
-    ``permute_sentences``: shuffle the sentences first."""
+    ℓ = 0..span_max ~ Poisson(λ), default λ = 3; ``unit``: what spans count, ``"token"`` (BART,
+    the default) or ``"word"`` (mBART), which needs the tokenizer's ``word_starts`` table
+    ([vocab] bool; recipes pass it); ``permute_sentences``: shuffle the sentences first."""
 
     name = "text_infilling"
     consumes = "document"
-    mask_ratio_default, poisson_lambda_default = 0.3, 3.0
+    mask_ratio_default, poisson_lambda_default, unit_default = 0.3, 3.0, "token"
 
     def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *,
                  mask_ratio: Optional[float] = None, poisson_lambda: Optional[float] = None, span_max: int = 40,
+                 unit: Optional[str] = None, word_starts: Optional[torch.Tensor] = None,
                  permute_sentences: bool = True, max_length: Optional[int] = None):
         super().__init__(specials, config, max_length=max_length)
         mask_ratio = self.mask_ratio_default if mask_ratio is None else mask_ratio
@@ -82,18 +88,31 @@ class TextInfilling(Seq2SeqObjective):
             raise ConfigError(f"{self.name}: poisson_lambda={poisson_lambda!r} must be positive")
         if not (isinstance(span_max, int) and span_max >= 1):
             raise ConfigError(f"{self.name}: span_max={span_max!r} must be a positive integer")
+        unit = self.unit_default if unit is None else unit
+        if unit not in UNITS:
+            raise ConfigError(f"{self.name}: unit={unit!r} must be one of {', '.join(UNITS)}")
+        self.unit, self.word_starts = unit, None
+        if unit == "word":
+            if word_starts is None:
+                raise ConfigError(f"{self.name}: unit='word' needs a word_starts table; build one with "
+                                  "word_starts_from_pieces(tokenizer pieces), or set unit: token")
+            if tuple(word_starts.shape) != (specials.vocab_size,):
+                raise ConfigError(f"{self.name}: word_starts has shape {tuple(word_starts.shape)}; expected "
+                                  f"({specials.vocab_size},), one flag per vocabulary entry")
+            self.word_starts = word_starts.bool().tolist()
         self.mask_ratio, self.poisson_lambda = mask_ratio, poisson_lambda
-        self.span_lengths = poisson_span_lengths(poisson_lambda, span_max, min_length=0)
-        self.permute = permute_sentences
+        self.span_max, self.span_lengths = span_max, poisson_span_lengths(poisson_lambda, span_max, min_length=0)
+        self.permute_sentences = permute_sentences
 
     def noise(self, sentences: list[list[int]]) -> list[int]:
         """The corrupted stream of a document's sentences."""
         s = self.specials
-        order = permute_sentences(sentences) if self.permute else sentences
+        order = permute_sentences(sentences) if self.permute_sentences else sentences
         stream = join_sentences(order, s.sep)
-        budget = noise_budget(len(stream), self.mask_ratio)
-        spans = place_spans(len(stream), draw_span_lengths(budget, self.span_lengths))
-        return infill(stream, spans, s.mask)
+        units = [[t] for t in stream] if self.word_starts is None else group_words(stream, self.word_starts)
+        budget = noise_budget(len(units), self.mask_ratio)
+        spans = place_spans(len(units), draw_span_lengths(budget, self.span_lengths))
+        return [t for unit in infill(units, spans, [s.mask]) for t in unit]
 
     def frame(self, noised: list[int], original: list[int], document: list[Sentence],
               index: int) -> tuple[list[int], list[int], int]:

@@ -13,6 +13,7 @@ from babelzoo.errors import InputError
 from babelzoo.objectives.noising import (
     corrupt_spans,
     draw_span_lengths,
+    group_words,
     infill,
     mass_fragment,
     noise_budget,
@@ -55,6 +56,16 @@ def test_infill_layout_by_hand():
     assert infill(ids, [], M) == ids
     with pytest.raises(InputError, match=r"span \(2, 4\)"):
         infill(ids, [(1, 3), (2, 4)], M)
+
+
+def test_words_are_grouped_by_their_start_flags_and_infilled_whole():
+    starts = [True] * 64
+    starts[11] = starts[12] = starts[15] = False
+    words = group_words([10, 11, 12, 13, 14, 15], starts)
+    assert words == [[10, 11, 12], [13], [14, 15]]
+    assert group_words([11, 13], starts) == [[11], [13]]  # the first id begins a word whatever its flag
+    # the first word → one mask, a mask inserted before the third word
+    assert [t for w in infill(words, [(0, 1), (2, 2)], [M]) for t in w] == [M, 13, M, 14, 15]
 
 
 def test_span_lengths_are_poisson_3_over_100k_tokens():

@@ -34,6 +34,8 @@ S = SpecialIds(pad=0, cls=1, sep=2, unk=3, mask=4, vocab_size=128, languages={"e
                language_tags=TAGS, sentinels=SENTINELS)
 PAD, BOS, EOS, MASK = S.pad, S.cls, S.sep, S.mask
 EN, DE = TAGS["en"], TAGS["de"]
+# words for mBART's word spans: an odd id from 21 to 99 continues the word before it
+WORDS = torch.tensor([not (21 <= i < 100 and i % 2) for i in range(128)])
 
 
 class StandInSeq2Seq(nn.Module):
@@ -69,6 +71,8 @@ def seq2seq_model(vocab_size: int = 128, **options) -> nn.Module:
 
 
 def objective(name, specials=S, **options):
+    if name == "mbart_denoising":
+        options.setdefault("word_starts", WORDS)
     return build_objective(name, specials, babelzoo.model_config("xlm_tiny", vocab_size=specials.vocab_size),
                            **options)
 
@@ -116,7 +120,7 @@ def test_sentence_permutation_keeps_the_sentences_and_the_target():
 @pytest.mark.parametrize("name,ratio", [("text_infilling", 0.3), ("mbart_denoising", 0.35)])
 def test_noise_rate_through_prepare_over_100k_tokens(name, ratio):
     torch.manual_seed(0)
-    denoise = objective(name, permute_sentences=False)
+    denoise = objective(name, permute_sentences=False, unit="token")
     # documents of 3 sentences, 101 tokens in the stream (the two </s> between sentences count)
     document = [(list(range(20, 53)), "de"), (list(range(53, 86)), "de"), (list(range(86, 119)), "de")]
     removed, tokens, spans_left = 0, 0, 0
@@ -167,6 +171,34 @@ def test_mbart_layout_without_noise():
         "decoder_attention_mask": [[1] * 13, [1] * 4 + [0] * 9]}
     mbart, bart = objective("mbart_denoising"), objective("text_infilling")
     assert (mbart.mask_ratio, mbart.poisson_lambda, bart.mask_ratio, bart.poisson_lambda) == (0.35, 3.5, 0.3, 3.0)
+
+
+def test_mbart_masks_35_percent_of_the_words_in_whole_words_over_100k_tokens():
+    torch.manual_seed(0)
+    mbart = objective("mbart_denoising", permute_sentences=False)
+    assert mbart.unit == "word"
+    # three sentences of 34 tokens, 17 two-token words each; with the two </s>, 53 words a row
+    document = [(list(range(20, 54)), "de"), (list(range(54, 88)), "de"), ([20, 21] * 17, "de")]
+    removed, rows = 0, 0
+    for _ in range(10):
+        batch = mbart.prepare([document] * 100)
+        for source in batch["input_ids"].tolist():
+            source = [t for t in source if t != PAD][:-2]  # without </s> [de]
+            for previous, token in zip([MASK, *source], source):
+                if token != MASK and not WORDS[token]:  # a kept continuation follows its word's start
+                    assert previous == token - 1, source
+                if previous != MASK and previous != EOS and not WORDS[previous]:
+                    assert token == MASK or WORDS[token] or token == previous + 1
+            kept_words = sum(1 for t in source if t != MASK and WORDS[t])
+            removed += 53 - kept_words
+            rows += 1
+    assert rows * 104 > 100_000
+    # ⌊0.35·53 + u⌋ = 18 or 19 words a row (variance 0.55·0.45)
+    assert abs(removed - 0.35 * 53 * rows) < 4 * math.sqrt(0.55 * 0.45 * rows), removed
+    with pytest.raises(ConfigError, match="unit='word' needs a word_starts table"):
+        build_objective("mbart_denoising", S, babelzoo.model_config("xlm_tiny", vocab_size=128))
+    with pytest.raises(ConfigError, match=r"word_starts has shape \(5,\)"):
+        objective("mbart_denoising", word_starts=torch.ones(5, dtype=torch.bool))
 
 
 def test_mbart_refuses_a_language_without_a_tag():
@@ -314,7 +346,7 @@ def test_xnlg_stage_two_mixture_sums_xae_and_denoising():
 
     torch.manual_seed(0)
     model = seq2seq_model().eval()
-    mix = Mixture.from_spec({"xae": {}, "mbart_denoising": {}}, S, model.config)
+    mix = Mixture.from_spec({"xae": {}, "mbart_denoising": {"word_starts": WORDS}}, S, model.config)
     batch = mix.prepare({"xae": EXAMPLES["xae"], "mbart_denoising": EXAMPLES["mbart_denoising"]})
     loss = mix(model, batch)
     parts = [mix.objectives[n](model, {k.split(".", 1)[1]: v for k, v in batch.items() if k.startswith(n + ".")})
@@ -348,6 +380,12 @@ def seq_specials(specials):
 
 
 @pytest.fixture(scope="module")
+def seq_word_starts(word_starts):
+    """The test vocabulary's word starts, the tags and sentinels added after it each a word."""
+    return torch.cat([word_starts, torch.ones(104, dtype=torch.bool)])
+
+
+@pytest.fixture(scope="module")
 def seq_data(parallel):
     parallel = [p for p in parallel if len(p.src) <= 12 and len(p.tgt) <= 12]
     sentences = [Sentence(p.src, p.src_lang) for p in parallel] + [Sentence(p.tgt, p.tgt_lang) for p in parallel]
@@ -361,12 +399,13 @@ def seq_data(parallel):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(LEARNS))
-def test_objective_learns_on_real_text(name, seq_data, seq_specials, one_thread):
+def test_objective_learns_on_real_text(name, seq_data, seq_specials, seq_word_starts, one_thread):
     batch_size, ratio = LEARNS[name]
     examples = seq_data[name]
     torch.manual_seed(0)
     model = seq2seq_model(seq_specials.vocab_size)  # STAND-IN, see the module docstring
-    seq = build_objective(name, seq_specials, model.config, max_length=48)
+    options = {"word_starts": seq_word_starts} if name == "mbart_denoising" else {}
+    seq = build_objective(name, seq_specials, model.config, max_length=48, **options)
     held = seq.prepare([examples[i] for i in torch.randperm(len(examples))[:64].tolist()])
 
     def held_loss():
