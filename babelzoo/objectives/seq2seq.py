@@ -49,7 +49,8 @@ def require_seq2seq(model: nn.Module, objective: str) -> None:
     """Refuse an encoder-only model with a message naming it and what would fit."""
     if not is_seq2seq(model):
         core = _core(model)
-        name = core.config.architecture if isinstance(getattr(core, "config", None), ModelConfig) else type(core).__name__
+        config = getattr(core, "config", None)
+        name = config.architecture if isinstance(config, ModelConfig) else type(core).__name__
         raise ConfigError(f"objective {objective!r} trains an encoder–decoder, but model {name!r} takes no "
                           "decoder_input_ids; use an encoder–decoder model (bart_tiny, mbart_tiny, t5_tiny)")
 
@@ -86,7 +87,7 @@ def seq2seq_batch(sources: Sequence[Sequence[int]], targets: Sequence[Sequence[i
     decoder = [[start, *target[:-1]] for start, target in zip(starts, targets)]
     input_ids, decoder_input_ids = pad(sources, specials.pad), pad(decoder, specials.pad)
     check_vocab(input_ids, specials, what)
-    check_vocab(decoder_input_ids, specials, f"{what} target")
+    check_vocab(pad(targets, specials.pad), specials, f"{what} target")
 
     def real(rows, width):
         return (torch.arange(width)[None] < torch.tensor([len(r) for r in rows])[:, None]).long()
@@ -107,7 +108,8 @@ def seq2seq_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> Loss:
     loss = F.cross_entropy(logits.float(), targets)  # −(1/|T|) Σ_t log p(y_t | y_<t, x)
     with torch.no_grad():
         accuracy = (logits.argmax(-1) == targets).float().mean()
-    metrics = {"loss": loss.detach(), "accuracy": accuracy, "predicted": positions.sum(), "truncated": batch["truncated"]}
+    metrics = {"loss": loss.detach(), "accuracy": accuracy, "predicted": positions.sum(),
+               "truncated": batch["truncated"]}
     return Loss(loss, metrics, batch["attention_mask"].sum() + batch["decoder_attention_mask"].sum())
 
 

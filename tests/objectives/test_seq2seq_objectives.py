@@ -311,14 +311,16 @@ def test_xae_translates_each_pair_in_a_random_direction():
 NAMES = ["text_infilling", "mbart_denoising", "span_corruption", "mass", "translation", "xae"]
 EXAMPLES = {"text_infilling": [DOCUMENT] * 2, "mbart_denoising": [DOCUMENT] * 2,
             "span_corruption": [list(range(20, 40))] * 2, "mass": [list(range(20, 30))] * 2,
-            "translation": [([20, 21], [30, 31, 32], "en", "de")] * 2, "xae": [([20, 21], [30, 31, 32], "en", "de")] * 2}
+            "translation": [([20, 21], [30, 31, 32], "en", "de")] * 2,
+            "xae": [([20, 21], [30, 31, 32], "en", "de")] * 2}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_encoder_only_models_are_refused(name):
     encoder = babelzoo.create_model("xlm_tiny", vocab_size=128)
     assert not is_seq2seq(encoder) and is_seq2seq(seq2seq_model())
-    assert is_seq2seq(torch.compile(seq2seq_model())) and not is_seq2seq(torch.compile(encoder))  # the trainer's wrapper
+    # the trainer's torch.compile wrapper is looked into
+    assert is_seq2seq(torch.compile(seq2seq_model())) and not is_seq2seq(torch.compile(encoder))
     seq = objective(name)
     with pytest.raises(ConfigError, match=rf"objective '{name}' trains an encoder–decoder, but model 'xlm_tiny'"):
         seq(encoder, seq.prepare(EXAMPLES[name]))
