@@ -33,7 +33,8 @@ def test_list_every_kind(capsys):
     assert [line.split()[:2] for line in lines] == [["sbo", "[sentence]"], ["segment_clm", "[document]"],
                                                     ["segment_mlm", "[document]"],
                                                     ["sequence_classification", "[labelled_text]"],
-                                                    ["skip_thoughts", "[document]"], ["sop", "[document]"]]
+                                                    ["skip_thoughts", "[document]"], ["sop", "[document]"],
+                                                    ["span_corruption", "[sentence]"]]
 
 
 def _parsers():

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 from ._spm_model import ModelSpec, metaspace_pipeline, model_spec
 from .fast import FastTokenizer, read_vocabulary, write_vocabulary
-from .specials import SpecialIds
+from .specials import SpecialIds, reserved_ids
 from .tokenizer import PAIR_STYLES, TokenizerError
 
 VOCAB_FILE = "bpe.json"
@@ -78,7 +78,8 @@ class BPETokenizer(FastTokenizer):
         for i, piece in enumerate(self.vocab):
             self.index.setdefault(piece, i)
         self._specials = SpecialIds(vocab_size=n, languages={lang: i for i, lang in enumerate(languages)},
-                                    special=frozenset(self._special_tokens.values()) | set(ids.values()), **ids)
+                                    special=frozenset(self._special_tokens.values()) | set(ids.values()),
+                                    **reserved_ids(self._special_tokens, languages), **ids)
         self._set_backend(self.hf_pipeline())
 
     @classmethod

@@ -19,7 +19,8 @@ import json
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Union
 
-from .specials import BOS, EOS, MASK, PAD, SPECIAL_TOKENS, UNK, SpecialIds, language_tag
+from .specials import (BOS, EOS, MASK, PAD, SPECIAL_TOKENS, UNK, SpecialIds, language_tag, reserved_ids,
+                       sentinel_token)
 from .spm_train import Source, train_model
 from .tokenizer import PAIR_STYLES, Tokenizer, TokenizerError, write_atomic
 
@@ -68,11 +69,14 @@ class SentencePieceTokenizer(Tokenizer):
     def __init__(self, model_proto: bytes, layout: str = "babelzoo", languages: tuple[str, ...] = (),
                  pair_style: Optional[str] = None, prefix_language_tag: bool = False,
                  training: Optional[dict] = None, lowercase: bool = True, keep_accents: bool = False,
-                 where: str = "sentencepiece model"):
+                 sentinels: int = 0, where: str = "sentencepiece model"):
         if layout not in LAYOUTS:
             raise TokenizerError(f"{where}: unknown layout {layout!r} (known: {', '.join(LAYOUTS)})")
         if prefix_language_tag and layout != "babelzoo":
             raise TokenizerError(f"{where}: only babelzoo's layout has language tags")
+        if sentinels and layout != "babelzoo":
+            raise TokenizerError(f"{where}: only babelzoo's layout reserves sentinels")
+        self.sentinels = sentinels
         self.model_proto = bytes(model_proto)
         self.sp = _processor(self.model_proto, where)
         self.layout = layout
@@ -89,6 +93,8 @@ class SentencePieceTokenizer(Tokenizer):
             self._special_tokens = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
             self._special_tokens.update({language_tag(lang): len(SPECIAL_TOKENS) + i
                                          for i, lang in enumerate(languages)})
+            first = len(SPECIAL_TOKENS) + len(languages)  # sentinels follow the language tags
+            self._special_tokens.update({sentinel_token(k): first + k for k in range(sentinels)})
             self._check_pieces(self._special_tokens, where)
             ids = {"pad": 0, "cls": 1, "sep": 2, "unk": 3, "mask": 4}
         elif layout == "fairseq":
@@ -104,7 +110,8 @@ class SentencePieceTokenizer(Tokenizer):
             self._special_tokens = {tok: ids[key] for key, tok in ALBERT_TOKENS.items()}
             self._check_pieces(self._special_tokens, where)
         self._specials = SpecialIds(vocab_size=self._size, languages={lang: i for i, lang in enumerate(languages)},
-                                    special=frozenset(self._special_tokens.values()), **ids)
+                                    special=frozenset(self._special_tokens.values()),
+                                    **reserved_ids(self._special_tokens, languages), **ids)
 
     def _check_pieces(self, want: dict[str, int], where: str) -> None:
         n = self.sp.get_piece_size()
@@ -143,7 +150,7 @@ class SentencePieceTokenizer(Tokenizer):
     def train(cls, corpus: Mapping[str, Source], vocab_size: int, model_type: str = "unigram", alpha: float = 0.3,
               seed: int = 0, languages: Optional[Iterable[str]] = None, max_sentences: Optional[int] = None,
               character_coverage: float = 0.9995, byte_fallback: bool = False, prefix_language_tag: bool = False,
-              num_threads: int = 1, **trainer_options) -> "SentencePieceTokenizer":
+              num_threads: int = 1, sentinels: int = 0, **trainer_options) -> "SentencePieceTokenizer":
         """Train on ``corpus`` = ``{lang: sentences}``; each value is an iterable of sentences, a
         path (``str`` or ``Path``) to a UTF-8 text file with one sentence per line, or a list of
         ``Path`` objects.
@@ -155,15 +162,16 @@ class SentencePieceTokenizer(Tokenizer):
 
         Empty lines are skipped and lines longer than sentencepiece's limit (4192 bytes) are
         left out; both are counted in ``tokenizer.training["languages"][lang]`` with the number
-        of lines read, the probability and the number sampled. Extra ``trainer_options`` go to
-        ``sentencepiece.SentencePieceTrainer``.
+        of lines read, the probability and the number sampled. ``sentinels``: how many of T5's
+        ``<extra_id_k>`` tokens to reserve after the language tags (span corruption needs them).
+        Extra ``trainer_options`` go to ``sentencepiece.SentencePieceTrainer``.
         """
         proto, languages, training = train_model(
             corpus, vocab_size, model_type=model_type, alpha=alpha, seed=seed, languages=languages,
             max_sentences=max_sentences, character_coverage=character_coverage, byte_fallback=byte_fallback,
-            num_threads=num_threads, **trainer_options)
+            num_threads=num_threads, sentinels=sentinels, **trainer_options)
         return cls(proto, layout="babelzoo", languages=tuple(languages), prefix_language_tag=prefix_language_tag,
-                   training=training, where="trained model")
+                   training=training, sentinels=sentinels, where="trained model")
 
     # ---- id mapping between sentencepiece and this tokenizer ---------------------------------
 
@@ -229,7 +237,7 @@ class SentencePieceTokenizer(Tokenizer):
         name = self._model_file()
         write_atomic(directory / name, self.model_proto)
         return {"model_file": name, "layout": self.layout, "training": self.training,
-                "lowercase": self.lowercase, "keep_accents": self.keep_accents}
+                "lowercase": self.lowercase, "keep_accents": self.keep_accents, "sentinels": self.sentinels}
 
     @classmethod
     def _from_saved(cls, directory: Path, meta: dict, meta_path: Path) -> "SentencePieceTokenizer":
@@ -240,7 +248,7 @@ class SentencePieceTokenizer(Tokenizer):
         return cls(path.read_bytes(), layout=o.get("layout", "babelzoo"), languages=tuple(meta.get("languages", ())),
                    pair_style=o.get("pair_style"), prefix_language_tag=o.get("prefix_language_tag", False),
                    training=o.get("training"), lowercase=o.get("lowercase", True),
-                   keep_accents=o.get("keep_accents", False), where=str(path))
+                   keep_accents=o.get("keep_accents", False), sentinels=o.get("sentinels", 0), where=str(path))
 
     # ---- Hugging Face files ------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional, Union
 
 from .sampling import resample, sampling_probabilities
-from .specials import BOS, EOS, MASK, PAD, UNK, language_tag
+from .specials import BOS, EOS, MASK, PAD, UNK, language_tag, sentinel_token
 from .tokenizer import TokenizerError
 
 MAX_SENTENCE_BYTES = 4192  # sentencepiece's default max_sentence_length; it would skip longer lines unseen
@@ -28,7 +28,7 @@ Source = Union[str, os.PathLike, Iterable[str]]
 def train_model(corpus: Mapping[str, Source], vocab_size: int, model_type: str = "unigram", alpha: float = 0.3,
                 seed: int = 0, languages: Optional[Iterable[str]] = None, max_sentences: Optional[int] = None,
                 character_coverage: float = 0.9995, byte_fallback: bool = False, num_threads: int = 1,
-                **trainer_options) -> tuple[bytes, list[str], dict]:
+                sentinels: int = 0, **trainer_options) -> tuple[bytes, list[str], dict]:
     """Train a model; return its bytes, the language order and what was read and sampled.
     ``SentencePieceTokenizer.train`` documents the arguments."""
     import sentencepiece as spm
@@ -65,7 +65,8 @@ def train_model(corpus: Mapping[str, Source], vocab_size: int, model_type: str =
     options = dict(
         model_type=model_type, vocab_size=vocab_size, character_coverage=character_coverage,
         byte_fallback=byte_fallback, pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS,
-        eos_piece=EOS, unk_piece=UNK, user_defined_symbols=[MASK, *(language_tag(lang) for lang in languages)],
+        eos_piece=EOS, unk_piece=UNK, user_defined_symbols=[MASK, *(language_tag(lang) for lang in languages),
+                                                        *(sentinel_token(k) for k in range(sentinels))],
         num_threads=num_threads, max_sentence_length=MAX_SENTENCE_BYTES, minloglevel=2,
     )
     options.update(trainer_options)

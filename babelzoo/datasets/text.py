@@ -227,15 +227,18 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path, src_lang: str, tgt
     """Read a line-aligned file pair: line *i* of ``tgt_path`` translates line *i* of ``src_path``.
 
     Raises :class:`CorpusError` if the files have different line counts (both named, both counts
-    given) before reading any text. With ``empty="skip"`` a pair is dropped when either side is
+    given, and the first line of the longer file without a partner as ``file:line``) before
+    reading any text. With ``empty="skip"`` a pair is dropped when either side is
     empty, so the alignment of the rest is kept.
     """
     _check_policy(empty)
     src_path, tgt_path = Path(src_path), Path(tgt_path)
     n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
     if n_src != n_tgt:
+        longer, shorter = (src_path, tgt_path) if n_src > n_tgt else (tgt_path, src_path)
         raise CorpusError(f"parallel files are not line-aligned: {src_path} has {n_src} lines but "
-                          f"{tgt_path} has {n_tgt} lines")
+                          f"{tgt_path} has {n_tgt} lines ({longer}:{min(n_src, n_tgt) + 1} is the first "
+                          f"line with no partner in {shorter.name})")
     report = ReadReport(files=(str(src_path), str(tgt_path)), empty={str(src_path): 0, str(tgt_path): 0})
     pairs: list[tuple[str, str]] = []
     for (lineno, src), (_, tgt) in zip(iter_lines(src_path), iter_lines(tgt_path)):

@@ -9,7 +9,7 @@ spans before it and its own earlier tokens (Part B)::
     p_θ(s_i | x_corrupt, s_{z_<i}) = Π_{j=1..ℓ_i} p(s_{i,j} | x_corrupt, s_{z_<i}, s_{i,<j})
 
 Spans (§2.2): lengths ℓ ~ Poisson(λ = 3), here P(ℓ) ∝ λ^ℓ e^{−λ} / ℓ! over ℓ = 1..``span_max``
-(a span is never empty), are drawn until they cover at least 15 % of the tokens, then placed at
+(a span is never empty; :func:`~babelzoo.objectives.noising.poisson_span_lengths`), are drawn until they cover at least 15 % of the tokens, then placed at
 random in the text, never overlapping or touching (so every [MASK] stands for one span).
 
 Layout of one example (the paper's Figure 2)::
@@ -56,15 +56,8 @@ from ..zoo.layers.masks import prefix_visibility
 from .base import Loss, Objective, register_objective
 from .batching import IGNORE, check_vocab, encoder_inputs, language_index, languages_known, pad, truncate, unwrap
 from .examples import ExampleError, Sentence, as_sentence, require_nonempty
+from .noising import poisson_span_lengths
 from .unilm import resolve_max_length, visible_token_loss
-
-
-def poisson_span_lengths(lam: float = 3.0, max_length: int = 40) -> torch.Tensor:
-    """P(ℓ) for ℓ = 1..max_length: Poisson(λ) without ℓ = 0, clipped and renormalised."""
-    lengths = torch.arange(1, max_length + 1, dtype=torch.float64)
-    log_p = lengths * math.log(lam) - lam - torch.lgamma(lengths + 1)  # log(λ^ℓ e^{−λ} / ℓ!)
-    probs = log_p.exp()
-    return probs / probs.sum()
 
 
 def sample_spans(n: int, coverage: float, lengths: torch.Tensor,

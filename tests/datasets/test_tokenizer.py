@@ -119,6 +119,20 @@ def test_training_accepts_sentences_and_counts_what_it_skips(tmp_path):
         SentencePieceTokenizer.train({"de": text}, 60, languages=["fr"])
 
 
+def test_sentinels_are_reserved_after_the_language_tags_and_survive_saving(tmp_path):
+    corpus = {"de": ["Der Hund schläft.", "Die Katze spielt im Garten."] * 30, "fr": ["Le chien dort."] * 50}
+    tok = SentencePieceTokenizer.train(corpus, vocab_size=80, sentinels=3, hard_vocab_limit=False)
+    assert tok.convert_ids_to_tokens(range(5, 10)) == ["[de]", "[fr]", "<extra_id_0>", "<extra_id_1>", "<extra_id_2>"]
+    s = tok.specials
+    assert s.language_tags == {"de": 5, "fr": 6} and s.sentinels == (7, 8, 9)
+    assert s.all_special() >= frozenset(range(10))
+    assert tok.encode("Hund <extra_id_1> Katze", add_special_tokens=False).count(8) == 1  # one piece, never split
+    tok.save(tmp_path)
+    assert Tokenizer.load(tmp_path).specials == s
+    plain = SentencePieceTokenizer.train(corpus, vocab_size=80, hard_vocab_limit=False)
+    assert plain.specials.sentinels == () and plain.specials.language_tags == {"de": 5, "fr": 6}
+
+
 # ---- framing, batching, decoding ----------------------------------------------------------------
 
 def test_encode_and_pair_framing(unigram):

@@ -50,9 +50,34 @@ def test_shipped_recipes_name_their_data_dir_or_run_on_embedded_data():
 PRETRAIN = [name for name, r in recipes().items() if "task" not in r and not name.endswith("_gpu")]
 
 
+def test_every_shipped_recipe_parses_and_gives_each_objective_its_examples():
+    """Each recipe maps onto TrainConfig, and each of its sources provides the example type its
+    objective consumes (checked without reading any data): this covers the recipes whose model
+    is not in the zoo yet too."""
+    from babelzoo.train.cli import parse_data
+    from babelzoo.train.config import load_recipe
+
+    for name, recipe in recipes().items():
+        if "task" in recipe:
+            continue
+        cfg = load_recipe(RECIPES / f"{name}.yaml")
+        assert set(parse_data(cfg)) == set(recipe["objectives"]), name
+
+
+def unregistered_model(recipe_name: str) -> str | None:
+    """The recipe's model when the zoo does not have it (yet)."""
+    from babelzoo import list_models
+
+    model = recipes()[recipe_name].get("model")
+    return None if model in list_models() else model
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", PRETRAIN)
 def test_recipe_trains_two_steps(name, tmp_path, capsys, monkeypatch):
+    if (missing := unregistered_model(name)) is not None:
+        # the encoder–decoder recipes (BART, mBART, T5, MASS, XAE, translation) wait for their models
+        pytest.skip(f"{name} trains model {missing!r}, which is not in the zoo yet")
     if needs_data_dir(name):
         data = os.environ.get("BABELZOO_DATA_DIR") or str(Path(__file__).resolve().parents[3] / "shared" / "data")
         if not (Path(data) / "multi30k").is_dir():
