@@ -268,7 +268,7 @@ def _apply_quantization(model, directory: Path, state: Mapping[str, torch.Tensor
             not isinstance(spec.get("modules"), list):
         raise CheckpointError(f"{path}: expected {{\"scheme\": ..., \"modules\": [...]}}")
     try:
-        quantize_linears(model, spec["scheme"], spec["modules"], empty=True)
+        quantize_linears(model, spec["scheme"], spec["modules"], empty=True, smoothed="smoothing" in spec)
     except InputError as err:
         raise CheckpointError(f"{path}: {err}") from None
     model.quantization = spec

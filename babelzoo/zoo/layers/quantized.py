@@ -49,25 +49,37 @@ def _filled(layer: nn.Module, stored: torch.Tensor, q: torch.Tensor, scale: torc
 
 class Int8Linear(nn.Module):
     """Dynamic int8 linear layer: ``weight_int8`` [out, in] and ``weight_scale`` [out] hold the
-    weights, ``bias`` stays in fp32; the quantized kernel packs them on first use."""
+    weights, ``bias`` stays in fp32; the quantized kernel packs them on first use.
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+    ``smoothed``: the layer holds SmoothQuant's per-input-channel ``input_scale`` s (Xiao et al.
+    2023): y = (x / s)·(W·diag(s))ᵀ + b, the same product with the activations' outlier channels
+    divided down before their (per-tensor) quantization and the weights, quantized per output
+    channel, carrying them instead."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, smoothed: bool = False):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.register_buffer("weight_int8", torch.zeros(out_features, in_features, dtype=torch.int8))
         self.register_buffer("weight_scale", torch.ones(out_features))
+        self.register_buffer("input_scale", torch.ones(in_features) if smoothed else None)
         self.bias = nn.Parameter(torch.zeros(out_features), requires_grad=False) if bias else None
         self._packed = None
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear) -> "Int8Linear":
-        layer = cls(linear.in_features, linear.out_features, linear.bias is not None)
-        return _filled(layer, layer.weight_int8, *_symmetric(linear.weight.detach().float(), 8), linear)
+    def from_linear(cls, linear: nn.Linear, input_scale: Optional[torch.Tensor] = None) -> "Int8Linear":
+        """Quantize ``linear``; ``input_scale`` [in] (SmoothQuant's s) moves onto the weights first."""
+        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, input_scale is not None)
+        weight = linear.weight.detach().float()
+        if input_scale is not None:
+            layer.input_scale.copy_(input_scale)
+            weight = weight * input_scale[None, :]
+        return _filled(layer, layer.weight_int8, *_symmetric(weight, 8), linear)
 
     @property
     def weight(self) -> torch.Tensor:
         """The dequantized weight (for code that reads ``.weight``, e.g. row-selected queries)."""
-        return self.weight_int8.float() * self.weight_scale[:, None]
+        weight = self.weight_int8.float() * self.weight_scale[:, None]
+        return weight if self.input_scale is None else weight / self.input_scale[None, :]
 
     def _load_from_state_dict(self, *args, **kwargs):
         self._packed = None  # new weights: pack again
@@ -86,8 +98,11 @@ class Int8Linear(nn.Module):
         if self._packed is None:
             self._packed = self._pack()
         dtype = x.dtype
+        x = x.float()
+        if self.input_scale is not None:
+            x = x / self.input_scale
         # x86 kernels accumulate u8·s8 pairs in 16 bits: activations use 7 bits (reduce_range)
-        out = torch.ops.quantized.linear_dynamic(x.float().contiguous(), self._packed, True)
+        out = torch.ops.quantized.linear_dynamic(x.contiguous(), self._packed, True)
         return out.to(dtype)
 
     def extra_repr(self) -> str:
@@ -139,29 +154,34 @@ class WeightOnlyLinear(nn.Module):
                 f"bits={self.bits}")
 
 
-def quantized_linear(linear: nn.Linear, scheme: str) -> nn.Module:
+def quantized_linear(linear: nn.Linear, scheme: str, input_scale: Optional[torch.Tensor] = None) -> nn.Module:
     if scheme == "int8":
-        return Int8Linear.from_linear(linear)
+        return Int8Linear.from_linear(linear, input_scale)
+    if input_scale is not None:
+        raise InputError(f"SmoothQuant's input scales apply to the 'int8' scheme (activations quantized), "
+                         f"not to {scheme!r} (weights only)")
     if scheme in ("int8_weight", "int4_weight"):
         return WeightOnlyLinear.from_linear(linear, 8 if scheme == "int8_weight" else 4)
     raise InputError(f"unknown quantization scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
 
 
-def empty_quantized_linear(linear: nn.Linear, scheme: str) -> nn.Module:
+def empty_quantized_linear(linear: nn.Linear, scheme: str, smoothed: bool = False) -> nn.Module:
     """A quantized layer of ``linear``'s shape whose weights a checkpoint will fill."""
     bias = linear.bias is not None
     if scheme == "int8":
-        return Int8Linear(linear.in_features, linear.out_features, bias)
+        return Int8Linear(linear.in_features, linear.out_features, bias, smoothed)
     if scheme in ("int8_weight", "int4_weight"):
         return WeightOnlyLinear(linear.in_features, linear.out_features, bias, 8 if scheme == "int8_weight" else 4)
     raise InputError(f"unknown quantization scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
 
 
 def quantize_linears(model: nn.Module, scheme: str, names: Optional[Iterable[str]] = None,
-                     empty: bool = False) -> list[str]:
+                     empty: bool = False, input_scales: Optional[dict[str, torch.Tensor]] = None,
+                     smoothed: bool = False) -> list[str]:
     """Replace the ``nn.Linear`` modules ``names`` (qualified names; every one under
     ``model.encoder`` when None) by quantized layers, in place; returns the names replaced.
-    ``empty``: layers with zero weights, to be filled by a checkpoint."""
+    ``empty``: layers with zero weights, to be filled by a checkpoint (``smoothed``: with room
+    for SmoothQuant's input scales); ``input_scales``: SmoothQuant's s per layer name."""
     linears = {name: module for name, module in model.named_modules() if isinstance(module, nn.Linear)}
     if names is None:
         names = [name for name in linears if name.startswith("encoder.")]
@@ -172,6 +192,9 @@ def quantize_linears(model: nn.Module, scheme: str, names: Optional[Iterable[str
     for name in names:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        make = empty_quantized_linear if empty else quantized_linear
-        setattr(parent, child, make(linears[name], scheme))
+        if empty:
+            layer = empty_quantized_linear(linears[name], scheme, smoothed)
+        else:
+            layer = quantized_linear(linears[name], scheme, None if input_scales is None else input_scales[name])
+        setattr(parent, child, layer)
     return names
