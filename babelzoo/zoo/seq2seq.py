@@ -296,6 +296,10 @@ class Seq2SeqModel(Checkpointed, nn.Module):
             forced_bos_token_id=_default(forced_bos_token_id, text.forced_bos_token_id),
             eos_token_id=_default(eos_token_id, text.eos_token_id), pad_token_id=_default(pad_token_id, text.pad_token_id),
             vocab_size=text.vocab_size)
+        if settings.max_length > text.max_positions:
+            raise InputError(f"generate: max_new_tokens={max_new_tokens} makes targets of {settings.max_length} "
+                             f"positions with the start token, but model {self.config.architecture!r} holds "
+                             f"{text.max_positions} (Seq2SeqConfig.max_positions)")
         if attention_mask is None:
             attention_mask = self.default_mask(input_ids)
         rows = input_ids.shape[0] * settings.num_beams
