@@ -168,3 +168,16 @@ def test_a_layout_no_transformers_class_holds_is_not_exported(tmp_path):
     with pytest.raises(CheckpointError, match=r"no Hugging Face class holds its layout \(BartForConditionalGeneration "
                                               r"needs \[\"norm='layer' \(is 'rms'\)\"\]"):
         export_hf(model, tmp_path / "out")
+
+
+def test_the_convert_command_round_trips_an_encoder_decoder(tmp_path, capsys):
+    from babelzoo.zoo.convert.cli import convert_main
+
+    model = babelzoo.create_model("t5_tiny", vocab_size=101).eval()
+    model.save_pretrained(tmp_path / "ckpt")
+    assert convert_main(["--to-hf", str(tmp_path / "hf"), "--from", str(tmp_path / "ckpt")]) == 0
+    assert "as T5ForConditionalGeneration" in capsys.readouterr().out
+    assert convert_main(["--from-hf", str(tmp_path / "hf"), "--to", str(tmp_path / "back")]) == 0
+    back = babelzoo.from_pretrained(tmp_path / "back").eval()
+    src, mask, tgt = inputs(0)
+    assert torch.equal(logits(back, src, mask, tgt), logits(model, src, mask, tgt))
