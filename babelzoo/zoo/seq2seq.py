@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, InputError
@@ -221,8 +222,8 @@ class Seq2SeqModel(Checkpointed, nn.Module):
         """Vocabulary logits of decoder states: W·h (+ BART's bias); T5 scales h by H^-1/2."""
         if self.config.text.scale_decoder_output:
             hidden = hidden * self.config.text.hidden_size ** -0.5
-        logits = self.lm_head(hidden)
-        return logits if self.final_logits_bias is None else logits + self.final_logits_bias
+        bias = None if self.final_logits_bias is None else self.final_logits_bias[0]
+        return F.linear(hidden, self.lm_head.weight, bias)  # the bias added inside the matmul: one pass
 
     def forward(self, input_ids: Optional[torch.Tensor] = None, attention_mask: Optional[torch.Tensor] = None,
                 decoder_input_ids: Optional[torch.Tensor] = None,
@@ -302,12 +303,13 @@ class Seq2SeqModel(Checkpointed, nn.Module):
                              f"{text.max_positions} (Seq2SeqConfig.max_positions)")
         if attention_mask is None:
             attention_mask = self.default_mask(input_ids)
-        rows = input_ids.shape[0] * settings.num_beams
+        beams = settings.num_beams
+        rows = input_ids.shape[0] * beams
         encoded = self.encode(input_ids, attention_mask)
-        if settings.num_beams > 1:  # every beam of a source reads the same encoded source
-            encoded = encoded.repeat_interleave(settings.num_beams, dim=0)
-            attention_mask = attention_mask.repeat_interleave(settings.num_beams, dim=0)
         memory = self.decoder.memory(encoded)
+        if beams > 1:  # every beam of a source reads the same keys and values: projected once per source
+            memory = [(k.repeat_interleave(beams, dim=0), v.repeat_interleave(beams, dim=0)) for k, v in memory]
+            attention_mask = attention_mask.repeat_interleave(beams, dim=0)
         memory_mask = key_mask(attention_mask)
         cache = self.decoder.new_cache(rows, settings.max_new_tokens + 1, encoded.dtype, encoded.device)
 
