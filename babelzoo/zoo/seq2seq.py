@@ -20,6 +20,7 @@ from torch import nn
 
 from ..errors import ConfigError, InputError
 from .config import ModelConfig
+from .generation import GenerationSettings, generate
 from .layers import (
     DecoderBlock,
     Dropout,
@@ -282,8 +283,6 @@ class Seq2SeqModel(Checkpointed, nn.Module):
 
             ids = model.generate(src, max_new_tokens=32, num_beams=4, target_language="de_DE")
         """
-        from .generation import GenerationSettings, generate
-
         text = self.config.text
         if target_language is not None:
             if forced_bos_token_id is not None:
@@ -303,21 +302,40 @@ class Seq2SeqModel(Checkpointed, nn.Module):
                              f"{text.max_positions} (Seq2SeqConfig.max_positions)")
         if attention_mask is None:
             attention_mask = self.default_mask(input_ids)
-        beams = settings.num_beams
-        rows = input_ids.shape[0] * beams
         encoded = self.encode(input_ids, attention_mask)
-        memory = self.decoder.memory(encoded)
-        if beams > 1:  # every beam of a source reads the same keys and values: projected once per source
-            memory = [(k.repeat_interleave(beams, dim=0), v.repeat_interleave(beams, dim=0)) for k, v in memory]
-            attention_mask = attention_mask.repeat_interleave(beams, dim=0)
-        memory_mask = key_mask(attention_mask)
-        cache = self.decoder.new_cache(rows, settings.max_new_tokens + 1, encoded.dtype, encoded.device)
+        rows = input_ids.shape[0] * settings.num_beams
+        cache = self.decoder.new_cache(rows, settings.max_length, encoded.dtype, encoded.device)
+        steps = _Steps(self, self.decoder.memory(encoded), attention_mask, settings.num_beams, cache)
+        return generate(steps, cache.reorder, input_ids.shape[0], input_ids.device, settings, generator)
 
-        def step(tokens: torch.Tensor) -> torch.Tensor:
-            hidden = self.decoder(self.word(tokens), memory, memory_mask, cache=cache)
-            return self.logits(hidden[:, -1])
 
-        return generate(step, cache.reorder, input_ids.shape[0], input_ids.device, settings, generator)
+class _Steps:
+    """One decoding step of every row (``beams`` rows per source, a source's beams together)
+    with the key/value cache. Every beam of a source reads the same source keys and values,
+    projected once per source; the first step, the same for every beam of a source (they all
+    hold the start token), runs once per source and fills each beam's cache."""
+
+    def __init__(self, model: Seq2SeqModel, memory: list[tuple[torch.Tensor, torch.Tensor]],
+                 source_mask: torch.Tensor, beams: int, cache: KVCache):
+        self.model, self.beams, self.cache = model, beams, cache
+        self.source_memory, self.source_mask = memory, key_mask(source_mask)
+        self.memory, self.mask = memory, self.source_mask
+        if beams > 1:
+            self.memory = [(k.repeat_interleave(beams, dim=0), v.repeat_interleave(beams, dim=0)) for k, v in memory]
+            self.mask = key_mask(source_mask.repeat_interleave(beams, dim=0))
+
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        model = self.model
+        if self.beams > 1 and self.cache.length == 0:
+            first = model.decoder.new_cache(tokens.shape[0] // self.beams, tokens.shape[1], self.cache.keys.dtype,
+                                            tokens.device)
+            hidden = model.decoder(model.word(tokens[::self.beams]), self.source_memory, self.source_mask,
+                                   cache=first)
+            self.cache.extend_repeated(first, self.beams)
+            return model.logits(hidden[:, -1]).repeat_interleave(self.beams, dim=0)
+        hidden = model.decoder(model.word(tokens), self.memory, self.mask, cache=self.cache)
+        return model.logits(hidden[:, -1])
+
 
 def _default(value, fallback):
     return fallback if value is None else value

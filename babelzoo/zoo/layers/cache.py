@@ -36,6 +36,14 @@ class KVCache:
         """Mark ``count`` more positions as filled (after every layer wrote them)."""
         self.length += count
 
+    def extend_repeated(self, other: "KVCache", times: int) -> None:
+        """Append the filled positions of ``other`` (B rows), each of its rows repeated ``times``
+        (B·times rows: a source's beams share their first step)."""
+        start, end = self.length, self.length + other.length
+        self.keys[:, :, :, start:end] = other.keys[:, :, :, :other.length].repeat_interleave(times, dim=1)
+        self.values[:, :, :, start:end] = other.values[:, :, :, :other.length].repeat_interleave(times, dim=1)
+        self.length = end
+
     def reorder(self, rows: torch.Tensor) -> None:
         """Row ``i`` of every layer becomes old row ``rows[i]`` (beam search's surviving beams)."""
         n = self.length
