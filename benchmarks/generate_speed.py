@@ -120,7 +120,9 @@ def main(argv=None) -> int:
     # an end token never generated first: every row runs to the limit (both sides alike)
     common = dict(max_new_tokens=args.new_tokens, eos_token_id=3, pad_token_id=theirs.config.pad_token_id,
                   decoder_start_token_id=theirs.config.decoder_start_token_id)
-    results = {"size": args.size, "batch": args.batch, "source_length": args.source_length, "device": args.device,
+    results = {"command": "python benchmarks/generate_speed.py " + " ".join(sys.argv[1:] if argv is None else argv),
+               "size": args.size, "batch": args.batch, "source_length": args.source_length,
+               "new_tokens_per_row": args.new_tokens, "repeats": args.repeats, "device": args.device,
                "dtype": args.dtype, "threads": torch.get_num_threads(), "runs": {}}
     for name, options in (("greedy", dict(num_beams=1)), (f"beam{args.beams}", dict(num_beams=args.beams))):
         row = measure(ours, theirs, src, mask, {**common, **options}, args.repeats, args.device)
