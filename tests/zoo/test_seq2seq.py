@@ -218,3 +218,17 @@ def test_t5_has_no_biases_rms_norms_and_one_relative_table_per_stack():
     assert sum("relative_bias" in n for n in names) == 2
     assert isinstance(model.encoder.final_norm, torch.nn.RMSNorm)
     assert model.final_logits_bias is None and model.encoder.position is None
+
+
+def test_language_tags_come_from_the_attached_tokenizer_when_there_is_one():
+    from types import SimpleNamespace
+
+    model = small("mbart_tiny")
+    vocabulary = {"de_DE": 50, "ja_XX": 51}  # a tokenizer's own tag ids win over the config's layout
+    model.tokenizer = SimpleNamespace(token_to_id=lambda token: vocabulary.get(token, 3),
+                                      specials=SimpleNamespace(unk=3))
+    src, _ = batch(model)
+    assert model.generate(src, max_new_tokens=2, target_language="ja_XX")[:, 1].eq(51).all()
+    with pytest.raises(InputError, match=r"unknown language tag 'fr_XX': the tokenizer of 'mbart_tiny' has no such "
+                                         r"token; tags it knows: de_DE"):
+        model.generate(src, max_new_tokens=2, target_language="fr_XX")
