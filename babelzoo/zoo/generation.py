@@ -76,6 +76,72 @@ def generate(step: Step, reorder: Callable[[torch.Tensor], None], batch: int, de
     return _greedy_or_sample(step, batch, device, settings, generator)
 
 
+class Generates:
+    """``generate`` for an encoder–decoder: a model whose ``config.text`` is an
+    :class:`~babelzoo.zoo.config.EncoderDecoderConfig` (the default ids, the language tags) and
+    which gives ``decoding(input_ids, attention_mask, settings) -> (step, reorder)``."""
+
+    def language_id(self, code: str) -> int:
+        """The id of language ``code``'s tag: from the attached tokenizer when it has the tag as
+        a token, else from the config's ``languages``. An unknown tag is an error naming it."""
+        tokenizer = getattr(self, "tokenizer", None)
+        if tokenizer is not None:
+            found = tokenizer.token_to_id(code)
+            if found != tokenizer.specials.unk:
+                return found
+            known = [t for t in self.config.text.languages if tokenizer.token_to_id(t) != tokenizer.specials.unk]
+            raise InputError(f"unknown language tag {code!r}: the tokenizer of {self.config.architecture!r} has no "
+                             f"such token; tags it knows: {', '.join(known) or 'none'}")
+        return self.config.text.language_id(code)
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None, *,
+                 max_new_tokens: int, num_beams: int = 1, do_sample: bool = False, top_k: Optional[int] = None,
+                 top_p: Optional[float] = None, temperature: float = 1.0, length_penalty: float = 1.0,
+                 early_stopping: bool = False, no_repeat_ngram_size: int = 0,
+                 decoder_start_token_id: Optional[int] = None, forced_bos_token_id: Optional[int] = None,
+                 eos_token_id: Optional[int] = None, pad_token_id: Optional[int] = None,
+                 target_language: Optional[str] = None, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        """Generated target ids [B, T], each row starting with the decoder's start token and padded
+        with ``pad_token_id`` after its end token, as transformers' ``generate`` returns them.
+
+        Greedy (``num_beams=1``), beam search (``num_beams > 1``: ``length_penalty`` divides a
+        finished hypothesis' log-probability by its length to that power, ``early_stopping``
+        stops a row once ``num_beams`` hypotheses are finished) or sampling (``do_sample``,
+        ``temperature``, ``top_k``, ``top_p``; reproducible with ``generator``).
+        ``no_repeat_ngram_size`` forbids any n-gram to occur twice. The first generated token is
+        forced to ``forced_bos_token_id``, or to ``target_language``'s tag (mBART). Ids default to
+        the config's. The source is encoded once::
+
+            ids = model.generate(src, max_new_tokens=32, num_beams=4, target_language="de_DE")
+        """
+        text = self.config.text
+        if target_language is not None:
+            if forced_bos_token_id is not None:
+                raise InputError("give forced_bos_token_id or target_language, not both")
+            forced_bos_token_id = self.language_id(target_language)
+        settings = GenerationSettings(
+            max_new_tokens=max_new_tokens, num_beams=num_beams, do_sample=do_sample, top_k=top_k, top_p=top_p,
+            temperature=temperature, length_penalty=length_penalty, early_stopping=early_stopping,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            decoder_start_token_id=_default(decoder_start_token_id, text.decoder_start_token_id),
+            forced_bos_token_id=_default(forced_bos_token_id, text.forced_bos_token_id),
+            eos_token_id=_default(eos_token_id, text.eos_token_id), pad_token_id=_default(pad_token_id, text.pad_token_id),
+            vocab_size=text.vocab_size)
+        if settings.max_length > text.max_positions:
+            raise InputError(f"generate: max_new_tokens={max_new_tokens} makes targets of {settings.max_length} "
+                             f"positions with the start token, but model {self.config.architecture!r} holds "
+                             f"{text.max_positions} ({type(text).__name__}.max_positions)")
+        if attention_mask is None:
+            attention_mask = input_ids.ne(text.pad_token_id).long()
+        step, reorder = self.decoding(input_ids, attention_mask, settings)
+        return generate(step, reorder, input_ids.shape[0], input_ids.device, settings, generator)
+
+
+def _default(value, fallback):
+    return fallback if value is None else value
+
+
 # --- logits processors (transformers' order: n-gram blocking, forced first token) ---------------
 
 def process(scores: torch.Tensor, sequences: torch.Tensor, settings: GenerationSettings) -> torch.Tensor:

@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from ..errors import InputError
-from .config import EncoderConfig, ModelConfig, _check
+from .config import EncoderDecoderConfig, ModelConfig
 from .factory import TINY, register_model
 from .family import TextFamily, register_family
 
@@ -28,9 +27,9 @@ MBART50_LANGUAGES = (
 
 
 @dataclass(frozen=True)
-class Seq2SeqConfig(EncoderConfig):
-    """An encoder–decoder: :class:`EncoderConfig`'s widths for both stacks (``num_layers``
-    encoder layers, ``decoder_layers`` decoder layers, default the same) plus its switches.
+class Seq2SeqConfig(EncoderDecoderConfig):
+    """A Transformer encoder–decoder: :class:`EncoderDecoderConfig`'s widths (both stacks) and
+    generation ids plus its switches.
 
     ``norm_position`` post (BART) or pre (mBART, T5); ``norm`` LayerNorm or RMSNorm (T5);
     ``bias=False`` drops every projection's bias (T5); ``gated`` a GLU feed-forward (T5 v1.1);
@@ -42,25 +41,16 @@ class Seq2SeqConfig(EncoderConfig):
     leaves q·kᵀ unscaled (T5); ``logits_bias`` adds BART's final logits bias;
     ``scale_decoder_output`` multiplies the decoder's output by H^-1/2 before the tied LM head
     (T5). ``max_positions`` bounds the source and the target length alike.
-
-    Generation defaults: the decoder starts with ``decoder_start_token_id``, its first generated
-    token is forced to ``forced_bos_token_id`` when set, and ``eos_token_id`` ends a sequence.
-    ``languages`` are mBART's language codes: their tags are the ids just before the last one
-    (``<mask>``), in this order, so ``language_id(code) = vocab_size - 1 - len(languages) + i``.
     """
 
     family: ClassVar[str] = "seq2seq"
 
     vocab_size: int = 50265
     max_positions: int = 1024
-    segment_vocab_size: int = 0
     attention_dropout: float = 0.0
     layer_norm_eps: float = 1e-5
-    pooler: bool = False
-    mlm_head: bool = False
     pad_token_id: int = 1
 
-    decoder_layers: Optional[int] = None
     norm_position: str = "post"
     norm: str = "layer"
     bias: bool = True
@@ -76,64 +66,21 @@ class Seq2SeqConfig(EncoderConfig):
     scaled_attention: bool = True
     logits_bias: bool = True
     scale_decoder_output: bool = False
-    bos_token_id: Optional[int] = 0
-    eos_token_id: int = 2
-    decoder_start_token_id: int = 2
-    forced_bos_token_id: Optional[int] = None
-    languages: tuple = ()
 
     _choices: ClassVar = {
-        **EncoderConfig._choices,
+        **EncoderDecoderConfig._choices,
         "norm_position": ("post", "pre"),
         "norm": ("layer", "rms"),
         "position_embedding": ("learned", "none"),
         "relative_attention": ("none", "t5"),
     }
-    _positive: ClassVar = EncoderConfig._positive + ("relative_buckets", "relative_max_distance")
-    _non_negative: ClassVar = EncoderConfig._non_negative + ("position_offset", "eos_token_id",
-                                                              "decoder_start_token_id")
-
-    @property
-    def num_decoder_layers(self) -> int:
-        return self.num_layers if self.decoder_layers is None else self.decoder_layers
+    _positive: ClassVar = EncoderDecoderConfig._positive + ("relative_buckets", "relative_max_distance")
+    _non_negative: ClassVar = EncoderDecoderConfig._non_negative + ("position_offset",)
 
     @property
     def attention_scale(self) -> Optional[float]:
         """What multiplies q·kᵀ: None for 1/√d, 1.0 for T5."""
         return None if self.scaled_attention else 1.0
-
-    def language_id(self, code: str) -> int:
-        """The id of language ``code``'s tag; an unknown code is an :class:`InputError` naming it."""
-        if code not in self.languages:
-            known = ", ".join(self.languages) or "none: this model has no language tags"
-            raise InputError(f"unknown language tag {code!r}; the model knows: {known}")
-        return self.vocab_size - 1 - len(self.languages) + self.languages.index(code)
-
-    def validate(self) -> None:
-        super().validate()
-        name = type(self).__name__
-        if self.decoder_layers is not None:
-            _check(isinstance(self.decoder_layers, int) and self.decoder_layers > 0, name, "decoder_layers",
-                   self.decoder_layers, "must be a positive integer or None (as many as num_layers)")
-        for flag in ("pooler", "mlm_head"):
-            _check(not getattr(self, flag), name, flag, getattr(self, flag),
-                   "must be false: an encoder–decoder has its LM head always and no pooler")
-        _check(self.segment_vocab_size == 0, name, "segment_vocab_size", self.segment_vocab_size,
-               "must be 0: an encoder–decoder has no segment embeddings")
-        _check(self.num_languages == 0, name, "num_languages", self.num_languages,
-               "must be 0: an encoder–decoder marks languages with tags (languages=...)")
-        tags = self.vocab_size - 1 - len(self.languages)
-        for field in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "forced_bos_token_id"):
-            value = getattr(self, field)
-            if value is not None:
-                _check(isinstance(value, int) and 0 <= value < self.vocab_size, name, field, value,
-                       f"must be a token id below vocab_size={self.vocab_size}")
-        if self.languages:
-            _check(all(isinstance(c, str) and c for c in self.languages) and len(set(self.languages)) ==
-                   len(self.languages), name, "languages", self.languages, "must list distinct language codes")
-            _check(tags > max(self.pad_token_id, self.eos_token_id, self.bos_token_id or 0), name, "vocab_size",
-                   self.vocab_size, f"leaves no room for {len(self.languages)} language tags and <mask> after the "
-                   f"special tokens")
 
     def encoder_flops_per_token(self, seq_len: int) -> float:
         """Per encoder layer: 2·4H² for the QKV and output projections, 2·2HI for the
