@@ -43,6 +43,7 @@ BUILTIN_FAMILIES = {
     "xlnet": "babelzoo.zoo.xlnet_config",
     "transformer_xl": "babelzoo.zoo.transformer_xl_config",
     "seq2seq": "babelzoo.zoo.seq2seq_config",
+    "cove": "babelzoo.zoo.cove_config",
 }
 ENTRY_POINT_GROUP = "babelzoo.families"
 

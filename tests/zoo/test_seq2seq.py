@@ -1,6 +1,7 @@
-"""Every encoder–decoder entry, the moment it is registered: the forward contract objectives
-rely on, overrides, padding, save → load identity, cached decoding equal to the full pass, and
-the errors for targets past the positions and unknown language tags."""
+"""Every encoder–decoder entry, the moment it is registered (the Transformer ones and CoVe's
+LSTM): the forward contract objectives rely on, overrides, padding, save → load identity, cached
+decoding equal to the full pass, and the errors for targets past the positions and unknown
+language tags."""
 
 import pytest
 import torch
@@ -9,9 +10,10 @@ import babelzoo
 from babelzoo.errors import InputError
 from babelzoo.zoo.factory import model_config
 from babelzoo.zoo.generation import GenerationSettings, generate
-from babelzoo.zoo.seq2seq import Seq2SeqModel, key_mask, shift_right
+from babelzoo.zoo.seq2seq import key_mask, shift_right
 
-SEQ2SEQ_TINY = [n for n in babelzoo.list_models("*tiny") if model_config(n).text.family == "seq2seq"]
+ALL_TINY = [n for n in babelzoo.list_models("*tiny") if model_config(n).text.is_encoder_decoder]
+SEQ2SEQ_TINY = [n for n in ALL_TINY if model_config(n).text.family == "seq2seq"]  # the Transformer ones
 SMALL = dict(vocab_size=61, hidden_size=24, num_heads=3, intermediate_size=40, max_positions=32)
 
 
@@ -44,18 +46,17 @@ def batch(model, lengths=(9, 5, 7), seed=0):
     return ids, ids.ne(pad).long()
 
 
-def test_the_seq2seq_entries_are_registered():
-    assert set(SEQ2SEQ_TINY) == {"bart_tiny", "mbart_tiny", "t5_tiny"}
-    assert {"bart_base", "mbart_base", "t5_base"} <= set(babelzoo.list_models())
+def test_the_encoder_decoder_entries_are_registered():
+    assert set(ALL_TINY) == {"bart_tiny", "mbart_tiny", "t5_tiny", "cove_tiny"}
+    assert {"bart_base", "mbart_base", "t5_base", "cove_base"} <= set(babelzoo.list_models())
 
 
-@pytest.mark.parametrize("name", SEQ2SEQ_TINY)
+@pytest.mark.parametrize("name", ALL_TINY)
 def test_forward_contract_and_backward(name):
     model = babelzoo.create_model(name, vocab_size=97, hidden_size=32, num_layers=1, num_heads=2,
                                   intermediate_size=48, max_positions=40)
     text = model.config.text
-    assert isinstance(model, Seq2SeqModel) and text.vocab_size == 97 and text.hidden_size == 32
-    assert len(model.encoder.layers) == len(model.decoder.layers) == 1
+    assert text.vocab_size == 97 and text.hidden_size == 32 and text.num_decoder_layers == 1
     src, src_mask = batch(model)
     labels = torch.randint(5, 97, (3, 6))
     labels[1, 4:] = -100
@@ -76,7 +77,7 @@ def test_shift_right_puts_the_start_token_first_and_reads_ignored_labels_as_padd
     assert shift_right(torch.tensor([[7, -100, -100]]), 0, 0).tolist() == [[0, 7, 0]]
 
 
-@pytest.mark.parametrize("name", SEQ2SEQ_TINY)
+@pytest.mark.parametrize("name", ALL_TINY)
 def test_source_padding_does_not_change_the_logits(name):
     model = small(name)
     src, mask = batch(model, lengths=(9, 5))
@@ -87,14 +88,15 @@ def test_source_padding_does_not_change_the_logits(name):
     torch.testing.assert_close(padded[1], alone[0], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", SEQ2SEQ_TINY)
+@pytest.mark.parametrize("name", ALL_TINY)
 def test_save_load_gives_identical_logits(name, tmp_path):
     model = small(name)
     src, mask = batch(model)
     tgt = torch.randint(5, 61, (3, 5))
     model.save_pretrained(tmp_path / name)
     loaded = babelzoo.from_pretrained(tmp_path / name).eval()
-    assert isinstance(loaded, Seq2SeqModel) and loaded.lm_head.weight is loaded.word.weight
+    assert type(loaded) is type(model)
+    assert (loaded.lm_head.weight is loaded.word.weight) == model.config.text.tie_word_embeddings
     with torch.no_grad():
         a = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
         b = loaded(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
@@ -134,7 +136,7 @@ class Uncached:
         self.history = self.history[rows]
 
 
-@pytest.mark.parametrize("name", SEQ2SEQ_TINY)
+@pytest.mark.parametrize("name", ALL_TINY)
 @pytest.mark.parametrize("beams", [1, 3])
 def test_cached_generation_equals_uncached_generation_token_for_token(name, beams):
     model = small(name)
@@ -155,9 +157,10 @@ def test_cached_generation_equals_uncached_generation_token_for_token(name, beam
     assert len({tuple(row) for row in cached.tolist()}) > 1  # the sources lead to different targets
 
 
+@pytest.mark.parametrize("name", ["mbart_tiny", "cove_tiny"])
 @pytest.mark.parametrize("beams", [1, 4])
-def test_batched_generation_with_padding_equals_one_source_at_a_time(beams):
-    model = small("mbart_tiny")
+def test_batched_generation_with_padding_equals_one_source_at_a_time(name, beams):
+    model = small(name)
     src, mask = batch(model)
     with torch.no_grad():
         options = dict(max_new_tokens=10, num_beams=beams, no_repeat_ngram_size=2,
@@ -182,6 +185,9 @@ def test_a_target_longer_than_the_positions_is_an_error():
         model(input_ids=torch.randint(5, 100, (1, 17)), decoder_input_ids=src)
     with pytest.raises(InputError, match="max_new_tokens=16 makes targets of 17 positions"):
         model.generate(src, max_new_tokens=16)
+    cove = babelzoo.create_model("cove_tiny", max_positions=16)
+    with pytest.raises(InputError, match=r"target input has 17 positions .*\(CoVeConfig.max_positions\)"):
+        cove(input_ids=src, decoder_input_ids=torch.randint(5, 100, (1, 17)))
 
 
 def test_mbart_forces_the_target_language_tag_first():
