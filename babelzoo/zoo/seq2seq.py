@@ -296,8 +296,8 @@ def shift_right(labels: torch.Tensor, start_token_id: int, pad_token_id: int) ->
 
 
 def build(config: Seq2SeqConfig, knowledge=None):
-    raise ConfigError(f"family 'seq2seq' builds a Seq2SeqModel (an encoder–decoder), not an encoder with parts; "
-                      f"it cannot serve as a text tower or an encoder of another model")
+    raise ConfigError("family 'seq2seq' builds a Seq2SeqModel (an encoder–decoder), not an encoder with parts; "
+                      "it cannot serve as a text tower or an encoder of another model")
 
 
 def build_encoder(config: Seq2SeqConfig):
