@@ -24,6 +24,8 @@ T5_SIZES = dict(vocab_size=101, d_model=48, d_kv=16, d_ff=40, num_layers=2, num_
 def hf_config(kind: str, **extra):
     if kind == "bart":
         return transformers.BartConfig(**BART_SIZES, activation_function="gelu", **extra)
+    if kind == "bart_untied":
+        return transformers.BartConfig(**BART_SIZES, tie_word_embeddings=False, **extra)
     if kind == "mbart":
         return transformers.MBartConfig(**BART_SIZES, scale_embedding=True, decoder_start_token_id=2,
                                         activation_function="relu", **extra)
@@ -32,7 +34,7 @@ def hf_config(kind: str, **extra):
     return transformers.T5Config(**{**T5_SIZES, **extra})
 
 
-HF_CLASSES = {"bart": "BartForConditionalGeneration", "mbart": "MBartForConditionalGeneration",
+HF_CLASSES = {"bart": "BartForConditionalGeneration", "bart_untied": "BartForConditionalGeneration", "mbart": "MBartForConditionalGeneration",
               "t5": "T5ForConditionalGeneration", "t5_gated": "T5ForConditionalGeneration"}
 
 
@@ -44,6 +46,9 @@ def hf_model(kind: str, **extra):
             p.normal_(1.0 if "norm" in name and name.endswith("weight") else 0.0, 0.1 if "norm" in name else 0.3)
         if hasattr(model, "final_logits_bias"):
             model.final_logits_bias.normal_(0, 0.3)
+        if kind == "bart_untied":  # an untied LM head; the stacks still read the shared embedding
+            for stack in (model.model.encoder, model.model.decoder):
+                stack.embed_tokens.weight.copy_(model.model.shared.weight)
     return model
 
 
@@ -62,7 +67,7 @@ def logits(model, src, mask, tgt):
         return model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
 
 
-KINDS = ["bart", "mbart", "t5", "t5_gated"]
+KINDS = ["bart", "bart_untied", "mbart", "t5", "t5_gated"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -70,11 +75,16 @@ def test_import_gives_transformers_logits(kind, tmp_path):
     hf = hf_model(kind)
     hf.save_pretrained(tmp_path)
     ours = import_hf(tmp_path).eval()
-    assert ours.config.architecture == kind.removesuffix("_gated")
+    assert ours.config.architecture == kind.split("_")[0]
     text = ours.config.text
+    assert text.tie_word_embeddings == (kind != "bart_untied")
+    assert (ours.lm_head.weight is ours.word.weight) == text.tie_word_embeddings
     assert (text.num_layers, text.num_decoder_layers, text.hidden_size, text.num_heads) == (2, 3, 48, 3)
     src, mask, tgt = inputs(hf.config.pad_token_id)
     torch.testing.assert_close(logits(ours, src, mask, tgt), logits(hf, src, mask, tgt), atol=TOL, rtol=TOL)
+    export_hf(ours, tmp_path / "again")  # and back: the same class holds the same logits
+    again = getattr(transformers, HF_CLASSES[kind]).from_pretrained(tmp_path / "again").eval()
+    torch.testing.assert_close(logits(again, src, mask, tgt), logits(hf, src, mask, tgt), atol=TOL, rtol=TOL)
 
 
 @pytest.mark.parametrize("name, kind", [("bart_tiny", "bart"), ("mbart_tiny", "mbart"), ("t5_tiny", "t5")])

@@ -157,6 +157,8 @@ def export_seq2seq(model, directory: str | Path, family: str | None = None) -> P
                                   f"layout ({needs})")
         chosen = fitting[0]
     state = to_hf(model_state(model), chosen.pairs(text))
+    if not text.tie_word_embeddings:  # transformers then ties nothing: each stack's embedding is written out
+        state.update({alias: state[chosen.word_key()].clone() for alias in chosen.aliases})
     dtype = next(iter(state.values())).dtype
     hf_config = {"architectures": [chosen.hf_class], "model_type": chosen.model_type, **chosen.text_to_hf(text),
                  "dtype": str(dtype).removeprefix("torch.")}
