@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Optional
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..typed import check_fields
 
-__all__ = ["AudioConfig", "ConfigError", "EncoderConfig", "FusionConfig", "HeadConfig", "KnowledgeConfig",
+__all__ = ["AudioConfig", "ConfigError", "EncoderConfig", "EncoderDecoderConfig", "FusionConfig", "HeadConfig", "KnowledgeConfig",
            "ModelConfig", "VisionConfig", "text_config_class"]
 
 
@@ -109,6 +109,7 @@ class EncoderConfig(_Config, metaclass=ABCMeta):
     """
 
     family: ClassVar[str] = ""
+    is_encoder_decoder: ClassVar[bool] = False  # True for :class:`EncoderDecoderConfig` families
 
     vocab_size: int = 32000
     hidden_size: int = 768
@@ -209,6 +210,69 @@ class EncoderConfig(_Config, metaclass=ABCMeta):
     def migrate(cls, data: dict[str, Any], where: str) -> dict[str, Any]:
         """Fields of a config written before families had names, in this family's layout."""
         return data
+
+
+@dataclass(frozen=True)
+class EncoderDecoderConfig(EncoderConfig):
+    """What every encoder–decoder family has beyond :class:`EncoderConfig`: ``decoder_layers``
+    (default: as many as ``num_layers``) and the ids that generation starts, forces and stops
+    with. The decoder starts with ``decoder_start_token_id``, its first generated token is forced
+    to ``forced_bos_token_id`` when set, and ``eos_token_id`` ends a sequence. ``languages`` are
+    mBART-style language codes whose tags are the ids just before the last one (``<mask>``), in
+    this order: ``language_id(code) = vocab_size - 1 - len(languages) + i``. An encoder–decoder
+    has no pooler, MLM head or segment embeddings."""
+
+    is_encoder_decoder: ClassVar[bool] = True
+
+    segment_vocab_size: int = 0
+    pooler: bool = False
+    mlm_head: bool = False
+    decoder_layers: Optional[int] = None
+    bos_token_id: Optional[int] = 0
+    eos_token_id: int = 2
+    decoder_start_token_id: int = 2
+    forced_bos_token_id: Optional[int] = None
+    languages: tuple = ()
+
+    _non_negative: ClassVar = EncoderConfig._non_negative + ("eos_token_id", "decoder_start_token_id")
+
+    @property
+    def num_decoder_layers(self) -> int:
+        return self.num_layers if self.decoder_layers is None else self.decoder_layers
+
+    def language_id(self, code: str) -> int:
+        """The id of language ``code``'s tag; an unknown code is an :class:`InputError` naming it."""
+        if code not in self.languages:
+            known = ", ".join(self.languages) or "none: this model has no language tags"
+            raise InputError(f"unknown language tag {code!r}; the model knows: {known}")
+        return self.vocab_size - 1 - len(self.languages) + self.languages.index(code)
+
+    def validate(self) -> None:
+        super().validate()
+        name = type(self).__name__
+        if self.decoder_layers is not None:
+            _check(isinstance(self.decoder_layers, int) and self.decoder_layers > 0, name, "decoder_layers",
+                   self.decoder_layers, "must be a positive integer or None (as many as num_layers)")
+        for flag in ("pooler", "mlm_head"):
+            _check(not getattr(self, flag), name, flag, getattr(self, flag),
+                   "must be false: an encoder–decoder has its LM head always and no pooler")
+        _check(self.segment_vocab_size == 0, name, "segment_vocab_size", self.segment_vocab_size,
+               "must be 0: an encoder–decoder has no segment embeddings")
+        _check(self.num_languages == 0, name, "num_languages", self.num_languages,
+               "must be 0: an encoder–decoder marks languages with tags (languages=...)")
+        for field_name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+                           "forced_bos_token_id"):
+            value = getattr(self, field_name)
+            if value is not None:
+                _check(isinstance(value, int) and 0 <= value < self.vocab_size, name, field_name, value,
+                       f"must be a token id below vocab_size={self.vocab_size}")
+        if self.languages:
+            _check(all(isinstance(c, str) and c for c in self.languages) and len(set(self.languages)) ==
+                   len(self.languages), name, "languages", self.languages, "must list distinct language codes")
+            tags = self.vocab_size - 1 - len(self.languages)
+            _check(tags > max(self.pad_token_id, self.eos_token_id, self.bos_token_id or 0), name, "vocab_size",
+                   self.vocab_size, f"leaves no room for {len(self.languages)} language tags and <mask> after the "
+                   f"special tokens")
 
 
 # family name -> its config class; filled by EncoderConfig subclasses as they are defined.

@@ -92,15 +92,16 @@ def _ensure_registered() -> None:
 
 
 def build_model(config: ModelConfig):
-    """The module for a config: a fusion model when the config has a fusion part, otherwise a
-    :class:`BabelModel` whose parts come from the text config's family."""
+    """The module for a config: a fusion model when the config has a fusion part, otherwise the
+    model class of the text config's family (a :class:`BabelModel` whose parts come from the
+    family; an encoder–decoder family's own model)."""
     if config.fusion is not None:
         from .fusion import FusionModel
 
         return FusionModel(config)
-    from .model import BabelModel
+    from .family import family_of
 
-    return BabelModel(config)
+    return family_of(config.text).model_class()(config)
 
 
 def list_models(pattern: str | None = None, pretrained: bool = False) -> list[str]:

@@ -42,6 +42,8 @@ BUILTIN_FAMILIES = {
     "modernbert": "babelzoo.zoo.modernbert_config",
     "xlnet": "babelzoo.zoo.xlnet_config",
     "transformer_xl": "babelzoo.zoo.transformer_xl_config",
+    "seq2seq": "babelzoo.zoo.seq2seq_config",
+    "cove": "babelzoo.zoo.cove_config",
 }
 ENTRY_POINT_GROUP = "babelzoo.families"
 
@@ -67,12 +69,18 @@ class TextFamily:
     paths (imported when first used) of ``build(config, knowledge) -> TextParts`` (``knowledge``:
     the model's :class:`~babelzoo.zoo.config.KnowledgeConfig` or None, already checked by the
     text config's ``check_knowledge``) and of ``encoder(config)``, the encoder alone (an ELECTRA
-    generator has no embeddings of its own)."""
+    generator has no embeddings of its own). ``model`` is the model class a config of the family
+    builds: :class:`~babelzoo.zoo.model.BabelModel` for an encoder, another class for a family
+    whose model is not an encoder with parts (an encoder–decoder)."""
 
     name: str
     config: type
     build: str
     encoder: str
+    model: str = "babelzoo.zoo.model:BabelModel"
+
+    def model_class(self) -> type:
+        return _resolve(self.model)
 
     def parts(self, config, knowledge=None) -> TextParts:
         return _resolve(self.build)(config, knowledge)

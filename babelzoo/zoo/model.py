@@ -4,7 +4,6 @@ MLM head, pooler and task head."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 import torch
@@ -13,7 +12,8 @@ from torch import nn
 from ..errors import ConfigError, InputError
 from .config import ModelConfig
 from .family import family_of
-from .layers import LayerStack, Packing, Pooler, pool
+from .layers import LayerStack, Packing, Pooler, init_weights, pool
+from .pretrained import Checkpointed
 
 
 @dataclass
@@ -28,7 +28,7 @@ class EncoderOutput:
     mask: Optional[torch.Tensor] = None
 
 
-class BabelModel(nn.Module):
+class BabelModel(Checkpointed, nn.Module):
     """A composed encoder. Build one with :func:`babelzoo.create_model` or from a config::
 
         model = BabelModel(ModelConfig(text=TextConfig(hidden_size=256, num_heads=4)))
@@ -96,20 +96,7 @@ class BabelModel(nn.Module):
                 self._init_weights(module, generator)
 
     def _init_weights(self, module: nn.Module, generator: Optional[torch.Generator] = None) -> None:
-        std = self.config.text.init_std
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, std=std, generator=generator)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, std=std, generator=generator)
-            if module.padding_idx is not None:
-                with torch.no_grad():
-                    module.weight[module.padding_idx].zero_()
-        elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
-            nn.init.ones_(module.weight)
-            if isinstance(module, nn.LayerNorm) and module.bias is not None:
-                nn.init.zeros_(module.bias)
+        init_weights(module, self.config.text.init_std, generator)
 
     def tie_weights(self) -> None:
         if self.lm_head is not None and self.config.text.tie_word_embeddings:
@@ -257,19 +244,3 @@ class BabelModel(nn.Module):
         if self.lm_head is None:
             raise InputError(f"model {self.config.architecture!r} was built without an MLM head (mlm_head=False)")
         return self.lm_head(hidden, positions)
-
-    # --- checkpoints ---------------------------------------------------------------------------
-    def save_pretrained(self, directory: str | Path, tokenizer=None) -> Path:
-        """Write ``config.json`` + ``model.safetensors`` (+ the tokenizer's files)."""
-        from .pretrained import save_pretrained
-
-        return save_pretrained(self, directory, tokenizer)
-
-    @classmethod
-    def from_pretrained(cls, source: str | Path, **kwargs) -> "BabelModel":
-        from .pretrained import from_pretrained
-
-        return from_pretrained(source, **kwargs)
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in {id(p): p for p in self.parameters()}.values())

@@ -54,6 +54,22 @@ def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k not in skip}
 
 
+class Checkpointed:
+    """The checkpoint methods every babelzoo model class has: ``save_pretrained``,
+    ``from_pretrained`` and ``num_parameters`` (tied weights counted once)."""
+
+    def save_pretrained(self, directory: str | Path, tokenizer=None) -> Path:
+        """Write ``config.json`` + ``model.safetensors`` (+ the tokenizer's files)."""
+        return save_pretrained(self, directory, tokenizer)
+
+    @classmethod
+    def from_pretrained(cls, source: str | Path, **kwargs):
+        return from_pretrained(source, **kwargs)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in {id(p): p for p in self.parameters()}.values())
+
+
 def _atomic_write(path: Path, write) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)

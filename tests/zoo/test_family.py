@@ -14,7 +14,8 @@ from babelzoo.zoo.rnn_config import RNNConfig
 from babelzoo.zoo.transformer_config import TextConfig
 
 load_builtin_families()
-TEXT_TINY = [n for n in babelzoo.list_models("*_tiny") if babelzoo.model_config(n).fusion is None]
+TEXT_TINY = [n for n in babelzoo.list_models("*_tiny") if babelzoo.model_config(n).fusion is None
+             and not babelzoo.model_config(n).text.is_encoder_decoder]  # encoders only
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))

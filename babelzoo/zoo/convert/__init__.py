@@ -1,4 +1,5 @@
-"""Hugging Face checkpoint interoperability: BERT, XLM-R, ALBERT, ModernBERT and XLNet, both directions.
+"""Hugging Face checkpoint interoperability: BERT, XLM-R, ALBERT, ModernBERT, XLNet and the
+encoder–decoders BART, mBART and T5 (``seq2seq.py``), both directions.
 
 Each family is one declarative key table (``bert.py``, ``xlmr.py``, ``albert.py``) read by one
 engine (``keymap.py``) in both directions, so import and export cannot drift apart::

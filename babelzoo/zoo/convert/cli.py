@@ -1,12 +1,13 @@
 """babelzoo convert: Hugging Face <-> babelzoo checkpoint directories.
 
-    babelzoo convert --from-hf HF_DIR --to OUT_DIR            import (BERT, XLM-R, ALBERT)
-    babelzoo convert --to-hf OUT_DIR --from CHECKPOINT_DIR    export [--family bert|xlmr|albert]
+    babelzoo convert --from-hf HF_DIR --to OUT_DIR            import (BERT, XLM-R, ALBERT, ..., BART, mBART, T5)
+    babelzoo convert --to-hf OUT_DIR --from CHECKPOINT_DIR    export [--family bert|xlmr|albert|...|bart|mbart|t5]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Sequence
 
@@ -15,7 +16,8 @@ from ...errors import command
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="babelzoo convert", description="Import or export Hugging Face "
-                                     "checkpoints (BERT, XLM-R, ALBERT, ModernBERT, with their task heads).",
+                                     "checkpoints (BERT, XLM-R, ALBERT, ModernBERT, XLNet, with their task heads; BART, "
+                                     "mBART, T5).",
                                      epilog="babelzoo convert --from-hf HF_DIR --to OUT_DIR | "
                                             "babelzoo convert --to-hf OUT_DIR --from CHECKPOINT [--family F]")
     direction = parser.add_mutually_exclusive_group(required=True)
@@ -25,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--from", dest="source", metavar="CHECKPOINT",
                         help="with --to-hf: babelzoo checkpoint directory (or URL) to export")
     parser.add_argument("--family", metavar="FAMILY",
-                        help="with --to-hf: bert, xlmr, albert, modernbert or xlnet (default: from the model's architecture)")
+                        help="with --to-hf: bert, xlmr, albert, modernbert, xlnet, bart, mbart or t5 (default: from "
+                             "the model's architecture)")
     return parser
 
 
@@ -56,9 +59,15 @@ def _import(source: str, target: str) -> int:
 
 def _export(source: str, target: str, family: str | None) -> int:
     from ..pretrained import from_pretrained
+    from ..seq2seq_config import Seq2SeqConfig
     from . import export_hf, family_for
 
     model = from_pretrained(source)
+    if isinstance(model.config.text, Seq2SeqConfig):
+        out = export_hf(model, target, family=family)
+        hf_class = json.loads((out / "config.json").read_text(encoding="utf-8"))["architectures"][0]
+        print(f"exported {source} as {hf_class} ({model.num_parameters():,} parameters) -> {target}")
+        return 0
     fam = family_for(family or model.config.architecture)
     export_hf(model, target, family=fam.name)
     print(f"exported {source} as {fam.hf_class(model.config)} ({model.num_parameters():,} parameters"

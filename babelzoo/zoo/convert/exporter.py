@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..pretrained import CheckpointError, _atomic_write, model_state, replace_directory, save_weights
+from ..seq2seq_config import Seq2SeqConfig
 from .families import family_for
 from .family import head_to_hf
 from .files import CONFIG
@@ -30,8 +31,16 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
     model the family cannot hold (pre-LN, relative positions, language embeddings, another
     modality, a head the HF class computes differently...) is an error naming each unmet
     requirement.
+
+    An encoder–decoder is written as ``BartForConditionalGeneration``,
+    ``MBartForConditionalGeneration`` or ``T5ForConditionalGeneration`` (``family`` ``bart``,
+    ``mbart``, ``t5``; by default the one its layout fits).
     """
     config = model.config
+    if isinstance(config.text, Seq2SeqConfig):
+        from .seq2seq import export_seq2seq
+
+        return export_seq2seq(model, directory, family)
     fam = family_for(family or config.architecture)
     parts = [p for p in _OTHER_PARTS if getattr(config, p, None) is not None]
     if parts:

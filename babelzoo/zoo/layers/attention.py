@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 import torch.nn.functional as F
@@ -21,13 +21,19 @@ from ...errors import InputError
 from .dropout import dropout as drop
 from .positions import apply_rotary
 
+if TYPE_CHECKING:
+    from .cache import LayerCache
+
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
            mask: Optional[torch.Tensor] = None,
            bias: Optional[torch.Tensor] = None,
            value_bias: Optional[torch.Tensor] = None,
-           dropout: float = 0.0) -> torch.Tensor:
+           dropout: float = 0.0,
+           scale: Optional[float] = None) -> torch.Tensor:
     """Scaled dot-product attention over [B, H, L, D] tensors.
+
+    ``scale`` multiplies q·kᵀ (default 1/√d; T5 uses 1, its weights absorb the scale).
 
     ``mask`` is a bool mask broadcastable to [B, H, Lq, Lk] (True = attend); ``bias`` is an
     additive float bias (relative positions), already on the scale of q·k/√d. ``value_bias``
@@ -46,8 +52,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         attn_mask = bias if mask is None else torch.where(mask, bias, torch.tensor(float("-inf"), dtype=q.dtype,
                                                                                     device=q.device))
     if value_bias is None and not (dropout > 0 and q.device.type == "cpu"):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout)
-    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-1, -2)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout, scale=scale)
+    scores = (q * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)) @ k.transpose(-1, -2)
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
     # bf16/fp16 scores: softmax accumulated in fp32, as SDPA's kernels do.
@@ -118,15 +124,17 @@ class SelfAttention(nn.Module):
     """Multi-head self-attention with one fused QKV projection (``bias=False``: no biases on
     either projection, as in ModernBERT). ``head_dim`` (default ``hidden_size // num_heads``)
     lets a layer keep fewer heads than ``hidden_size`` holds (heads pruned away): queries, keys
-    and values are then ``num_heads · head_dim`` wide."""
+    and values are then ``num_heads · head_dim`` wide. ``scale`` multiplies q·kᵀ (default
+    1/√head_dim; T5's attention is unscaled)."""
 
     def __init__(self, hidden_size: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 head_dim: Optional[int] = None):
+                 head_dim: Optional[int] = None, scale: Optional[float] = None):
         super().__init__()
         self.num_heads = num_heads
         self.head_dim = head_dim or hidden_size // num_heads
         self.inner = self.num_heads * self.head_dim
         self.dropout = dropout
+        self.scale = scale
         self.qkv = nn.Linear(hidden_size, 3 * self.inner, bias=bias)
         self.out = nn.Linear(self.inner, hidden_size, bias=bias)
 
@@ -135,13 +143,17 @@ class SelfAttention(nn.Module):
                 relative: Optional[torch.Tensor] = None,
                 rows: Optional[torch.Tensor] = None,
                 packing: Optional["Packing"] = None,
-                rotary: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+                rotary: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
+                cache: Optional["LayerCache"] = None) -> torch.Tensor:
         """``relative`` is NEZHA's [L, L, D] table a_ij, added to keys and values. ``rows``
         ([B, K] positions, see :func:`select_rows`) computes queries, and so outputs [B, K, H],
         at those positions only; keys and values still come from every position. With
         ``packing``, ``x`` is [N, H], the real tokens only (see :class:`Packing`): the
         projections run on them, attention on the padded layout. ``rotary`` (cos, sin) from
-        :class:`~babelzoo.zoo.layers.positions.RotaryEmbedding` rotates queries and keys."""
+        :class:`~babelzoo.zoo.layers.positions.RotaryEmbedding` rotates queries and keys. With
+        ``cache`` (a decoder's :class:`~babelzoo.zoo.layers.cache.LayerCache`), ``x`` holds the
+        new positions only: their keys and values are appended to the cache and the queries
+        attend over every cached position (``mask`` and ``bias`` then span all of them)."""
         if packing is not None:
             if rows is not None:
                 raise InputError("query rows and packed tokens cannot be combined")
@@ -156,7 +168,7 @@ class SelfAttention(nn.Module):
             if relative is not None:
                 rel_scores = torch.einsum("bhid,ijd->bhij", q, relative.to(q.dtype)) / math.sqrt(self.head_dim)
                 bias = rel_scores if bias is None else bias + rel_scores
-            context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0)
+            context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0, self.scale)
             return self.out(packing.pack(context.transpose(1, 2).reshape(packing.batch, packing.length, width)))
         b, length = x.shape[:2]
         width = self.inner
@@ -165,9 +177,11 @@ class SelfAttention(nn.Module):
             q, k, v = self.qkv(x).view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
             if rotary is not None:
                 q, k = apply_rotary(q, rotary), apply_rotary(k, rotary)
+            if cache is not None:
+                k, v = cache.append(k, v)
         else:
-            if relative is not None or rotary is not None:
-                raise InputError("query rows cannot be combined with NEZHA relative or rotary positions")
+            if relative is not None or rotary is not None or cache is not None:
+                raise InputError("query rows cannot be combined with NEZHA relative or rotary positions or a cache")
             queries = rows.shape[1]
             weight, qkv_bias = self.qkv.weight, self.qkv.bias
             q = F.linear(take_rows(x, rows), weight[:width], None if qkv_bias is None else qkv_bias[:width])
@@ -179,7 +193,7 @@ class SelfAttention(nn.Module):
             # q_i·(k_j + a_ij) = q_i·k_j + q_i·a_ij: the second term is an additive score bias.
             rel_scores = torch.einsum("bhid,ijd->bhij", q, relative.to(q.dtype)) / math.sqrt(self.head_dim)
             bias = rel_scores if bias is None else bias + rel_scores
-        context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0)
+        context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0, self.scale)
         return self.out(context.transpose(1, 2).reshape(b, queries, width))
 
     def _segments(self, x: torch.Tensor, packing: "Packing", rotary) -> torch.Tensor:
@@ -198,8 +212,8 @@ class SelfAttention(nn.Module):
                 rows = slice(run.first, run.first + run.rows)
                 cos, sin = (t[rows if t.shape[0] > 1 else slice(0, 1), :, :run.length] for t in rotary)
                 q, k = apply_rotary(q, (cos, sin)), apply_rotary(k, (cos, sin))
-            context[tokens] = attend(q, k, v, dropout=dropout).transpose(1, 2).reshape(-1, self.num_heads,
-                                                                                       self.head_dim)
+            context[tokens] = attend(q, k, v, dropout=dropout, scale=self.scale).transpose(1, 2).reshape(
+                -1, self.num_heads, self.head_dim)
         return context.view(-1, self.inner)
 
 

@@ -1,4 +1,5 @@
-"""The Transformer block: attention and feed-forward sublayers with residuals, post-LN or pre-LN."""
+"""Transformer blocks: the encoder block (attention and feed-forward sublayers with residuals, post-LN
+or pre-LN) and the decoder block (causal self-attention, cross-attention, feed-forward)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import torch
 from torch import nn
 
 from .attention import Packing, SelfAttention, take_rows
+from .cache import LayerCache
+from .cross_attention import CrossAttention
 from .dropout import Dropout
 from .ffn import FeedForward, GatedFeedForward
 from .norms import make_norm
@@ -67,3 +70,43 @@ class TransformerBlock(nn.Module):
             return x + self.dropout(self.ffn(self.ffn_norm(x)))
         x = self.attention_norm(residual + self.dropout(self.attention(x, mask, bias, relative, rows, packing, rotary)))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
+
+
+class DecoderBlock(nn.Module):
+    """A Transformer decoder block (Vaswani et al. 2017): causal self-attention, cross-attention
+    over the encoder's output, feed-forward, each sublayer with a residual, post-LN (BART:
+    x = LN(x + f(x))) or pre-LN (mBART, T5: x = x + f(LN(x))).
+
+    The switches are :class:`TransformerBlock`'s: ``bias``, ``norm``, ``gated``, ``ffn_dropout``;
+    ``scale`` multiplies q·kᵀ in both attentions (None: 1/√d; T5: 1)."""
+
+    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, act: str = "gelu",
+                 dropout: float = 0.1, attention_dropout: float = 0.0, eps: float = 1e-5,
+                 pre_norm: bool = False, *, bias: bool = True, norm: str = "layer", gated: bool = False,
+                 ffn_dropout: float = 0.0, scale: Optional[float] = None):
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.attention = SelfAttention(hidden_size, num_heads, attention_dropout, bias=bias, scale=scale)
+        self.attention_norm = make_norm(norm, hidden_size, eps)
+        self.cross_attention = CrossAttention(hidden_size, num_heads, attention_dropout, bias=bias, scale=scale)
+        self.cross_norm = make_norm(norm, hidden_size, eps)
+        self.ffn = (GatedFeedForward(hidden_size, intermediate_size, act, bias, ffn_dropout) if gated
+                    else FeedForward(hidden_size, intermediate_size, act, bias, ffn_dropout))
+        self.ffn_norm = make_norm(norm, hidden_size, eps)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+                memory: tuple[torch.Tensor, torch.Tensor], memory_mask: Optional[torch.Tensor] = None,
+                cache: Optional[LayerCache] = None) -> torch.Tensor:
+        """``x`` [B, L, H]: the decoder's states (the new positions only, with a ``cache``);
+        ``mask``/``bias``: self-attention's bool mask and additive bias over every key position;
+        ``memory``: :meth:`CrossAttention.memory` of the encoder's output, ``memory_mask`` its
+        [B, 1, 1, S] key mask."""
+        x = self._sublayer(x, self.attention_norm, lambda h: self.attention(h, mask, bias, cache=cache))
+        x = self._sublayer(x, self.cross_norm, lambda h: self.cross_attention(h, memory, memory_mask))
+        return self._sublayer(x, self.ffn_norm, self.ffn)
+
+    def _sublayer(self, x: torch.Tensor, norm: nn.Module, f) -> torch.Tensor:
+        if self.pre_norm:
+            return x + self.dropout(f(norm(x)))
+        return norm(x + self.dropout(f(x)))

@@ -4,6 +4,7 @@ T5 relative buckets, NEZHA functional relative encoding, rotary embeddings (RoPE
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 from torch import nn
@@ -67,10 +68,17 @@ class T5RelativeBias(nn.Module):
         self.bidirectional = bidirectional
         self.embedding = nn.Embedding(num_buckets, num_heads)
 
-    def forward(self, length: int) -> torch.Tensor:
-        """Returns a [1, H, L, L] additive bias."""
-        buckets = t5_relative_bucket(relative_distances(length, self.embedding.weight.device),
-                                     self.num_buckets, self.max_distance, self.bidirectional)
+    def forward(self, length: int, key_length: Optional[int] = None, offset: int = 0) -> torch.Tensor:
+        """Returns a [1, H, L, K] additive bias for queries at positions ``offset .. offset+L-1``
+        and keys at ``0 .. K-1`` (K = ``key_length``, default L; a decoding step's queries come
+        after the cached keys)."""
+        device = self.embedding.weight.device
+        if key_length is None and offset == 0:
+            relative = relative_distances(length, device)
+        else:
+            keys = torch.arange(length if key_length is None else key_length, device=device)
+            relative = keys[None, :] - (offset + torch.arange(length, device=device))[:, None]
+        buckets = t5_relative_bucket(relative, self.num_buckets, self.max_distance, self.bidirectional)
         return self.embedding(buckets).permute(2, 0, 1).unsqueeze(0)
 
 

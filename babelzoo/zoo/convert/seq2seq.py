@@ -1,0 +1,171 @@
+"""Encoder–decoder checkpoints (BART, mBART, T5) to and from Hugging Face, with the same key-map
+engine as the encoders (:mod:`babelzoo.zoo.convert.keymap`).
+
+An encoder–decoder's table has three parts: the encoder's pairs (``{i}`` over its layers), the
+decoder's (``{i}`` over its own, maybe different, number of layers) and the model-level ones
+(word embedding, logits bias). HF keys that alias the word embedding (each stack's
+``embed_tokens``, a tied ``lm_head``) must equal it and are then dropped on import; export writes
+the word embedding once and transformers ties the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Union
+
+import torch
+
+from ..config import ConfigError, ModelConfig
+from ..pretrained import CheckpointError, _atomic_write, load_state_strict, model_state, replace_directory, save_weights
+from ..seq2seq_config import Seq2SeqConfig
+from .files import CONFIG, find_hf_weights, read_hf_weights
+from .keymap import KeyMap, Pair, compare_shapes, to_hf, to_ours
+
+Table = Union[Mapping[object, str], Callable[[Seq2SeqConfig], Mapping[object, str]]]
+
+
+@dataclass(frozen=True)
+class Seq2SeqFamily:
+    """A Hugging Face encoder–decoder class and its key table. ``encoder``/``decoder`` map the
+    stacks' keys (without prefixes; a function of the config where the layout depends on it);
+    ``final_norm`` joins both when the config has final norms; ``top`` holds the model-level
+    keys; ``stack_prefix`` precedes ``encoder.``/``decoder.`` on the HF side; ``aliases`` are
+    the HF keys that repeat the word embedding; ``untied_head`` the LM head's pair when it is not
+    tied. ``fixed`` lists the config fields the HF class fixes: import sets them, export
+    requires them."""
+
+    name: str
+    model_type: str
+    hf_class: str
+    encoder: Table
+    decoder: Table
+    top: Mapping[object, str]
+    final_norm: Mapping[object, str]
+    stack_prefix: str
+    aliases: tuple[str, ...]
+    untied_head: Mapping[object, str]
+    text_from_hf: Callable[[Mapping[str, Any], str], dict]
+    text_to_hf: Callable[[Seq2SeqConfig], dict]
+    fixed: Mapping[str, Any]
+
+    def word_key(self) -> str:
+        return next(hf for hf, ours in self.top.items() if ours == "word.weight")
+
+    def unmet(self, text: Seq2SeqConfig) -> list[str]:
+        """The fixed fields ``text`` has other values for."""
+        return [f"{name}={value!r} (is {getattr(text, name)!r})" for name, value in self.fixed.items()
+                if getattr(text, name) != value]
+
+    def pairs(self, text: Seq2SeqConfig) -> list[Pair]:
+        """Every expanded pair of a model of config ``text``."""
+        def table(part: Table) -> dict:
+            found = dict(part(text) if callable(part) else part)
+            return {**found, **self.final_norm} if text.final_layer_norm else found
+
+        top = {hf: ours for hf, ours in self.top.items() if ours != "final_logits_bias" or text.logits_bias}
+        if not text.tie_word_embeddings:
+            top.update(self.untied_head)
+        encoder = _prefixed(table(self.encoder), self.stack_prefix + "encoder.", "encoder.")
+        decoder = _prefixed(table(self.decoder), self.stack_prefix + "decoder.", "decoder.")
+        return (KeyMap(base=encoder).pairs(text.num_layers, ["base"]) +
+                KeyMap(base=decoder).pairs(text.num_decoder_layers, ["base"]) + KeyMap(base=top).pairs(0, ["base"]))
+
+
+def _prefixed(table: Mapping[object, str], hf_prefix: str, our_prefix: str) -> dict:
+    def hf(key):
+        return tuple(hf_prefix + k for k in key) if isinstance(key, tuple) else hf_prefix + key
+
+    return {hf(k): our_prefix + v for k, v in table.items()}
+
+
+def differing_sides(hf: Mapping[str, Any], defaults: Mapping[str, Any], where: str, *pairs: tuple[str, str]) -> None:
+    """Refuse an HF config whose encoder and decoder differ in a width babelzoo shares."""
+    for a, b in pairs:
+        va, vb = hf.get(a, defaults.get(a)), hf.get(b, defaults.get(b))
+        if va != vb:
+            raise CheckpointError(f"{where}: {a}={va} but {b}={vb}; babelzoo's encoder and decoder share this width")
+
+
+def families() -> dict[str, Seq2SeqFamily]:
+    from .bart import BART, MBART
+    from .t5 import T5
+
+    return {family.model_type: family for family in (BART, MBART, T5)}
+
+
+def import_seq2seq(directory: Path, hf: Mapping[str, Any]):
+    """A :class:`~babelzoo.zoo.seq2seq.Seq2SeqModel` holding the weights of the HF
+    encoder–decoder in ``directory`` (config ``hf``), strictly."""
+    from ..seq2seq import Seq2SeqModel
+
+    where = str(directory / CONFIG)
+    family = families()[hf["model_type"]]
+    for cls in hf.get("architectures") or []:
+        if cls != family.hf_class:
+            raise CheckpointError(f"{where}: architecture {cls!r} is not supported; model_type "
+                                  f"{family.model_type!r} imports from {family.hf_class}")
+    try:
+        text = Seq2SeqConfig(**{**family.fixed, **family.text_from_hf(hf, where)})
+        config = ModelConfig(architecture=family.name, text=text)
+    except ConfigError as err:
+        raise CheckpointError(f"{where}: {err}") from None
+    weights = find_hf_weights(directory)
+    state = read_hf_weights(weights)
+    _drop_aliases(state, family, text, str(weights))
+    model = Seq2SeqModel(config)
+    pairs = family.pairs(text)
+    expected = {k: tuple(v.shape) for k, v in to_hf(model_state(model), pairs).items()}
+    compare_shapes(expected, state, str(weights))
+    load_state_strict(model, to_ours(state, pairs), str(weights))
+    return model
+
+
+def _drop_aliases(state: dict[str, torch.Tensor], family: Seq2SeqFamily, text: Seq2SeqConfig, source: str) -> None:
+    word = family.word_key()
+    aliases = family.aliases + (tuple(family.untied_head) if text.tie_word_embeddings else ())
+    for alias in aliases:
+        if alias not in state or word not in state:
+            continue
+        if state[alias].shape != state[word].shape or not torch.equal(state[alias], state[word]):
+            raise CheckpointError(f"{source}: {alias} differs from {word}, but the model ties them (set "
+                                  f"tie_word_embeddings=false in config.json if the LM head is untied)")
+        del state[alias]
+
+
+def export_seq2seq(model, directory: str | Path, family: str | None = None) -> Path:
+    """Write an encoder–decoder as the HF class of its layout (``BartForConditionalGeneration``,
+    ``MBartForConditionalGeneration``, ``T5ForConditionalGeneration``; ``family`` names one, by
+    default the one whose fixed fields the config has). A config no class holds is an error
+    naming what each one needs."""
+    text = model.config.text
+    known = families()
+    if family is not None:
+        by_name = {f.name: f for f in known.values()}
+        if family not in by_name:
+            raise CheckpointError(f"no Hugging Face encoder–decoder family {family!r}; known: {', '.join(by_name)}")
+        chosen = by_name[family]
+        unmet = chosen.unmet(text)
+        if unmet:
+            raise CheckpointError(f"cannot export {model.config.architecture!r} as {chosen.hf_class}: needs {unmet}")
+    else:
+        fitting = [f for f in known.values() if not f.unmet(text)]
+        if not fitting:
+            needs = "; ".join(f"{f.hf_class} needs {f.unmet(text)}" for f in known.values())
+            raise CheckpointError(f"cannot export {model.config.architecture!r}: no Hugging Face class holds its "
+                                  f"layout ({needs})")
+        chosen = fitting[0]
+    state = to_hf(model_state(model), chosen.pairs(text))
+    if not text.tie_word_embeddings:  # transformers then ties nothing: each stack's embedding is written out
+        state.update({alias: state[chosen.word_key()].clone() for alias in chosen.aliases})
+    dtype = next(iter(state.values())).dtype
+    hf_config = {"architectures": [chosen.hf_class], "model_type": chosen.model_type, **chosen.text_to_hf(text),
+                 "dtype": str(dtype).removeprefix("torch.")}
+
+    def write(folder: Path) -> None:
+        save_weights(state, folder / "model.safetensors")
+        _atomic_write(folder / CONFIG,
+                      lambda tmp: Path(tmp).write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8"))
+
+    return replace_directory(directory, write)
