@@ -19,7 +19,6 @@ L = −(1/|T|) Σ_t log p(y_t | y_<t, x) over the labelled positions T.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Mapping, Optional, Sequence
 
 import torch
@@ -41,8 +40,9 @@ def _core(model: nn.Module) -> nn.Module:
 
 
 def is_seq2seq(model: nn.Module) -> bool:
-    """True when the model's forward takes decoder inputs (an encoder–decoder)."""
-    return "decoder_input_ids" in inspect.signature(_core(model).forward).parameters
+    """True for an encoder–decoder (its config says so: ``config.text.is_encoder_decoder``)."""
+    config = getattr(_core(model), "config", None)
+    return isinstance(config, ModelConfig) and config.text.is_encoder_decoder
 
 
 def require_seq2seq(model: nn.Module, objective: str) -> None:

