@@ -8,7 +8,9 @@ by importance (``head_importance``, Michel et al. 2019, from an InfoNCE translat
 on catalog training pairs, then ``lowest_heads`` + ``prune_heads``); dynamic int8 (``quantize``:
 every encoder linear, and with the feed-forward output layers kept in fp32); combinations; and a
 distilled student when ``--student`` names its checkpoint (``babelzoo pretrain --config
-distill_e5_small``).
+distill_e5_small_4l``). ``--variants`` runs only the named variants; ``--heldout-langs`` adds Tatoeba
+languages that no variant was distilled or trimmed on, reported beside the benchmark languages and
+kept out of their mean.
 
 Each variant, in one run: parameters (the weights it stores, quantized ones counted as
 parameters), checkpoint MB (``model.safetensors`` written by ``save_pretrained``), CPU inference
@@ -19,6 +21,10 @@ and SIB-200 zero-shot accuracy of a logistic-regression probe on frozen vectors 
 selected on English only). A PNG plots Tatoeba accuracy against speed.
 
     python benchmarks/compression.py --data-dir ../shared/data --out benchmarks/results/compression.json
+    python benchmarks/compression.py --data-dir ../shared/data --limit 300 \
+        --student runs/distill_e5_small_4l/checkpoints/step-00000200 \
+        --variants "e5-small fp32" "distilled student" --heldout-langs ara cmn jpn tur \
+        --out benchmarks/results/compression_student.json
 """
 
 from __future__ import annotations
@@ -103,9 +109,9 @@ def checkpoint_mb(model) -> float:
         return (Path(folder) / "m" / WEIGHTS_NAME).stat().st_size / 2 ** 20
 
 
-def tatoeba(encoder, args) -> dict[str, Any]:
-    context = TaskContext(data_dir=args.data_dir, languages=[v[0] for v in LANGS.values()], limit=args.limit,
-                          log=lambda _: None)
+def tatoeba(encoder, args, codes: Sequence[str]) -> dict[str, Any]:
+    """Accuracy@1 per Tatoeba language ``codes`` (mean of X→en and en→X) and their mean."""
+    context = TaskContext(data_dir=args.data_dir, languages=list(codes), limit=args.limit, log=lambda _: None)
     table: dict[str, list[float]] = {}
     for row in load_tasks().get("tatoeba")(encoder, context):
         src, tgt = row.protocol["direction"].split("->")
@@ -185,10 +191,13 @@ def variants(e5, args) -> dict[str, Callable[[], Any]]:
 
 
 def markdown(report: dict[str, Any]) -> str:
+    base = report["variants"][0]
+    heldout = base.get("tatoeba_heldout")
     head = ["variant", "parameters", "checkpoint MB", "real tok/s", "speed ×", "Tatoeba mean", "Tatoeba Δ",
             "kept sentences", "SIB-200 en", "SIB-200 zero-shot"]
+    if heldout:
+        head[7:7] = [f"Tatoeba % of {base['variant']}", f"Tatoeba held-out ({', '.join(heldout['by_language'])})"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
-    base = report["variants"][0]
     for row in report["variants"]:
         kept = "–" if row["kept_share"] is None else f"{100 * row['kept_share']:.1f}%"
         cells = [row["variant"], f"{row['parameters'] / 1e6:.1f} M", f"{row['checkpoint_mb']:.0f}",
@@ -196,7 +205,16 @@ def markdown(report: dict[str, Any]) -> str:
                  f"{100 * row['tatoeba']['mean']:.1f}",
                  f"{100 * (row['tatoeba']['mean'] - base['tatoeba']['mean']):+.1f}", kept,
                  f"{100 * row['sib200']['english']:.1f}", f"{100 * row['sib200']['mean_zero_shot']:.1f}"]
+        if heldout:
+            cells[7:7] = [f"{100 * row['tatoeba']['mean'] / base['tatoeba']['mean']:.1f}%",
+                          f"{100 * row['tatoeba_heldout']['mean']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
+    if heldout:  # accuracy@1 per language: the benchmark languages, then the held-out ones
+        codes = [*base["tatoeba"]["by_language"], *heldout["by_language"]]
+        lines += ["", "| Tatoeba accuracy@1 | " + " | ".join(codes) + " |", "|---|" + "---:|" * len(codes)]
+        for row in report["variants"]:
+            scores = {**row["tatoeba"]["by_language"], **row["tatoeba_heldout"]["by_language"]}
+            lines.append(f"| {row['variant']} | " + " | ".join(f"{100 * scores[c]:.1f}" for c in codes) + " |")
     return "\n".join(lines)
 
 
@@ -228,6 +246,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--student", type=Path, default=None, help="checkpoint of a distilled student")
     parser.add_argument("--variants", nargs="*", default=None, help="run only these (default: all)")
+    parser.add_argument("--heldout-langs", nargs="*", default=[], metavar="CODE",
+                        help="Tatoeba codes reported apart from the benchmark languages (e.g. ara cmn jpn tur)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     e5 = babelzoo.create_model(E5, pretrained=True).eval()
@@ -243,11 +263,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         models[name] = model
         encoder = BabelEncoder(name, model, model.tokenizer, prefix=PREFIX, max_length=128)
         row = {"variant": name, "parameters": stored_parameters(model), "checkpoint_mb": checkpoint_mb(model),
-               "kept_share": kept_share(model, e5.tokenizer, args), "tatoeba": tatoeba(encoder, args),
+               "kept_share": kept_share(model, e5.tokenizer, args),
+               "tatoeba": tatoeba(encoder, args, [v[0] for v in LANGS.values()]),
+               "tatoeba_heldout": tatoeba(encoder, args, args.heldout_langs) if args.heldout_langs else None,
                "sib200": sib200(encoder, args), "build_and_eval_s": round(time.perf_counter() - t, 1)}
         rows.append(row)
+        heldout = f" (held-out {row['tatoeba_heldout']['mean']:.3f})" if row["tatoeba_heldout"] else ""
         print(f"{name}: {row['parameters'] / 1e6:.1f} M, {row['checkpoint_mb']:.0f} MB, Tatoeba "
-              f"{row['tatoeba']['mean']:.3f}, SIB-200 zero-shot {row['sib200']['mean_zero_shot']:.3f}", flush=True)
+              f"{row['tatoeba']['mean']:.3f}{heldout}, SIB-200 zero-shot {row['sib200']['mean_zero_shot']:.3f}",
+              flush=True)
     encoders = {name: BabelEncoder(name, m, m.tokenizer, prefix=PREFIX, max_length=128) for name, m in models.items()}
     rates = speed(encoders, sentences, args.repeats)
     for row in rows:
@@ -258,6 +282,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "protocol": {"speed": f"BabelEncoder, {len(sentences)} Tatoeba sentences, batch 64 sorted by length, "
                                     f"median of {args.repeats} interleaved repeats",
                            "tatoeba": f"accuracy@1, mean of en→X and X→en, {args.limit} pairs per language",
+                           "tatoeba_heldout": f"the same on {args.heldout_langs}, outside the mean",
                            "sib200": "logistic-regression probe on frozen vectors, English train/dev only",
                            "trimming_text": "SIB-200 train+dev and catalog training messages (en + languages)"},
               "wall_s": round(time.perf_counter() - start, 1)}
