@@ -202,6 +202,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 batches = batches if batches is not None else held_batches(name, held_docs, specials, model, args)
                 runs.setdefault(setting, []).append({"seed": seed, "mem_len": mem_len, **info,
                                                      **evaluate(name, model, batches, specials, args, mem_len)})
+                print(f"{name} seed {seed} {setting}: held-out loss {runs[setting][-1]['held_loss']:.4f} "
+                      f"({info['train_seconds']} s training)", file=sys.stderr, flush=True)
                 if mem_len and args.eval_mem_len != mem_len:
                     runs.setdefault(f"with_memory_eval_mem_len_{args.eval_mem_len}", []).append({
                         "seed": seed, "mem_len": args.eval_mem_len, "trained_with_mem_len": mem_len,
