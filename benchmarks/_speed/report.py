@@ -66,7 +66,7 @@ def markdown(report: dict) -> str:
                 f"{h['executed_flops_per_token'] / 1e9:.3f} | {100 * b['mfu']:.0f}% / {100 * h['mfu']:.0f}% | "
                 f"{100 * b.get('mfu_adjacent', float('nan')):.0f}% | "
                 f"{100 * b.get('mfu_cpu_time', float('nan')):.0f}% | {r['loss_check']['abs_diff']:.1e} |")
-    profiled = [(name, dname, d["babelzoo"]["profile"]) for name, r in report["training"].items()
+    profiled = [(name, dname, d["babelzoo"]["profile"]) for name, r in report.get("training", {}).items()
                 for dname, d in r["dtypes"].items() if "gemm_efficiency" in d["babelzoo"].get("profile", {})]
     if profiled:
         lines += ["", "Where babelzoo's step goes (one profiled step, torch.profiler self time): matrix multiplies "
