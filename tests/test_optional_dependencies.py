@@ -1,4 +1,5 @@
-"""FAISS is an extra (faiss-cpu or faiss-gpu); without it the memory says which extra to install."""
+"""FAISS is an extra (faiss-cpu or faiss-gpu), sacreBLEU another (translation scores); without them
+the code that needs them says which extra to install."""
 
 import sys
 
@@ -26,3 +27,12 @@ def test_setup_keeps_faiss_out_of_the_base_requirements():
     assert not [r for r in options["install_requires"] if r.startswith("faiss")]
     assert options["extras_require"]["gpu"] == ["faiss-gpu>=1.7"] and options["extras_require"]["cpu"] == ["faiss-cpu>=1.8"]
     assert "faiss-cpu>=1.8" in options["extras_require"]["test"]
+
+
+def test_missing_sacrebleu_names_the_extra(monkeypatch):
+    from babelzoo.evaluation.translation import corpus_scores
+
+    monkeypatch.setitem(sys.modules, "sacrebleu", None)
+    monkeypatch.setitem(sys.modules, "sacrebleu.metrics", None)
+    with pytest.raises(BabelzooError, match=r"babelzoo\[translation\]"):
+        corpus_scores(["a b"], ["a b"], "de")

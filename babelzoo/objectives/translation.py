@@ -47,6 +47,14 @@ class Translation(Seq2SeqObjective):
         """The pair as it is translated: source → target."""
         return pair
 
+    def source(self, ids: Sequence[int], lang: Optional[str], where: str = "source") -> tuple[list[int], int]:
+        """The encoder input of a source sentence's pieces, ``x1 .. xm </s> [lang]`` (cut to
+        ``max_length``), and how many pieces were cut; :func:`babelzoo.evaluation.translation.translate`
+        frames its sources with it, so that decoding sees what training saw."""
+        tag = tag_id(self.specials, lang, where)
+        kept, cut = truncate(list(ids), self.max_length - 2)
+        return [*kept, self.specials.sep, tag], cut
+
     def prepare(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
         require_nonempty(examples, self.name)
         s, budget = self.specials, self.max_length - 2
@@ -54,16 +62,16 @@ class Translation(Seq2SeqObjective):
         for i, example in enumerate(examples):
             pair = self.direction(as_pair(example, i))
             where = f"{self.name}: example {i}"
-            src_tag, tgt_tag = tag_id(s, pair.src_lang, f"{where} source"), tag_id(s, pair.tgt_lang, f"{where} target")
+            tgt_tag = tag_id(s, pair.tgt_lang, f"{where} target")
             if len(pair.tgt) > budget and not self.truncate_targets:
                 raise ExampleError(f"{where}: the target has {len(pair.tgt)} tokens, and with </s> and its tag "
                                    f"{len(pair.tgt) + 2}: more than max_length={self.max_length} decoder positions; "
                                    "raise max_length (up to the model's max_positions), drop the pair or set "
                                    "truncate_targets: true")
-            src, cut_src = truncate(pair.src, budget)
+            source, cut_src = self.source(pair.src, pair.src_lang, f"{where} source")
             tgt, cut_tgt = truncate(pair.tgt, budget)
             truncated += cut_src + cut_tgt
-            sources.append([*src, s.sep, src_tag])
+            sources.append(source)
             targets.append([*tgt, s.sep, tgt_tag])
             starts.append(tgt_tag)
         return seq2seq_batch(sources, targets, starts, s, "translation pair", truncated)
