@@ -115,3 +115,22 @@ def tiny(specials):
         return babelzoo.create_model(name, **options)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def train_on():
+    """``train_on(model, objective, examples, steps=, batch_size=, lr=)``: AdamW steps of the
+    objective on random draws of ``examples`` (the objective's own parameters trained too), as the
+    "learns" tests train."""
+    def train(model, objective, examples, *, steps: int, batch_size: int, lr: float) -> None:
+        params = list({id(p): p for p in [*model.parameters(), *objective.parameters()]}.values())
+        optimizer = torch.optim.AdamW(params, lr=lr)
+        model.train()
+        for _ in range(steps):
+            picks = torch.randint(len(examples), (batch_size,)).tolist()
+            loss = objective(model, objective.prepare([examples[i] for i in picks]))
+            optimizer.zero_grad()
+            loss.value.backward()
+            optimizer.step()
+
+    return train

@@ -55,15 +55,6 @@ def data(parallel, catalogs, spm):
             "quick_thoughts": documents, "infersent": parallel}
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny matrices gain nothing from intra-op threads; one thread keeps the steps fast."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def held_loss(model, objective, batch) -> float:
     model.eval()
     objective.eval()
@@ -77,7 +68,7 @@ def held_loss(model, objective, batch) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SETTINGS))
-def test_objective_learns_on_real_parallel_text(name, data, specials, tiny, one_thread):
+def test_objective_learns_on_real_parallel_text(name, data, specials, tiny, one_thread, train_on):
     batch_size, ratio = SETTINGS[name]
     examples = data[name]
     torch.manual_seed(0)
@@ -86,14 +77,7 @@ def test_objective_learns_on_real_parallel_text(name, data, specials, tiny, one_
     held = [examples[i] for i in torch.randperm(len(examples))[:64].tolist()]
     held_batch = objective.prepare(held)
     start = held_loss(model, objective, held_batch)
-    params = list({id(p): p for p in [*model.parameters(), *objective.parameters()]}.values())
-    optimizer = torch.optim.AdamW(params, lr=1e-3)
-    for _ in range(STEPS):
-        picks = torch.randint(len(examples), (batch_size,)).tolist()
-        loss = objective(model, objective.prepare([examples[i] for i in picks]))
-        optimizer.zero_grad()
-        loss.value.backward()
-        optimizer.step()
+    train_on(model, objective, examples, steps=STEPS, batch_size=batch_size, lr=1e-3)
     end = held_loss(model, objective, held_batch)
     print(f"{name}: held loss {start:.3f} -> {end:.3f}")
     assert end < ratio * start, f"{name}: held loss {start:.3f} -> {end:.3f} (needed < {ratio * start:.3f})"

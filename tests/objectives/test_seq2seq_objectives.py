@@ -374,7 +374,8 @@ def seq_data(parallel):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(LEARNS))
-def test_objective_learns_on_real_text(name, seq_data, seq_specials, seq_word_starts, one_thread):
+def test_objective_learns_on_real_text(name, seq_data, seq_specials, seq_word_starts, one_thread,
+                                      train_on):
     batch_size, ratio = LEARNS[name]
     examples = seq_data[name]
     torch.manual_seed(0)
@@ -388,14 +389,7 @@ def test_objective_learns_on_real_text(name, seq_data, seq_specials, seq_word_st
             return float(seq(model.eval(), held).value)
 
     start = held_loss()
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    for _ in range(STEPS):
-        picks = torch.randint(len(examples), (batch_size,)).tolist()
-        loss = seq(model, seq.prepare([examples[i] for i in picks]))
-        optimizer.zero_grad()
-        loss.value.backward()
-        optimizer.step()
+    train_on(model, seq, examples, steps=STEPS, batch_size=batch_size, lr=3e-3)
     end = held_loss()
     print(f"{name}: held loss {start:.3f} -> {end:.3f}")
     assert end < ratio * start, f"{name}: held loss {start:.3f} -> {end:.3f} (needed < {ratio * start:.3f})"
