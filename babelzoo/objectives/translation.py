@@ -62,13 +62,13 @@ class Translation(Seq2SeqObjective):
         for i, example in enumerate(examples):
             pair = self.direction(as_pair(example, i))
             where = f"{self.name}: example {i}"
+            source, cut_src = self.source(pair.src, pair.src_lang, f"{where} source")
             tgt_tag = tag_id(s, pair.tgt_lang, f"{where} target")
             if len(pair.tgt) > budget and not self.truncate_targets:
                 raise ExampleError(f"{where}: the target has {len(pair.tgt)} tokens, and with </s> and its tag "
                                    f"{len(pair.tgt) + 2}: more than max_length={self.max_length} decoder positions; "
                                    "raise max_length (up to the model's max_positions), drop the pair or set "
                                    "truncate_targets: true")
-            source, cut_src = self.source(pair.src, pair.src_lang, f"{where} source")
             tgt, cut_tgt = truncate(pair.tgt, budget)
             truncated += cut_src + cut_tgt
             sources.append(source)

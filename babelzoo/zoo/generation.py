@@ -82,14 +82,19 @@ class Generates:
     which gives ``decoding(input_ids, attention_mask, settings) -> (step, reorder)``."""
 
     def language_id(self, code: str) -> int:
-        """The id of language ``code``'s tag: from the attached tokenizer when it has the tag as
-        a token, else from the config's ``languages``. An unknown tag is an error naming it."""
+        """The id of language ``code``'s tag: from the attached tokenizer when it has a tag for
+        that language (babelzoo's ``[de]``) or the tag as a token (mBART's ``de_DE``), else from
+        the config's ``languages``. An unknown tag is an error naming it."""
         tokenizer = getattr(self, "tokenizer", None)
         if tokenizer is not None:
+            tags = getattr(tokenizer.specials, "language_tags", {})
+            if code in tags:
+                return tags[code]
             found = tokenizer.token_to_id(code)
             if found != tokenizer.specials.unk:
                 return found
-            known = [t for t in self.config.text.languages if tokenizer.token_to_id(t) != tokenizer.specials.unk]
+            known = [*sorted(tags), *(t for t in self.config.text.languages
+                                      if tokenizer.token_to_id(t) != tokenizer.specials.unk)]
             raise InputError(f"unknown language tag {code!r}: the tokenizer of {self.config.architecture!r} has no "
                              f"such token; tags it knows: {', '.join(known) or 'none'}")
         return self.config.text.language_id(code)

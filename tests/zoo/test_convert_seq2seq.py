@@ -191,3 +191,60 @@ def test_the_convert_command_round_trips_an_encoder_decoder(tmp_path, capsys):
     back = babelzoo.from_pretrained(tmp_path / "back").eval()
     src, mask, tgt = inputs(0)
     assert torch.equal(logits(back, src, mask, tgt), logits(model, src, mask, tgt))
+
+
+@pytest.fixture(scope="module")
+def tagged_tokenizer():
+    from babelzoo.datasets.spm import SentencePieceTokenizer
+
+    text = ["the house is red", "das Haus ist rot", "a small dog runs", "ein kleiner Hund rennt",
+            "we read books", "wir lesen Bücher"]
+    return SentencePieceTokenizer.train({"en": text[::2] * 3, "de": text[1::2] * 3}, vocab_size=40, seed=0,
+                                        languages=["en", "de"])
+
+
+def test_the_tokenizer_and_language_tags_travel_with_an_encoder_decoder(tagged_tokenizer, tmp_path):
+    tok = tagged_tokenizer
+    torch.manual_seed(0)
+    ours = babelzoo.create_model("mbart_tiny", vocab_size=tok.vocab_size, pad_token_id=tok.specials.pad,
+                                 max_positions=40).eval()
+    export_hf(ours, tmp_path / "hf", tokenizer=tok)
+    written = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert written["languages"] == ["en_XX", "de_DE", "fr_XX", "ro_RO"]
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    for sentence in ("the dog reads", "ein Haus"):
+        assert theirs(sentence)["input_ids"] == tok.encode(sentence)
+    hf = transformers.MBartForConditionalGeneration.from_pretrained(tmp_path / "hf")
+    hf.save_pretrained(tmp_path / "again")  # transformers keeps the key it does not know
+    assert json.loads((tmp_path / "again" / "config.json").read_text())["languages"] == written["languages"]
+
+    back = import_hf(tmp_path / "hf")
+    assert back.config.text.languages == ours.config.text.languages
+    assert back.tokenizer.specials == tok.specials and back.tokenizer.encode("wir lesen") == tok.encode("wir lesen")
+    assert back.language_id("de") == tok.specials.language_tags["de"]  # the tokenizer's tag [de]
+    with pytest.raises(babelzoo.errors.InputError, match="unknown language tag 'fr'.*tags it knows: de, en"):
+        back.language_id("fr")
+    src = torch.tensor([tok.encode("the house", add_special_tokens=False) + [tok.specials.sep,
+                                                                              tok.specials.language_tags["en"]]])
+    out = back.generate(src, max_new_tokens=3, target_language="de")
+    assert out[0, 1] == tok.specials.language_tags["de"]  # forced first token
+
+
+def test_a_tokenizer_that_does_not_fit_is_not_exported(tagged_tokenizer, tmp_path):
+    tok = tagged_tokenizer
+    small = babelzoo.create_model("mbart_tiny", vocab_size=tok.vocab_size - 1, pad_token_id=tok.specials.pad)
+    with pytest.raises(CheckpointError, match=f"{tok.vocab_size} pieces but the model embeds {tok.vocab_size - 1}"):
+        export_hf(small, tmp_path / "a", tokenizer=tok)
+    other_pad = babelzoo.create_model("mbart_tiny", vocab_size=tok.vocab_size, pad_token_id=tok.specials.pad + 1)
+    with pytest.raises(CheckpointError, match="pads with id"):
+        export_hf(other_pad, tmp_path / "b", tokenizer=tok)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_original_tokenizer_files_are_left_unread_with_a_warning(tmp_path):
+    hf = hf_model("bart")
+    hf.save_pretrained(tmp_path / "hf")
+    (tmp_path / "hf" / "vocab.json").write_text("{}")
+    with pytest.warns(UserWarning, match="imported without its tokenizer"):
+        model = import_hf(tmp_path / "hf")
+    assert getattr(model, "tokenizer", None) is None

@@ -40,7 +40,7 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
     if isinstance(config.text, Seq2SeqConfig):
         from .seq2seq import export_seq2seq
 
-        return export_seq2seq(model, directory, family)
+        return export_seq2seq(model, directory, family, tokenizer)
     fam = family_for(family or config.architecture)
     parts = [p for p in _OTHER_PARTS if getattr(config, p, None) is not None]
     if parts:

@@ -6,11 +6,17 @@ decoder's (``{i}`` over its own, maybe different, number of layers) and the mode
 (word embedding, logits bias). HF keys that alias the word embedding (each stack's
 ``embed_tokens``, a tied ``lm_head``) must equal it and are then dropped on import; export writes
 the word embedding once and transformers ties the rest.
+
+A tokenizer travels with the weights: export writes it (``model.tokenizer``, or the one given) as
+babelzoo saves tokenizers, ``tokenizer.json`` included, which ``transformers.AutoTokenizer``
+reads; import attaches a tokenizer that babelzoo wrote there. A model's language tags
+(``Seq2SeqConfig.languages``, mBART's codes) are kept in ``config.json`` as ``languages``.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Union
@@ -106,11 +112,15 @@ def import_seq2seq(directory: Path, hf: Mapping[str, Any]):
         if cls != family.hf_class:
             raise CheckpointError(f"{where}: architecture {cls!r} is not supported; model_type "
                                   f"{family.model_type!r} imports from {family.hf_class}")
+    languages = hf.get("languages") or ()
+    if not isinstance(languages, (list, tuple)) or not all(isinstance(x, str) and x for x in languages):
+        raise CheckpointError(f"{where}: languages must be a list of language codes, got {languages!r}")
     try:
-        text = Seq2SeqConfig(**{**family.fixed, **family.text_from_hf(hf, where)})
+        text = Seq2SeqConfig(**{**family.fixed, **family.text_from_hf(hf, where), "languages": tuple(languages)})
         config = ModelConfig(architecture=family.name, text=text)
     except ConfigError as err:
         raise CheckpointError(f"{where}: {err}") from None
+    tokenizer = _saved_tokenizer(directory, text)
     weights = find_hf_weights(directory)
     state = read_hf_weights(weights)
     _drop_aliases(state, family, text, str(weights))
@@ -119,7 +129,37 @@ def import_seq2seq(directory: Path, hf: Mapping[str, Any]):
     expected = {k: tuple(v.shape) for k, v in to_hf(model_state(model), pairs).items()}
     compare_shapes(expected, state, str(weights))
     load_state_strict(model, to_ours(state, pairs), str(weights))
+    if tokenizer is not None:
+        model.tokenizer = tokenizer
     return model
+
+
+def _saved_tokenizer(directory: Path, text: Seq2SeqConfig):
+    """The tokenizer babelzoo saved beside the weights (checked against the model), or None.
+    The tokenizer files of an original BART, mBART or T5 checkpoint are left unread."""
+    from ...datasets.tokenizer import TokenizerError, load_tokenizer, saved_metadata
+
+    if saved_metadata(directory) is None:
+        if any((directory / name).is_file() for name in ("tokenizer.json", "sentencepiece.bpe.model", "spiece.model",
+                                                         "vocab.json")):
+            warnings.warn(f"{directory}: babelzoo reads the tokenizer files of the encoder–decoders it saved, not "
+                          f"these; the model is imported without its tokenizer", stacklevel=4)
+        return None
+    try:
+        tokenizer = load_tokenizer(directory)
+    except TokenizerError as err:
+        raise CheckpointError(f"{directory}: cannot read the tokenizer ({err})") from None
+    _check_tokenizer(tokenizer, text, str(directory))
+    return tokenizer
+
+
+def _check_tokenizer(tokenizer, text: Seq2SeqConfig, where: str) -> None:
+    if tokenizer.vocab_size > text.vocab_size:
+        raise CheckpointError(f"{where}: the tokenizer has {tokenizer.vocab_size} pieces but the model embeds "
+                              f"{text.vocab_size}")
+    if tokenizer.specials.pad != text.pad_token_id:
+        raise CheckpointError(f"{where}: the tokenizer pads with id {tokenizer.specials.pad} but the model's "
+                              f"pad_token_id is {text.pad_token_id}")
 
 
 def _drop_aliases(state: dict[str, torch.Tensor], family: Seq2SeqFamily, text: Seq2SeqConfig, source: str) -> None:
@@ -134,12 +174,15 @@ def _drop_aliases(state: dict[str, torch.Tensor], family: Seq2SeqFamily, text: S
         del state[alias]
 
 
-def export_seq2seq(model, directory: str | Path, family: str | None = None) -> Path:
+def export_seq2seq(model, directory: str | Path, family: str | None = None, tokenizer=None) -> Path:
     """Write an encoder–decoder as the HF class of its layout (``BartForConditionalGeneration``,
     ``MBartForConditionalGeneration``, ``T5ForConditionalGeneration``; ``family`` names one, by
-    default the one whose fixed fields the config has). A config no class holds is an error
-    naming what each one needs."""
+    default the one whose fixed fields the config has), with ``tokenizer`` (default: the model's
+    own, when it has one). A config no class holds is an error naming what each one needs."""
     text = model.config.text
+    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    if tokenizer is not None:
+        _check_tokenizer(tokenizer, text, f"tokenizer for {directory}")
     known = families()
     if family is not None:
         by_name = {f.name: f for f in known.values()}
@@ -162,10 +205,14 @@ def export_seq2seq(model, directory: str | Path, family: str | None = None) -> P
     dtype = next(iter(state.values())).dtype
     hf_config = {"architectures": [chosen.hf_class], "model_type": chosen.model_type, **chosen.text_to_hf(text),
                  "dtype": str(dtype).removeprefix("torch.")}
+    if text.languages:
+        hf_config["languages"] = list(text.languages)
 
     def write(folder: Path) -> None:
         save_weights(state, folder / "model.safetensors")
         _atomic_write(folder / CONFIG,
                       lambda tmp: Path(tmp).write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8"))
+        if tokenizer is not None:
+            tokenizer.save(folder)
 
     return replace_directory(directory, write)
