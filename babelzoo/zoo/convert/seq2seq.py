@@ -137,7 +137,8 @@ def import_seq2seq(directory: Path, hf: Mapping[str, Any]):
 def _saved_tokenizer(directory: Path, text: Seq2SeqConfig):
     """The tokenizer babelzoo saved beside the weights (checked against the model), or None.
     The tokenizer files of an original BART, mBART or T5 checkpoint are left unread."""
-    from ...datasets.tokenizer import TokenizerError, load_tokenizer, saved_metadata
+    from ...datasets.tokenizer import saved_metadata
+    from .tokenizers import read_tokenizer
 
     if saved_metadata(directory) is None:
         if any((directory / name).is_file() for name in ("tokenizer.json", "sentencepiece.bpe.model", "spiece.model",
@@ -145,21 +146,16 @@ def _saved_tokenizer(directory: Path, text: Seq2SeqConfig):
             warnings.warn(f"{directory}: babelzoo reads the tokenizer files of the encoder–decoders it saved, not "
                           f"these; the model is imported without its tokenizer", stacklevel=4)
         return None
-    try:
-        tokenizer = load_tokenizer(directory)
-    except TokenizerError as err:
-        raise CheckpointError(f"{directory}: cannot read the tokenizer ({err})") from None
+    tokenizer = read_tokenizer(directory)
     _check_tokenizer(tokenizer, text, str(directory))
     return tokenizer
 
 
 def _check_tokenizer(tokenizer, text: Seq2SeqConfig, where: str) -> None:
-    if tokenizer.vocab_size > text.vocab_size:
-        raise CheckpointError(f"{where}: the tokenizer has {tokenizer.vocab_size} pieces but the model embeds "
-                              f"{text.vocab_size}")
-    if tokenizer.specials.pad != text.pad_token_id:
-        raise CheckpointError(f"{where}: the tokenizer pads with id {tokenizer.specials.pad} but the model's "
-                              f"pad_token_id is {text.pad_token_id}")
+    from .tokenizers import check_pad, check_size
+
+    check_size(tokenizer, text, where)
+    check_pad(tokenizer, text, where)
 
 
 def _drop_aliases(state: dict[str, torch.Tensor], family: Seq2SeqFamily, text: Seq2SeqConfig, source: str) -> None:

@@ -44,8 +44,6 @@ def _tokenizer_config(directory: Path) -> dict:
 def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig, hf: Optional[Mapping[str, Any]] = None):
     """The tokenizer of an HF model directory, or None when it holds none. Its pad id is
     checked by :func:`check_tokenizer`; here only its kind and size."""
-    from ...datasets.tokenizer import TokenizerError, load_tokenizer
-
     files = tokenizer_files(directory, family, hf or {})
     if files is None:
         if (directory / "tokenizer.json").is_file():
@@ -58,12 +56,19 @@ def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig, hf: 
             warnings.warn(f"{directory}: tokenizer.json without {vocab_file}; babelzoo reads {vocab_file}, so "
                           f"the model is imported without a tokenizer", stacklevel=3)
         return None
-    try:
-        tokenizer = load_tokenizer(directory)
-    except TokenizerError as err:
-        raise CheckpointError(f"{directory}: cannot read the tokenizer ({err})") from None
+    tokenizer = read_tokenizer(directory)
     _check_kind(tokenizer, kind, family, text, str(directory / vocab_file))
     return tokenizer
+
+
+def read_tokenizer(directory: Path):
+    """The tokenizer saved in ``directory``; an unreadable one is a :class:`CheckpointError`."""
+    from ...datasets.tokenizer import TokenizerError, load_tokenizer
+
+    try:
+        return load_tokenizer(directory)
+    except TokenizerError as err:
+        raise CheckpointError(f"{directory}: cannot read the tokenizer ({err})") from None
 
 
 def check_tokenizer(tokenizer, family: Family, text: EncoderConfig, where: str) -> None:
@@ -73,18 +78,28 @@ def check_tokenizer(tokenizer, family: Family, text: EncoderConfig, where: str) 
     own = family.tokenizer[0] if family.tokenizer is not None else None
     named = {kind for kind, _ in TOKENIZER_CLASSES.values()}
     _check_kind(tokenizer, tokenizer.kind if tokenizer.kind in named else own, family, text, where)
+    check_pad(tokenizer, text, where)
+
+
+def check_pad(tokenizer, text: EncoderConfig, where: str) -> None:
+    """The tokenizer must pad with the id the model masks out."""
     if tokenizer.specials.pad != text.pad_token_id:
         raise CheckpointError(f"{where}: tokenizer pads with id {tokenizer.specials.pad} but the model's "
                               f"pad_token_id is {text.pad_token_id}")
+
+
+def check_size(tokenizer, text: EncoderConfig, where: str) -> None:
+    """The tokenizer's ids must fit in the model's embedding table."""
+    if tokenizer.vocab_size > text.vocab_size:
+        raise CheckpointError(f"{where}: tokenizer has {tokenizer.vocab_size} pieces but the model's embedding "
+                              f"table has {text.vocab_size} rows")
 
 
 def _check_kind(tokenizer, kind: Optional[str], family: Family, text: EncoderConfig, where: str) -> None:
     if tokenizer.kind != kind:
         raise CheckpointError(f"{where}: a {tokenizer.kind} tokenizer cannot go with a {family.model_type} model "
                               f"(expected {kind or 'none'})")
-    if tokenizer.vocab_size > text.vocab_size:
-        raise CheckpointError(f"{where}: tokenizer has {tokenizer.vocab_size} pieces but the model's embedding "
-                              f"table has {text.vocab_size} rows")
+    check_size(tokenizer, text, where)
 
 
 def save_hf_tokenizer(tokenizer, directory: Path, family: Family, text: EncoderConfig) -> Optional[Path]:
