@@ -10,7 +10,10 @@ Data (``--source ud``, the default): the English Web Treebank of Universal Depen
 train (the mirror has no train file), its ``test`` file's documents are held out and never
 trained on. ``--source catalogs``: Django's .po catalogs (German, French, Spanish) as
 documents, the messages of one source file in order, training split vs. the held-out messages
-(:func:`babelzoo.sources.embedded.is_heldout`).
+(:func:`babelzoo.sources.embedded.is_heldout`). ``--extra-train multi30k`` adds training text
+(the English Multi30k train captions, runs of consecutive captions as documents) so that the
+model learns more than the few next-token statistics EWT's 41k training tokens support; the
+held-out documents stay the same.
 
 Evaluation: every held-out document longer than two segments, whole or (when longer than
 ``--eval-max-segments`` segments) a window of that many, the same prepared batches (the same
@@ -56,6 +59,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--source", choices=("ud", "catalogs"), default="ud")
     p.add_argument("--packages", nargs="+", default=["django"], help="the catalogs' packages (--source catalogs)")
     p.add_argument("--langs", nargs="+", default=CATALOG_LANGS, help="the catalogs' languages (--source catalogs)")
+    p.add_argument("--extra-train", choices=("none", "multi30k"), default="none",
+                   help="more training text besides the source's training documents (never the held-out "
+                        "ones): multi30k adds the English Multi30k train captions, --extra-doc-sentences "
+                        "consecutive captions a document")
+    p.add_argument("--extra-doc-sentences", type=int, default=8)
     p.add_argument("--objectives", nargs="+", default=["segment_mlm", "segment_clm"],
                    choices=("segment_mlm", "segment_clm"))
     p.add_argument("--steps", type=int, default=240, help="optimizer steps per setting")
@@ -89,15 +97,36 @@ def read_documents(args) -> tuple[dict[str, list[list[str]]], dict[str, list[lis
             source = DocumentsSource(path=str(path), lang="en", format="conllu")
             return source.read_documents()
 
-        return read("dev"), read("test"), "UD English-EWT: dev documents train, test documents held out"
+        return (with_extra(read("dev"), args), read("test"),
+                "UD English-EWT: dev documents train, test documents held out" + extra_description(args))
     from babelzoo.sources.embedded import CatalogDocuments
 
     def catalog(split: str):
         return CatalogDocuments(langs=args.langs, packages=args.packages, split=split,
                                 max_sentences=10_000).read_documents()
 
-    return (catalog("train"), catalog("heldout"),
-            f"{'+'.join(args.packages)} .po catalogs ({', '.join(args.langs)}): training vs held-out messages")
+    return (with_extra(catalog("train"), args), catalog("heldout"),
+            f"{'+'.join(args.packages)} .po catalogs ({', '.join(args.langs)}): training vs held-out messages"
+            + extra_description(args))
+
+
+def with_extra(documents: dict[str, list[list[str]]], args) -> dict[str, list[list[str]]]:
+    """The training documents, and ``--extra-train``'s beside them."""
+    if args.extra_train == "none":
+        return documents
+    from babelzoo.datasets.text import multi30k_pairs
+
+    captions = [en for en, _ in multi30k_pairs(args.data_dir, "train", "en", "de").pairs]
+    n = args.extra_doc_sentences
+    extra = [captions[i:i + n] for i in range(0, len(captions), n)]
+    return {**documents, "en": documents.get("en", []) + extra}
+
+
+def extra_description(args) -> str:
+    if args.extra_train == "none":
+        return ""
+    return (f"; more training text: the English Multi30k train captions, {args.extra_doc_sentences} consecutive "
+            f"captions a document")
 
 
 def tokenize(documents: dict[str, list[list[str]]], tokenizer) -> list[list[Sentence]]:
