@@ -11,8 +11,8 @@ both sides alike.
 
 New tokens/s = generated tokens (batch × new positions of the returned ids) over the median
 wall time of the timed repeats. Both sides run without gradients, with their key/value caches,
-and must return identical ids (checked on every run); the end token is one the model never
-produces, so every row runs to ``--new-tokens``. Writes JSON (``--out``) and a Markdown table
+and must return identical ids up to each row's end token (checked on every run); here the end
+token is one the model never produces, so every row runs to ``--new-tokens``. Writes JSON (``--out``) and a Markdown table
 next to it.
 """
 
@@ -66,12 +66,23 @@ def run(model, src, mask, options, library: str):
                               **options)
 
 
+def up_to_end(ids: torch.Tensor, eos) -> torch.Tensor:
+    """``ids`` with every position after a row's first end token set to -1: what follows the end
+    is filler, and transformers' beam search fills with the end token where the pad id is 0 (its
+    ``pad_token_id or eos_token_id`` reads id 0 as missing), babelzoo always with the pad id."""
+    if eos is None:
+        return ids
+    ended = ids.eq(eos).long().cumsum(1)
+    after = (ended - ids.eq(eos).long()) > 0  # strictly after the first end token
+    return ids.masked_fill(after, -1)
+
+
 def measure(ours, theirs, src, mask, options, repeats: int, device: str) -> dict:
     """Median seconds per call of each side (one warm-up call each), interleaved."""
     times = {"babelzoo": [], "transformers": []}
     expected = run(theirs, src, mask, options, "transformers")
     got = run(ours, src, mask, options, "babelzoo")
-    if got.shape != expected.shape or not torch.equal(got, expected):
+    if got.shape != expected.shape or not torch.equal(*(up_to_end(x, options.get("eos_token_id")) for x in (got, expected))):
         raise SystemExit(f"outputs differ with {options}: babelzoo {tuple(got.shape)}, transformers "
                          f"{tuple(expected.shape)}")
     order = ["babelzoo", "transformers"]
@@ -86,9 +97,11 @@ def measure(ours, theirs, src, mask, options, repeats: int, device: str) -> dict
                 torch.cuda.synchronize()
             times[library].append(time.perf_counter() - start)
     new_tokens = expected.shape[0] * (expected.shape[1] - 1)
+    written = int(up_to_end(expected, options.get("eos_token_id"))[:, 1:].ge(0).sum())  # up to each end token
     rows = {lib: new_tokens / statistics.median(t) for lib, t in times.items()}
-    return {"new_tokens": new_tokens, "babelzoo_tokens_per_s": rows["babelzoo"],
-            "transformers_tokens_per_s": rows["transformers"], "ratio": rows["babelzoo"] / rows["transformers"]}
+    return {"new_tokens": new_tokens, "written_tokens": written, "babelzoo_tokens_per_s": rows["babelzoo"],
+            "transformers_tokens_per_s": rows["transformers"], "ratio": rows["babelzoo"] / rows["transformers"],
+            "seconds": {lib: statistics.median(t) for lib, t in times.items()}}
 
 
 def main(argv=None) -> int:

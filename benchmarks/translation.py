@@ -27,8 +27,10 @@ signatures are stored with the numbers).
 
 Generation speed: one fine-tuned model (the first pre-trained arm's en→de) exported to
 transformers (``MBartForConditionalGeneration``) and both libraries' ``generate`` timed on the
-same test sources, batch 32, greedy and beam 4, interleaved, identical ids required
-(:func:`benchmarks.generate_speed.measure`). New tokens/s counts every generated position.
+same test sources, batch 32, greedy and beam 4, interleaved, identical ids up to each row's end
+token required (:func:`benchmarks.generate_speed.measure`). New tokens/s counts every returned
+position; written tokens are those up to each end token. ``--speed-only`` times the models an
+earlier run fine-tuned and adds the section to its report.
 
     python benchmarks/translation.py --data-dir ../shared/data --out benchmarks/results/translation.json
     python benchmarks/translation.py --quick            # a smoke run: tiny budgets, 64 test sentences
@@ -180,6 +182,17 @@ def evaluate(run: dict[str, Any], tgt: str, args: argparse.Namespace) -> dict[st
     return {**scores, "sentences": len(test), "decode_s": round(seconds, 1), "examples": hypotheses[:3]}
 
 
+def finetuned(arm: str, tgt: str, work: Path) -> dict[str, Any]:
+    """The model and tokenizer an earlier run fine-tuned for ``arm`` and en→``tgt``."""
+    from babelzoo.datasets.tokenizer import load_tokenizer
+    from babelzoo.zoo.pretrained import from_pretrained
+
+    checkpoint = CheckpointManager(work / "finetune" / slug(arm) / f"en-{tgt}" / "checkpoints", 1, 0).latest()
+    if checkpoint is None:
+        raise SystemExit(f"no fine-tuned {arm} en→{tgt} checkpoint under {work}: run the benchmark first")
+    return {"model": from_pretrained(checkpoint), "tokenizer": load_tokenizer(checkpoint), "arm": arm}
+
+
 def generation_speed(run: dict[str, Any], tgt: str, args: argparse.Namespace) -> dict[str, Any]:
     """babelzoo's and transformers' ``generate`` on the same fine-tuned weights and sources."""
     import transformers
@@ -199,7 +212,8 @@ def generation_speed(run: dict[str, Any], tgt: str, args: argparse.Namespace) ->
     width = max(map(len, rows))
     src = torch.tensor([r + [specials.pad] * (width - len(r)) for r in rows])
     mask = src.ne(specials.pad).long()
-    out = {"model": MODEL, "direction": f"en-{tgt}", "batch": len(rows), "new_tokens": args.new_tokens}
+    out = {"model": MODEL, "arm": run["arm"], "direction": f"en-{tgt}", "batch": len(rows),
+           "new_tokens": args.new_tokens}
     for name, beams in (("greedy", 1), ("beam 4", 4)):
         options = {"max_new_tokens": args.new_tokens, "num_beams": beams, "decoder_start_token_id": tag[tgt],
                    "eos_token_id": specials.sep, "pad_token_id": specials.pad, "early_stopping": beams > 1}
@@ -210,7 +224,16 @@ def generation_speed(run: dict[str, Any], tgt: str, args: argparse.Namespace) ->
 
 
 def markdown(report: dict[str, Any]) -> str:
-    lines = ["| arm | pre-training | " + " | ".join(f"en→{t} BLEU | en→{t} chrF" for t in TARGETS) + " |",
+    p, a = report["protocol"], report["settings"]
+    lines = ["# Multi30k translation: random init vs mBART denoising vs XNLG XAE pre-training", "",
+             f"`{p['model']}`, one shared tokenizer ({a['vocab_size']} pieces). Pre-training arms: "
+             f"{a['pretrain_cpu_seconds']:.0f} process-CPU seconds each, batch {a['batch_size']}, lr {a['lr']} "
+             f"(denoising: {p['pretraining_data']['mbart_denoising']}; XAE: {p['pretraining_data']['xae']}; "
+             f"no Multi30k pair). Fine-tuning: `{p['finetuning']}`, {a['finetune_steps']} steps of "
+             f"{a['batch_size']} pairs on {p['train']} per direction, the same for every arm; "
+             f"model selection: {p['selection']}. Test: {p['test']}, {p['decoding']}, sacreBLEU BLEU and "
+             f"chrF (signatures in the JSON).", "",
+             "| arm | pre-training | " + " | ".join(f"en→{t} BLEU | en→{t} chrF" for t in TARGETS) + " |",
              "|---|---|" + "---:|" * (2 * len(TARGETS))]
     for arm, row in report["arms"].items():
         pre = row.get("pretrain")
@@ -222,13 +245,18 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {arm} | {budget} | " + " | ".join(cells) + " |")
     speed = report.get("generation_speed")
     if speed:
-        lines += ["", f"Generation speed ({speed['model']} fine-tuned {speed['direction']}, batch {speed['batch']}, "
-                      f"{speed['new_tokens']} new tokens, identical ids):", "",
-                  "| decoding | babelzoo new tok/s | transformers new tok/s | ratio |", "|---|---:|---:|---:|"]
+        lines += ["", f"Generation speed ({speed['model']}, {speed['arm']} fine-tuned {speed['direction']}, batch "
+                      f"{speed['batch']}, up to {speed['new_tokens']} new tokens, identical ids up to each end "
+                      "token; new tokens/s counts every returned position, written tokens those up to the end "
+                      "token):", "",
+                  "| decoding | babelzoo new tok/s | transformers new tok/s | ratio | written tokens | "
+                  "babelzoo written tok/s | transformers written tok/s |", "|---|---:|---:|---:|---:|---:|---:|"]
         for name in ("greedy", "beam 4"):
             m = speed[name]
             lines.append(f"| {name} | {m['babelzoo_tokens_per_s']:.0f} | {m['transformers_tokens_per_s']:.0f} | "
-                         f"{m['ratio']:.2f}× |")
+                         f"{m['ratio']:.2f}× | {m['written_tokens']} | "
+                         f"{m['written_tokens'] / m['seconds']['babelzoo']:.0f} | "
+                         f"{m['written_tokens'] / m['seconds']['transformers']:.0f} |")
     return "\n".join(lines)
 
 
@@ -255,6 +283,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--speed-repeats", type=int, default=3)
     parser.add_argument("--speed", action=argparse.BooleanOptionalAction, default=True,
                         help="time generate against transformers on a fine-tuned model")
+    parser.add_argument("--speed-only", action="store_true",
+                        help="only time generate, on the models an earlier run fine-tuned, into its --out report")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 60 CPU s and 40 steps of pre-training, 40 fine-tuning steps, 64 sentences")
@@ -265,6 +295,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.limit, args.warmup, args.speed_repeats, args.new_tokens = 64, 10, 1, 8
     start_cpu, start = time.process_time(), time.perf_counter()
     work = args.work_dir
+    if args.speed_only:
+        if args.out is None or not args.out.is_file():
+            parser.error("--speed-only adds the speed section to the report an earlier run wrote to --out")
+        report = json.loads(args.out.read_text(encoding="utf-8"))
+        arm = next((a for a in args.arms if ARMS[a] is not None), None)
+        if arm is None:
+            parser.error("--speed-only times a pre-trained arm's model; --arms names none")
+        report["generation_speed"] = generation_speed(finetuned(arm, args.targets[0], work), args.targets[0], args)
+        write_results(args.out, report, markdown(report), indent=1)
+        print(markdown(report))
+        return 0
     tokenizer, tokenizer_dir = shared_tokenizer(args, work)
     print(f"tokenizer: {tokenizer.specials.vocab_size} pieces, tags {sorted(tokenizer.specials.language_tags)} "
           f"({time.perf_counter() - start:.0f}s)", flush=True)
@@ -301,7 +342,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f"{run['final_loss'].get('loss', float('nan')):.3f}, {run['cpu_s']:.0f} CPU s; decode "
                   f"{score['decode_s']:.0f} s) e.g. {score['examples'][0]!r}", flush=True)
             if speed_run is None and init is not None and args.speed:
-                speed_run = (run, tgt)
+                speed_run = ({**run, "arm": arm}, tgt)
             report["arms"][arm] = row
             save()
     if speed_run is not None:
