@@ -1,10 +1,11 @@
-"""Where every benchmark writes its results: ``OUT.json`` and the Markdown table beside it."""
+"""Where every benchmark writes its results (``OUT.json`` and the Markdown table beside it), and
+what they read back from a training run's log."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 
 def write_results(out: str | Path, report: Any, markdown: str, indent: int = 2) -> Path:
@@ -14,4 +15,16 @@ def write_results(out: str | Path, report: Any, markdown: str, indent: int = 2) 
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=indent, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     out.with_suffix(".md").write_text(markdown if markdown.endswith("\n") else markdown + "\n", encoding="utf-8")
+    return out
+
+
+def logged_means(run_dir: str | Path, window: int, suffixes: Sequence[str] = ("loss",)) -> dict[str, float]:
+    """Mean of each metric in ``run_dir/metrics.jsonl`` whose name ends with one of ``suffixes``,
+    over the last ``window`` records that hold it."""
+    lines = (Path(run_dir) / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    out = {}
+    for key in sorted({k for r in records for k in r if k.endswith(tuple(suffixes))}):
+        values = [r[key] for r in records if key in r][-window:]
+        out[key] = sum(values) / len(values)
     return out

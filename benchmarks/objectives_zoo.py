@@ -60,7 +60,7 @@ from babelzoo.train.config import TrainConfig, load_recipe, recipe_path  # noqa:
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.typed import Where  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import logged_means, write_results  # noqa: E402
 
 LANGS = ("en", "de", "fr", "es", "ru", "cs")
 PACKAGES = ("gramps", "django")
@@ -142,16 +142,9 @@ def pretrain(arm: str, args: argparse.Namespace, tokenizer_dir: Path, work: Path
     record = {"recipe": ARMS[arm][0], "model": cfg.model, "objectives": cfg.objectives,
               "data": {name: items[0]["kind"] for name, items in cfg.data.items()},
               "parameters": model.num_parameters(), "steps": summary["steps"], "tokens": summary["tokens"],
-              "final_metrics": final_metrics(Path(cfg.output_dir)),
+              "final_metrics": logged_means(cfg.output_dir, 3),
               "cpu_s": round(time.process_time() - cpu0, 1), "wall_s": round(time.perf_counter() - wall0, 1)}
     return model, tokenizer, record
-
-
-def final_metrics(run_dir: Path, window: int = 3) -> dict[str, float]:
-    """Mean of each logged loss over the last ``window`` log records."""
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    keys = sorted({k for r in records for k in r if k.endswith("loss")})
-    return {key: float(np.mean([r[key] for r in records if key in r][-window:])) for key in keys}
 
 
 def retrieval(model, tokenizer, args: argparse.Namespace, name: str) -> dict[str, Any]:

@@ -63,7 +63,7 @@ from babelzoo.train.cli import build_run, build_tokenizer  # noqa: E402
 from babelzoo.train.config import TrainConfig, load_recipe, recipe_path  # noqa: E402
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.typed import Where  # noqa: E402
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import logged_means, write_results  # noqa: E402
 from benchmarks.generate_speed import measure  # noqa: E402
 
 LANGS = ("en", "de", "fr", "cs")
@@ -130,14 +130,8 @@ def train(cfg: TrainConfig, path: Path) -> dict[str, Any]:
     summary = Trainer(model, objectives, data, cfg, tokenizer=tokenizer).fit()
     checkpoint = CheckpointManager(Path(cfg.output_dir) / "checkpoints", 1, 0).latest()
     return {"model": model, "tokenizer": tokenizer, "checkpoint": str(checkpoint), "steps": summary["steps"],
-            "tokens": summary["tokens"], "final_loss": last_losses(Path(cfg.output_dir)),
+            "tokens": summary["tokens"], "final_loss": logged_means(cfg.output_dir, 3),
             "cpu_s": round(time.process_time() - cpu0, 1), "wall_s": round(time.perf_counter() - wall0, 1)}
-
-
-def last_losses(run_dir: Path, window: int = 3) -> dict[str, float]:
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    keys = sorted({k for r in records for k in r if k.endswith("loss")})
-    return {k: sum(v := [r[k] for r in records if k in r][-window:]) / len(v) for k in keys}
 
 
 def pretrain(arm: str, args: argparse.Namespace, tokenizer_dir: Path, work: Path) -> dict[str, Any]:

@@ -56,7 +56,7 @@ from babelzoo.train.cli import build_tokenizer  # noqa: E402
 from babelzoo.train.config import TrainConfig  # noqa: E402
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import logged_means, write_results  # noqa: E402
 
 LANGS = ("en", "de", "fr", "cs")
 TATOEBA_OF = {"de": "deu", "fr": "fra", "cs": "ces"}
@@ -172,17 +172,6 @@ def evaluate(model, tokenizer, data_dir: Path, limit: Optional[int], name: str) 
     return by_layer
 
 
-def final_metrics(run_dir: Path, window: int = 100) -> dict[str, float]:
-    """Mean of each objective's loss/accuracy over the last ``window`` steps that trained it."""
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    out = {}
-    keys = sorted({k for r in records for k in r if k.endswith("/loss") or k.endswith("/accuracy")})
-    for key in keys:
-        values = [r[key] for r in records if key in r][-window:]
-        out[key] = float(np.mean(values))
-    return out
-
-
 def arm_config(spec: dict[str, dict[str, Any]], args: argparse.Namespace, out_dir: Path) -> TrainConfig:
     """The training run of one arm: AdamW, linear decay after warm-up, fp32, one checkpoint."""
     return TrainConfig(model=args.model, objectives=spec, mixture="sample", output_dir=str(out_dir),
@@ -207,7 +196,7 @@ def run_arm(arm: str, args, tokenizer, data, work: Path) -> dict[str, Any]:
     cpu_train, wall_train = time.process_time() - cpu0, time.perf_counter() - wall0
     results = evaluate(model, tokenizer, args.data_dir, args.limit, arm)
     return {"arm": arm, "objectives": spec, "steps": summary["steps"], "skipped_steps": summary["skipped_steps"],
-            "tokens": summary["tokens"], "final_metrics": final_metrics(out_dir),
+            "tokens": summary["tokens"], "final_metrics": logged_means(out_dir, 100, ("/loss", "/accuracy")),
             "cpu_s": {"train": round(cpu_train, 1), "total": round(time.process_time() - cpu0, 1)},
             "wall_s": {"train": round(wall_train, 1), "total": round(time.perf_counter() - wall0, 1)},
             "by_layer": results}
