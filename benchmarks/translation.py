@@ -58,6 +58,8 @@ if str(REPO) not in sys.path:  # run as a script from a checkout
 from babelzoo.datasets.sources import parse_source  # noqa: E402
 from babelzoo.datasets.text import multi30k_pairs  # noqa: E402
 from babelzoo.evaluation.translation import corpus_scores, translate  # noqa: E402
+from babelzoo.objectives.batching import pad  # noqa: E402
+from babelzoo.objectives.translation import Translation  # noqa: E402
 from babelzoo.train.checkpoint import CheckpointManager  # noqa: E402
 from babelzoo.train.cli import build_run, build_tokenizer  # noqa: E402
 from babelzoo.train.config import TrainConfig, load_recipe, recipe_path  # noqa: E402
@@ -200,11 +202,11 @@ def generation_speed(run: dict[str, Any], tgt: str, args: argparse.Namespace) ->
         theirs = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     test = multi30k_pairs(args.data_dir, "test_2016_flickr", "en", tgt).pairs[:32]
     tag = specials.language_tags
-    rows = [ids + [specials.sep, tag["en"]] for ids in tokenizer.batch_encode(
-        [s for s, _ in test], langs=["en"] * len(test), padding=False, truncation=False, add_special_tokens=False,
-        return_tensors=None)["input_ids"]]
-    width = max(map(len, rows))
-    src = torch.tensor([r + [specials.pad] * (width - len(r)) for r in rows])
+    layout = Translation(specials, ours.config)
+    pieces = tokenizer.batch_encode([s for s, _ in test], langs=["en"] * len(test), padding=False, truncation=False,
+                                    add_special_tokens=False, return_tensors=None)["input_ids"]
+    rows = [layout.source(ids, "en")[0] for ids in pieces]  # the sources as translate() frames them
+    src = pad(rows, specials.pad)
     mask = src.ne(specials.pad).long()
     out = {"model": MODEL, "arm": run["arm"], "direction": f"en-{tgt}", "batch": len(rows),
            "new_tokens": args.new_tokens}

@@ -35,6 +35,7 @@ def translate(model: torch.nn.Module, tokenizer: Any, sentences: Sequence[str], 
     decoder holds after its start token. Beam search with ``num_beams > 1`` (``length_penalty``,
     ``no_repeat_ngram_size`` as :meth:`~babelzoo.zoo.generation.Generates.generate`), greedy
     decoding with 1."""
+    from ..objectives.batching import pad
     from ..objectives.seq2seq import is_seq2seq, tag_id
     from ..objectives.translation import Translation
 
@@ -64,10 +65,7 @@ def translate(model: torch.nn.Module, tokenizer: Any, sentences: Sequence[str], 
     try:
         for first in range(0, len(order), batch_size):
             rows = order[first:first + batch_size]
-            width = max(len(sources[i]) for i in rows)
-            ids = torch.full((len(rows), width), specials.pad, dtype=torch.long)
-            for r, i in enumerate(rows):
-                ids[r, :len(sources[i])] = torch.tensor(sources[i])
+            ids = pad([sources[i] for i in rows], specials.pad)
             generated = model.generate(ids.to(device), attention_mask=ids.ne(specials.pad).long().to(device),
                                        max_new_tokens=max_new_tokens, num_beams=num_beams,
                                        length_penalty=length_penalty, no_repeat_ngram_size=no_repeat_ngram_size,
