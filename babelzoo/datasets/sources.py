@@ -20,10 +20,11 @@ the ``babelzoo.data_sources`` entry-point group.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping, Optional, Sequence, Union
@@ -208,6 +209,15 @@ def _one_or_mixture(parts: list) -> Dataset:
     return parts[0] if len(parts) == 1 else CorpusMixture(dict(enumerate(parts)))
 
 
+def with_prefix(corpus, prefix: str):
+    """``corpus`` (monolingual or parallel) with ``prefix`` before each of its sentences."""
+    from .text import MonolingualCorpus
+
+    if isinstance(corpus, MonolingualCorpus):
+        return dataclasses.replace(corpus, sentences=[prefix + s for s in corpus.sentences])
+    return dataclasses.replace(corpus, pairs=[(prefix + a, prefix + b) for a, b in corpus.pairs])
+
+
 def texts_of(corpora: Sequence[Any]) -> dict[str, list[str]]:
     from .text import ParallelCorpus
 
@@ -221,12 +231,19 @@ def texts_of(corpora: Sequence[Any]) -> dict[str, list[str]]:
     return by_lang
 
 
+@dataclass
 class CorpusSource(DataSource):
-    """A source read into Monolingual/ParallelCorpus objects once, then tokenised and cached."""
+    """A source read into Monolingual/ParallelCorpus objects once, then tokenised and cached.
+
+    ``prefix`` (every corpus source takes it): text put before every sentence, both sides of a
+    pair included, for a model that expects its inputs framed (multilingual-e5's
+    ``"query: "``), so that training sees what inference will."""
+
+    prefix: str = field(default="", kw_only=True)
 
     def corpora(self) -> list:
         if getattr(self, "_corpora", None) is None:
-            self._corpora = self.read()
+            self._corpora = [with_prefix(c, self.prefix) for c in self.read()] if self.prefix else self.read()
         return self._corpora
 
     def load(self) -> list[str]:

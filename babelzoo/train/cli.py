@@ -14,7 +14,8 @@ settings, these fields describe what to train:
 ``init``
     ``{pretrained: true, layers: [0, 2, 4, 6, 8, 10]}``: start ``model`` from its published
     weights (or ``pretrained: DIR``, a checkpoint that fits it), keeping only the listed encoder
-    layers when ``layers`` is given (:class:`InitSpec`); a distilled student starts from its teacher.
+    layers when ``layers`` is given and keeping the parameters ``freeze`` names fixed
+    (:class:`InitSpec`); a distilled student starts from its teacher.
 ``tokenizer``
     ``{from_model: NAME}`` for the tokenizer of a zoo entry with pretrained weights,
     ``{path: DIR}`` to load a saved tokenizer, or sentencepiece training options
@@ -47,7 +48,8 @@ import hashlib
 import importlib
 import json
 import sys
-from dataclasses import asdict, dataclass
+import fnmatch
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -250,16 +252,19 @@ class InitSpec:
     included: the weights fix the vocabulary), loaded as
     ``create_model(model, pretrained=..., **model_overrides)`` loads it; ``layers``: keep only
     these encoder layers, in order (:func:`~babelzoo.compression.prune_layers`; DistilBERT
-    initialises its student with one teacher layer in two)::
+    initialises its student with one teacher layer in two); ``freeze``: parameter names (shell
+    patterns, as ``model.named_parameters()`` spells them) that keep their initial values, with no
+    gradient and no optimizer state (a student that keeps its teacher's word embeddings)::
 
         model: multilingual_e5_small
-        init: {pretrained: true, layers: [0, 2, 4, 6, 8, 10]}
+        init: {pretrained: true, layers: [0, 2, 4, 6, 8, 10], freeze: [embeddings.word.*]}
 
     A resumed run takes its weights from the checkpoint; ``init`` is part of the run's identity.
     """
 
     pretrained: bool | str = True
     layers: Optional[list[int]] = None
+    freeze: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         check_fields(self, "init")
@@ -283,7 +288,23 @@ def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, spec
         raise ConfigError(f"{where}: the tokenizer has {specials.vocab_size} pieces, but the weights of "
                           f"{cfg.model!r} embed {text.vocab_size}: use the model's tokenizer "
                           f"(tokenizer: {{from_model: {cfg.model}}})")
-    return model.requires_grad_(True).train()
+    model.requires_grad_(True)
+    freeze_parameters(model, init.freeze, where.key("freeze"))
+    return model.train()
+
+
+def freeze_parameters(model, patterns: Sequence[str], where: Where) -> None:
+    """``requires_grad=False`` on every parameter whose name matches one of ``patterns``; a
+    pattern that matches nothing is an error (a misspelt name would otherwise train everything)."""
+    names = [name for name, _ in model.named_parameters()]
+    for pattern in patterns:
+        if not fnmatch.filter(names, pattern):
+            shown = ", ".join(dict.fromkeys(n.rsplit(".", 1)[0] + ".*" for n in names[:40]))
+            raise ConfigError(f"{where}: {pattern!r} matches no parameter of the model; its parameters start "
+                              f"{shown}, ...")
+    for name, param in model.named_parameters():
+        if any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            param.requires_grad_(False)
 
 
 def _say(reports: Sequence[str]) -> None:

@@ -50,12 +50,13 @@ def markdown(report: dict) -> str:
              f"Load average at start / end: {report['load_start']} / {report['load_end']}.  ",
              f"CPU allocator: {report.get('allocator', 'default')}.  ",
              "Matmul peak (best n×n, wall / CPU-time): " + ", ".join(
-                 f"{k} {v['wall'] / 1e9:.0f} / {v['cpu_time'] / 1e9:.0f} GFLOP/s" for k, v in report["peaks"].items()),
-             "", "## Training (MLM, one step = forward + loss + backward + fused AdamW)", "",
-             "| config | dtype | babelzoo tok/s | transformers tok/s | ratio | ratio fwd+bwd | ratio CPU-time "
-             "| model GFLOP/tok | executed GFLOP/tok (bz / hf) | MFU bz / hf | MFU bz, adjacent peak | MFU CPU-time bz "
-             "| loss Δ |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                 f"{k} {v['wall'] / 1e9:.0f} / {v['cpu_time'] / 1e9:.0f} GFLOP/s" for k, v in report["peaks"].items())]
+    if report.get("training"):
+        lines += ["", "## Training (MLM, one step = forward + loss + backward + fused AdamW)", "",
+                  "| config | dtype | babelzoo tok/s | transformers tok/s | ratio | ratio fwd+bwd | ratio CPU-time "
+                  "| model GFLOP/tok | executed GFLOP/tok (bz / hf) | MFU bz / hf | MFU bz, adjacent peak "
+                  "| MFU CPU-time bz | loss Δ |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in report.get("training", {}).items():
         for dname, d in r["dtypes"].items():
             b, h = d["babelzoo"], d["transformers"]

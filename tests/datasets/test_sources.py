@@ -41,6 +41,22 @@ def test_conllu_documents_start_at_newdoc(tmp_path):
     assert source.read_documents() == {"en": [["a b", "c"], ["d", "e f"]]}
 
 
+def test_a_prefix_goes_before_every_sentence_of_both_sides_and_is_tokenised_with_it(tmp_path):
+    (tmp_path / "src.txt").write_text("a b\nc\n", encoding="utf-8")
+    (tmp_path / "tgt.txt").write_text("d\ne f\n", encoding="utf-8")
+    spec = {"kind": "parallel", "src": str(tmp_path / "src.txt"), "tgt": str(tmp_path / "tgt.txt"),
+            "src_lang": "en", "tgt_lang": "de"}
+    plain = parse_source(spec, Where("data.x[0]"))
+    framed = parse_source({**spec, "prefix": "f "}, Where("data.x[0]"))
+    assert framed.texts(None) == {"en": ["f a b", "f c"], "de": ["f d", "f e f"]}
+    context = BuildContext(WordPieceTokenizer(WORDS), "t", tmp_path / "cache")
+    a, b = plain.dataset(context), framed.dataset(context)  # one cache: the prefixed text is its own entry
+    assert [list(a[0].src), list(a[0].tgt)] == [[5, 6], [8]]
+    assert [list(b[0].src), list(b[0].tgt), list(b[1].tgt)] == [[10, 5, 6], [10, 8], [10, 9, 10]]
+    text = parse_source({"kind": "text", "path": str(tmp_path / "src.txt"), "lang": "en", "prefix": "e "}, Where("y"))
+    assert text.texts(None) == {"en": ["e a b", "e c"]}
+
+
 def test_source_errors_name_the_file_line_and_key(tmp_path):
     text = "data:\n  sop:\n    - kind: documents\n      path: d.txt\n      lang: en\n      format: html\n"
     where = Where("data.sop[0]", "r.yaml", key_lines(text))

@@ -84,7 +84,27 @@ def test_changing_init_on_resume_is_refused(tmp_path, teacher_dir, capsys):
     assert "init.layers" in capsys.readouterr().err
 
 
+def test_frozen_parameters_keep_their_initial_values_through_training_and_resume(tmp_path, teacher_dir):
+    from babelzoo.zoo.pretrained import from_pretrained
+
+    init = {"pretrained": str(teacher_dir[1]), "layers": [0, 2], "freeze": ["embeddings.word.*", "encoder.layers.0.*"]}
+    path = student_recipe(tmp_path, teacher_dir, init)
+    model, _, _, _ = build_run(load_recipe(path), path)
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert "embeddings.word.weight" in frozen and "encoder.layers.0.ffn.up.weight" in frozen
+    assert not any(n.startswith(("encoder.layers.1.", "embeddings.position")) for n in frozen)
+    assert pretrain_main(["--config", str(path)]) == 0
+    assert pretrain_main(["--config", str(path), "--set", "max_steps=3"]) == 0
+    teacher = from_pretrained(teacher_dir[1]).state_dict()
+    trained = from_pretrained(tmp_path / "run" / "checkpoints" / "step-00000003").state_dict()
+    for name in frozen:
+        assert torch.equal(trained[name], teacher[name]), name
+    assert not torch.equal(trained["encoder.layers.1.ffn.up.weight"], teacher["encoder.layers.2.ffn.up.weight"])
+
+
 @pytest.mark.parametrize("init, key, message", [
+    ({"pretrained": "DIR", "freeze": ["embedding.word.*"]}, "init.freeze",
+     r" init.freeze: 'embedding.word.\*' matches no parameter of the model; its parameters start embeddings.word.\*"),
     ({"pretrained": "DIR", "layers": [0, 9]}, "init.layers",
      r" init.layers: prune_layers: keep must list distinct ascending layers of 0..3, got \[0, 9\]"),
     ({"pretrained": "DIR", "layers": "two"}, "init.layers", r" init.layers='two' must be a list of integers"),
