@@ -1,5 +1,6 @@
 """Making pre-trained models cheaper: vocabulary trimming (keep the pieces a corpus uses),
-quantization (int8 dynamic for CPU inference, 8/4-bit weight-only), head and layer pruning.
+quantization (int8 dynamic for CPU inference, 8/4-bit weight-only), head, feed-forward and layer
+pruning.
 
 Each function returns a normal model that saves, loads and encodes through the usual API::
 
@@ -8,8 +9,8 @@ Each function returns a normal model that saves, loads and encodes through the u
     fast = quantize(small, "int8")
 """
 
-from .pruning import head_importance, lowest_heads, prune_heads, prune_layers
+from .pruning import head_importance, lowest_heads, neuron_magnitudes, prune_ffn, prune_heads, prune_layers
 from .quantization import quantize
 from .vocabulary import select_vocabulary, trim_vocabulary, used_pieces
 
-__all__ = ["head_importance", "lowest_heads", "prune_heads", "prune_layers", "quantize", "select_vocabulary", "trim_vocabulary", "used_pieces"]
+__all__ = ["head_importance", "lowest_heads", "neuron_magnitudes", "prune_ffn", "prune_heads", "prune_layers", "quantize", "select_vocabulary", "trim_vocabulary", "used_pieces"]

@@ -1,4 +1,4 @@
-"""Pruning a Transformer's attention heads and layers.
+"""Pruning a Transformer's attention heads, feed-forward neurons and layers.
 
 Michel et al. 2019, "Are Sixteen Heads Really Better than One?": give every head h a mask
 variable ξ_h multiplying its output, Att(x) = Σ_h ξ_h · Att_h(x); the importance of a head is
@@ -11,9 +11,12 @@ projection; the model's own forward is unchanged), per batch, optionally ℓ2-no
 layer as the paper does before pruning globally. :func:`prune_heads` then removes heads
 physically: each layer's fused QKV projection loses the heads' rows of q, k and v, its output
 projection the matching columns, and the config records how many heads each layer keeps
-(``layer_heads``), so the smaller model saves and loads as any other. :func:`prune_layers`
-keeps a subset of the layers (as a model trained with LayerDrop, Fan et al. 2020, allows;
-``layerdrop`` in the Transformer config trains one).
+(``layer_heads``), so the smaller model saves and loads as any other. :func:`prune_ffn`
+narrows every feed-forward layer to the ``size`` hidden neurons of largest weight magnitude,
+s_j = ‖W_up[j, :]‖ · ‖W_down[:, j]‖ (a neuron's output is W_down[:, j] · σ(W_up[j, :] x + b_j)),
+the narrow student a distillation then trains (TinyBERT's students are narrower than their
+teachers). :func:`prune_layers` keeps a subset of the layers (as a model trained with LayerDrop,
+Fan et al. 2020, allows; ``layerdrop`` in the Transformer config trains one).
 
     scores = head_importance(model, batches, loss)            # [layers, heads]
     small = prune_heads(model, lowest_heads(scores, 0.25))   # a quarter of the heads gone
@@ -21,7 +24,7 @@ keeps a subset of the layers (as a model trained with LayerDrop, Fan et al. 2020
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import torch
 from torch import nn
@@ -138,6 +141,40 @@ def prune_heads(model, heads: Mapping[int, Sequence[int]]):
         state[prefix + "out.weight"] = state[prefix + "out.weight"][:, cols]
         counts[layer] = len(keep)
     return _rebuilt(model, model.config.override(layer_heads=tuple(counts)), state)
+
+
+def neuron_magnitudes(model) -> torch.Tensor:
+    """[num_layers, intermediate_size] s_j = ‖W_up[j, :]‖ · ‖W_down[:, j]‖ of every feed-forward
+    neuron."""
+    _check_transformer(model)
+    state = model.state_dict()
+    return torch.stack([state[f"encoder.layers.{i}.ffn.up.weight"].norm(dim=1)
+                        * state[f"encoder.layers.{i}.ffn.down.weight"].norm(dim=0)
+                        for i in range(model.config.text.num_layers)])
+
+
+def prune_ffn(model, size: int, scores: Optional[torch.Tensor] = None):
+    """A copy of ``model`` whose feed-forward layers keep ``size`` hidden neurons each: the
+    highest ``scores`` ([num_layers, intermediate_size]; default :func:`neuron_magnitudes`), in
+    their original order. Every kept neuron computes exactly what it computed."""
+    _check_transformer(model)
+    text = model.config.text
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= text.intermediate_size:
+        raise InputError(f"prune_ffn: size must be an integer in 1..{text.intermediate_size} (the model's "
+                         f"intermediate_size), got {size!r}")
+    scores = neuron_magnitudes(model) if scores is None else scores
+    if tuple(scores.shape) != (text.num_layers, text.intermediate_size):
+        raise InputError(f"prune_ffn: scores must be [{text.num_layers}, {text.intermediate_size}] (layers, "
+                         f"neurons), got {list(scores.shape)}")
+    state = model.state_dict()
+    for layer in range(text.num_layers):
+        keep = scores[layer].topk(size).indices.sort().values
+        prefix = f"encoder.layers.{layer}.ffn."
+        for name in ("up.weight", "up.bias"):
+            if prefix + name in state:
+                state[prefix + name] = state[prefix + name][keep]
+        state[prefix + "down.weight"] = state[prefix + "down.weight"][:, keep]
+    return _rebuilt(model, model.config.override(intermediate_size=size), state)
 
 
 def prune_layers(model, keep: Sequence[int]):

@@ -252,7 +252,9 @@ class InitSpec:
     included: the weights fix the vocabulary), loaded as
     ``create_model(model, pretrained=..., **model_overrides)`` loads it; ``layers``: keep only
     these encoder layers, in order (:func:`~babelzoo.compression.prune_layers`; DistilBERT
-    initialises its student with one teacher layer in two); ``freeze``: parameter names (shell
+    initialises its student with one teacher layer in two); ``intermediate_size``: narrow every
+    feed-forward layer to this many neurons, those of largest weight magnitude
+    (:func:`~babelzoo.compression.prune_ffn`); ``freeze``: parameter names (shell
     patterns, as ``model.named_parameters()`` spells them) that keep their initial values, with no
     gradient and no optimizer state (a student that keeps its teacher's word embeddings)::
 
@@ -264,6 +266,7 @@ class InitSpec:
 
     pretrained: bool | str = True
     layers: Optional[list[int]] = None
+    intermediate_size: Optional[int] = None
     freeze: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -275,7 +278,7 @@ class InitSpec:
 def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, specials):
     """A fresh copy of the pretrained weights ``cfg.init`` names (see :class:`InitSpec`), checked
     against the tokenizer's ``specials``."""
-    from ..compression import prune_layers
+    from ..compression import prune_ffn, prune_layers
 
     init = build(InitSpec, cfg.init, where, what="init")
     source = models.get(cfg.model, init.pretrained, **cfg.model_overrides)
@@ -283,6 +286,11 @@ def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, spec
         model = copy.deepcopy(source) if init.layers is None else prune_layers(source, init.layers)
     except InputError as err:
         raise ConfigError(f"{where.key('layers')}: {err}") from None
+    if init.intermediate_size is not None:
+        try:
+            model = prune_ffn(model, init.intermediate_size)
+        except InputError as err:
+            raise ConfigError(f"{where.key('intermediate_size')}: {err}") from None
     text = model.config.text
     if specials.vocab_size > text.vocab_size:
         raise ConfigError(f"{where}: the tokenizer has {specials.vocab_size} pieces, but the weights of "

@@ -1,5 +1,5 @@
-"""Head importance against the gradient of an explicit head mask, physical head and layer
-removal against masked/skipped originals, LayerDrop's rate, and the errors."""
+"""Head importance against the gradient of an explicit head mask, physical head, feed-forward
+neuron and layer removal against masked/skipped originals, LayerDrop's rate, and the errors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import babelzoo
-from babelzoo.compression import head_importance, lowest_heads, prune_heads, prune_layers
+from babelzoo.compression import head_importance, lowest_heads, neuron_magnitudes, prune_ffn, prune_heads, prune_layers
 from babelzoo.errors import InputError
 
 HEADS, WIDTH, LAYERS = 4, 64, 3
@@ -103,6 +103,39 @@ def test_pruned_layers_are_the_original_without_them(model):
     assert both.config.text.layer_heads == (4, 3)
 
 
+def test_neuron_magnitudes_by_hand_and_pruned_neurons_are_those_of_least_weight(model, tmp_path):
+    ids = batches(1)[0]
+    blocks = model.encoder.layers
+    with torch.no_grad():
+        blocks[1].ffn.up.weight[5] = 0.0   # neuron 5 of layer 1 contributes nothing
+        blocks[2].ffn.down.weight[:, 7] = 0.0
+        up, down = blocks[0].ffn.up.weight, blocks[0].ffn.down.weight
+        j = 11
+        by_hand = up[j].pow(2).sum().sqrt() * down[:, j].pow(2).sum().sqrt()
+    scores = neuron_magnitudes(model)
+    assert scores.shape == (LAYERS, 96)
+    torch.testing.assert_close(scores[0, j], by_hand)
+    assert scores[1, 5] == 0 and scores[2, 7] == 0
+    # every layer loses its weakest neurons; with the lost ones silenced, the output is unchanged
+    small = prune_ffn(model, 90)
+    assert small.config.text.intermediate_size == 90
+    assert small.num_parameters() == model.num_parameters() - LAYERS * 6 * (2 * WIDTH + 1)
+    dropped = [scores[layer].argsort()[:6] for layer in range(LAYERS)]
+    assert 5 in dropped[1].tolist() and 7 in dropped[2].tolist()
+    with torch.no_grad():
+        for block, lost in zip(model.encoder.layers, dropped):
+            block.ffn.down.weight[:, lost] = 0.0
+        torch.testing.assert_close(small(ids).last_hidden, model(ids).last_hidden, rtol=0, atol=1e-5)
+    small.save_pretrained(tmp_path / "narrow")
+    again = babelzoo.from_pretrained(tmp_path / "narrow").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(again(ids).last_hidden, small(ids).last_hidden, rtol=0, atol=0)
+    # explicit scores choose the neurons: keep 0..9 of every layer
+    first = prune_ffn(model, 10, scores=-torch.arange(96.0).expand(LAYERS, 96))
+    assert torch.equal(first.encoder.layers[2].ffn.up.weight, model.encoder.layers[2].ffn.up.weight[:10])
+    assert torch.equal(first.encoder.layers[2].ffn.down.weight, model.encoder.layers[2].ffn.down.weight[:, :10])
+
+
 def test_layerdrop_skips_layers_at_its_rate_in_training_only(model):
     dropping = babelzoo.create_model("xlmr_tiny", vocab_size=200, num_layers=4, layerdrop=0.3)
     calls = []
@@ -130,6 +163,12 @@ def test_pruning_refuses_what_does_not_exist(model):
         prune_heads(model, {0: [0, 1, 2, 3]})
     with pytest.raises(InputError, match="distinct ascending layers"):
         prune_layers(model, [2, 0])
+    with pytest.raises(InputError, match=r"size must be an integer in 1..96 \(the model's intermediate_size\), got 97"):
+        prune_ffn(model, 97)
+    with pytest.raises(InputError, match=r"got 0"):
+        prune_ffn(model, 0)
+    with pytest.raises(InputError, match=r"scores must be \[3, 96\] \(layers, neurons\), got \[3, 95\]"):
+        prune_ffn(model, 10, scores=torch.zeros(3, 95))
     with pytest.raises(InputError, match="Transformer-family"):
         prune_heads(babelzoo.create_model("bilstm_tiny"), {0: [0]})
     with pytest.raises(babelzoo.zoo.config.ConfigError, match="layer_heads"):

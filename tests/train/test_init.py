@@ -84,6 +84,18 @@ def test_changing_init_on_resume_is_refused(tmp_path, teacher_dir, capsys):
     assert "init.layers" in capsys.readouterr().err
 
 
+def test_a_narrow_student_keeps_the_teachers_strongest_neurons(tmp_path, teacher_dir):
+    from babelzoo.compression import prune_ffn, prune_layers
+    from babelzoo.zoo.pretrained import from_pretrained
+
+    path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(teacher_dir[1]), "layers": [0, 2],
+                                                  "intermediate_size": 40})
+    model, _, _, _ = build_run(load_recipe(path), path)
+    expected = prune_ffn(prune_layers(from_pretrained(teacher_dir[1]), [0, 2]), 40).state_dict()
+    assert model.config.text.intermediate_size == 40 and model.config.text.num_layers == 2
+    assert all(torch.equal(value, expected[key]) for key, value in model.state_dict().items())
+
+
 def test_frozen_parameters_keep_their_initial_values_through_training_and_resume(tmp_path, teacher_dir):
     from babelzoo.zoo.pretrained import from_pretrained
 
@@ -108,6 +120,8 @@ def test_frozen_parameters_keep_their_initial_values_through_training_and_resume
     ({"pretrained": "DIR", "layers": [0, 9]}, "init.layers",
      r" init.layers: prune_layers: keep must list distinct ascending layers of 0..3, got \[0, 9\]"),
     ({"pretrained": "DIR", "layers": "two"}, "init.layers", r" init.layers='two' must be a list of integers"),
+    ({"pretrained": "DIR", "intermediate_size": 65}, "init.intermediate_size",
+     r" init.intermediate_size: prune_ffn: size must be an integer in 1..64"),
     ({"pretrained": "DIR", "from": "x"}, "init.from", r" init.from: unknown init key 'from'"),
     ({"pretrained": False}, "init.pretrained", r" init.pretrained=False starts from nothing"),
 ])
