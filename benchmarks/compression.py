@@ -8,7 +8,7 @@ by importance (``head_importance``, Michel et al. 2019, from an InfoNCE translat
 on catalog training pairs, then ``lowest_heads`` + ``prune_heads``); dynamic int8 (``quantize``:
 every encoder linear, with the feed-forward output layers kept in fp32, and with SmoothQuant
 calibrated on the trimming text); combinations; and a
-distilled student when ``--student`` names its checkpoint (``babelzoo pretrain --config
+distilled student for each checkpoint ``--student`` names (``babelzoo pretrain --config
 distill_e5_small_4l``). ``--variants`` runs only the named variants; ``--heldout-langs`` adds Tatoeba
 languages that no variant was distilled or trimmed on, reported beside the benchmark languages and
 kept out of their mean.
@@ -33,6 +33,7 @@ selected on English only). A PNG plots Tatoeba accuracy against speed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -201,9 +202,20 @@ def variants(e5, args) -> dict[str, Callable[[], Any]]:
         "trimmed + int8": lambda: quantize(trimmed(), "int8"),
         "trimmed + pruned 25% + int8": lambda: quantize(pruned(0.25, trimmed()), "int8"),
     }
-    if args.student:
-        out["distilled student"] = lambda: babelzoo.from_pretrained(args.student)
+    for path in args.student:
+        out[student_name(path)] = lambda path=path: babelzoo.from_pretrained(path)
     return out
+
+
+def student_name(path: Path) -> str:
+    """``distilled student (4 layers, FFN 1024)``, from the checkpoint's config."""
+    text = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))["text"]
+    return f"distilled student ({text['num_layers']} layers, FFN {text['intermediate_size']})"
+
+
+def selected(name: str, wanted: Optional[Sequence[str]]) -> bool:
+    """Is variant ``name`` among ``wanted`` (None: all)? ``distilled student`` names every student."""
+    return not wanted or any(name == w or name.startswith(w + " (") for w in wanted)
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -261,7 +273,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--limit", type=int, default=1000, help="Tatoeba pairs per language")
     parser.add_argument("--speed-sentences", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--student", type=Path, default=None, help="checkpoint of a distilled student")
+    parser.add_argument("--student", type=Path, nargs="*", default=[], help="checkpoints of distilled students")
     parser.add_argument("--variants", nargs="*", default=None, help="run only these (default: all)")
     parser.add_argument("--heldout-langs", nargs="*", default=[], metavar="CODE",
                         help="Tatoeba codes reported apart from the benchmark languages (e.g. ara cmn jpn tur)")
@@ -273,7 +285,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sentences = [pool_sentences[i] for i in rng.permutation(len(pool_sentences))[:args.speed_sentences]]
     models, rows = {}, []
     for name, build in variants(e5, args).items():
-        if args.variants and name not in args.variants:
+        if not selected(name, args.variants):
             continue
         t = time.perf_counter()
         model = build().eval()
