@@ -9,7 +9,7 @@ on catalog training pairs, then ``lowest_heads`` + ``prune_heads``); dynamic int
 every encoder linear, with the feed-forward output layers kept in fp32, and with SmoothQuant
 calibrated on the trimming text); combinations; and a
 distilled student for each checkpoint ``--student`` names (``babelzoo pretrain --config
-distill_e5_small_4l``). ``--variants`` runs only the named variants; ``--heldout-langs`` adds Tatoeba
+distill_e5_small``), fp32 and with SmoothQuant int8 (the α chosen for e5). ``--variants`` runs only the named variants; ``--heldout-langs`` adds Tatoeba
 languages that no variant was distilled or trimmed on, reported beside the benchmark languages and
 kept out of their mean.
 
@@ -25,9 +25,9 @@ selected on English only). A PNG plots Tatoeba accuracy against speed.
 
     python benchmarks/compression.py --data-dir ../shared/data --out benchmarks/results/compression.json
     python benchmarks/compression.py --data-dir ../shared/data --limit 300 \
-        --student runs/distill_e5_small_4l/checkpoints/step-00000200 \
+        --student runs/distill_e5_small/checkpoints/step-00002000 \
         --variants "e5-small fp32" "distilled student" --heldout-langs ara cmn jpn tur \
-        --out benchmarks/results/compression_student.json
+        --out benchmarks/results/compression_student_6l.json
 """
 
 from __future__ import annotations
@@ -203,7 +203,10 @@ def variants(e5, args) -> dict[str, Callable[[], Any]]:
         "trimmed + pruned 25% + int8": lambda: quantize(pruned(0.25, trimmed()), "int8"),
     }
     for path in args.student:
-        out[student_name(path)] = lambda path=path: babelzoo.from_pretrained(path)
+        name = student_name(path)
+        out[name] = lambda path=path: babelzoo.from_pretrained(path)
+        out[f"{name} + int8 SmoothQuant α={SMOOTH_ALPHA}"] = lambda path=path: quantize(
+            babelzoo.from_pretrained(path), "int8", calibration=calibration_texts(args), alpha=SMOOTH_ALPHA)
     return out
 
 
