@@ -7,11 +7,11 @@ e5's ``"query: "`` prefix; never the evaluation text); 25 % and 50 % of the atte
 by importance (``head_importance``, Michel et al. 2019, from an InfoNCE translation-ranking loss
 on catalog training pairs, then ``lowest_heads`` + ``prune_heads``); dynamic int8 (``quantize``:
 every encoder linear, with the feed-forward output layers kept in fp32, and with SmoothQuant
-calibrated on the trimming text); combinations; and a
-distilled student for each checkpoint ``--student`` names (``babelzoo pretrain --config
-distill_e5_small``), fp32 and with SmoothQuant int8 (the α chosen for e5). ``--variants`` runs only the named variants; ``--heldout-langs`` adds Tatoeba
-languages that no variant was distilled or trimmed on, reported beside the benchmark languages and
-kept out of their mean.
+calibrated on the trimming text); combinations; and a distilled student for each checkpoint
+``--student`` names (``babelzoo pretrain --config distill_e5_small``), fp32 and with SmoothQuant
+int8 (the α chosen for e5). ``--variants`` runs only the named variants; ``--heldout-langs`` adds
+Tatoeba languages that no variant was distilled or trimmed on, reported beside the benchmark
+languages and kept out of their mean.
 
 Each variant, in one run: parameters (the weights it stores, quantized ones counted as
 parameters), checkpoint MB (``model.safetensors`` written by ``save_pretrained``), CPU inference
