@@ -122,3 +122,39 @@ def test_embeddings_run_on_the_packed_tokens(name, monkeypatch):
     packed = model(ids, attention_mask=mask, unpad=True, **extra)
     assert shapes == [(1, 14)]
     torch.testing.assert_close(packed.last_hidden[mask.bool()], padded.last_hidden[mask.bool()], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [None, 1.0])
+def test_short_segments_attend_by_two_products_equal_to_the_formula(scale):
+    """fp32 segments up to SHORT_SEGMENT tokens attend through two batched products: equal to
+    softmax(q·kᵀ·s)·v written out in float64, and to SDPA to float32 rounding."""
+    from babelzoo.zoo.layers.attention import _short_attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 4, 7, 16, generator=g) for _ in range(3))
+    s = 1 / 16 ** 0.5 if scale is None else scale
+    expected = torch.softmax(q.double() @ k.double().transpose(-1, -2) * s, dim=-1) @ v.double()
+    got = _short_attention(q, k, v, scale)
+    assert got.shape == (3, 4, 7, 16) and got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), expected, rtol=0, atol=2e-6)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale)
+    torch.testing.assert_close(got, sdpa, rtol=0, atol=2e-6)
+
+
+def test_fp32_unpadded_pass_takes_the_short_path_below_the_threshold_only(monkeypatch):
+    """A float32 batch: runs up to SHORT_SEGMENT tokens go through the two products, longer ones
+    through SDPA, and the states equal the padded pass's to float32 rounding."""
+    from babelzoo.zoo.layers import attention
+
+    short, sdpa = [], []
+    real_short, real_attend = attention._short_attention, attention.attend
+    monkeypatch.setattr(attention, "_short_attention", lambda q, *a: short.append(q.shape[2]) or real_short(q, *a))
+    monkeypatch.setattr(attention, "attend", lambda q, *a, **k: sdpa.append(q.shape[2]) or real_attend(q, *a, **k))
+    model = babelzoo.create_model("xlmr_tiny", num_layers=1, max_positions=128).eval()
+    n = attention.SHORT_SEGMENT
+    ids, mask = batch((n + 1, n, 5))
+    with torch.no_grad():
+        packed = model(ids, attention_mask=mask, unpad=True).last_hidden
+        assert short == [n, 5] and sdpa == [n + 1]
+        padded = model(ids, attention_mask=mask).last_hidden
+    torch.testing.assert_close(packed[mask.bool()], padded[mask.bool()], rtol=0, atol=1e-5)

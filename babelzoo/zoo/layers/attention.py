@@ -212,9 +212,29 @@ class SelfAttention(nn.Module):
                 rows = slice(run.first, run.first + run.rows)
                 cos, sin = (t[rows if t.shape[0] > 1 else slice(0, 1), :, :run.length] for t in rotary)
                 q, k = apply_rotary(q, (cos, sin)), apply_rotary(k, (cos, sin))
-            context[tokens] = attend(q, k, v, dropout=dropout, scale=self.scale).transpose(1, 2).reshape(
-                -1, self.num_heads, self.head_dim)
+            if not dropout and q.device.type == "cpu" and q.dtype == torch.float32 and run.length <= SHORT_SEGMENT:
+                out = _short_attention(q, k, v, self.scale)
+            else:
+                out = attend(q, k, v, dropout=dropout, scale=self.scale)
+            context[tokens] = out.transpose(1, 2).reshape(-1, self.num_heads, self.head_dim)
         return context.view(-1, self.inner)
+
+
+#: Segments up to this length attend through :func:`_short_attention` on the CPU (fp32, no
+#: dropout): for short sequences its two batched products beat SDPA's flash kernel, whose
+#: blocking is sized for long ones (on 2 cores, 8 rows × 17 tokens × 12 heads: 0.30 ms
+#: against 0.36 ms; 16 × 12: 0.38 against 0.70; equal near 80 tokens).
+SHORT_SEGMENT = 64
+
+
+def _short_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: Optional[float]) -> torch.Tensor:
+    """softmax(q·kᵀ·scale)·v over [B, H, n, D] without a mask, as two batched matrix products
+    (the scale applied inside the first); equal to SDPA up to rounding."""
+    rows, heads, n, d = q.shape
+    q, k, v = (t.reshape(rows * heads, n, d) for t in (q, k, v))
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    scores = torch.baddbmm(q.new_empty(()), q, k.transpose(1, 2), beta=0, alpha=scale)
+    return torch.bmm(scores.softmax(dim=-1), v).view(rows, heads, n, d)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,14 @@ class FeedForward(nn.Module):
         self.down = nn.Linear(intermediate_size, hidden_size, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(self.dropout(self.act(self.up(x))))
+        h = self.up(x)
+        if isinstance(self.act, nn.GELU) and not torch.is_grad_enabled():
+            # Without autograd nothing else reads up(x): GELU in place spares a [N, 4H]
+            # buffer and a third of the activation's time on the CPU. Same values.
+            h = torch.ops.aten.gelu_(h, approximate=self.act.approximate)
+        else:
+            h = self.act(h)
+        return self.down(self.dropout(h))
 
 
 class GatedFeedForward(nn.Module):
