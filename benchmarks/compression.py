@@ -24,10 +24,15 @@ and SIB-200 zero-shot accuracy of a logistic-regression probe on frozen vectors 
 selected on English only). A PNG plots Tatoeba accuracy against speed.
 
     python benchmarks/compression.py --data-dir ../shared/data --out benchmarks/results/compression.json
-    python benchmarks/compression.py --data-dir ../shared/data --limit 300 \
-        --student runs/distill_e5_small/checkpoints/step-00002000 \
+    python benchmarks/compression.py --data-dir ../shared/data --limit 300 --repeats 5 \
+        --student runs/distill_e5_small/checkpoints/step-00002000 runs/d6_ffn1280 runs/d6_ffn1024 \
+                  runs/distill_e5_small_l0_1_10_11/checkpoints/step-00002000 \
         --variants "e5-small fp32" "distilled student" --heldout-langs ara cmn jpn tur \
-        --out benchmarks/results/compression_student_6l.json
+        --out benchmarks/results/compression_students.json
+
+(``runs/d6_ffn*``: ``prune_ffn`` of the 6-layer student to 1,280 and 1,024 neurons a layer,
+saved with ``save_pretrained``; the 4-layer student is ``distill_e5_small`` with
+``--set "init.layers=[0, 1, 10, 11]"``.)
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from babelzoo.evaluation.tasks import TaskContext, load_tasks  # noqa: E402
 from babelzoo.sources.embedded import aligned, embedded_corpus, split_rows  # noqa: E402
 from babelzoo.zoo.pretrained import WEIGHTS_NAME  # noqa: E402
 from benchmarks._results import write_results  # noqa: E402
+from benchmarks._speed.common import machine  # noqa: E402
 
 E5 = "multilingual_e5_small"
 PREFIX = "query: "
@@ -310,7 +316,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         row.update(rates[row["variant"]])
     report = {"model": E5, "languages": {k: list(v) for k, v in LANGS.items()},
               "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-              "threads": torch.get_num_threads(), "variants": rows,
+              "threads": torch.get_num_threads(), "machine": machine(torch.device("cpu")), "variants": rows,
               "protocol": {"speed": f"BabelEncoder, {len(sentences)} Tatoeba sentences, batch 64 sorted by length, "
                                     f"median of {args.repeats} interleaved repeats",
                            "tatoeba": f"accuracy@1, mean of en→X and X→en, {args.limit} pairs per language",

@@ -17,6 +17,7 @@ from torch import nn
 from ..datasets.specials import SpecialIds
 from ..zoo.config import ConfigError
 from ..zoo.layers import POOLINGS
+from ..zoo.model import BabelModel
 from .base import Objective
 from .batching import check_vocab, encoder_inputs, language_index, languages_known, pad, truncate, unwrap
 from .examples import ExampleError, as_pair, require_nonempty
@@ -76,8 +77,12 @@ class DualEncoderObjective(Objective):
         return vectors[:half], vectors[half:]
 
     def sentence_vectors(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The pooled vector [N, H] of every row of ``batch``."""
-        out = model(**encoder_inputs(model, batch, self.use_language_ids), output_hidden_states=self.layer is not None)
+        """The pooled vector [N, H] of every row of ``batch``. A :class:`~babelzoo.zoo.model.BabelModel`
+        runs unpadded (``unpad=True``): the two sides of a batch differ in length, and the pass then
+        pays for real tokens only, with the padded pass's vectors and gradients."""
+        extra = {"unpad": True} if isinstance(unwrap(model), BabelModel) else {}
+        out = model(**encoder_inputs(model, batch, self.use_language_ids), output_hidden_states=self.layer is not None,
+                    **extra)
         if self.layer is None:
             hidden = out.last_hidden
         else:

@@ -31,10 +31,14 @@ DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 SIDES = ("babelzoo", "transformers")
 
 def machine(device: torch.device) -> dict[str, Any]:
-    import transformers
-
+    """Versions, threads and the CPU (and GPU) a benchmark ran on."""
+    try:
+        import transformers
+        peer = transformers.__version__
+    except ImportError:
+        peer = None
     info = {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "threads": torch.get_num_threads(),
+            "transformers": peer, "threads": torch.get_num_threads(),
             "cpus": os.cpu_count(), "platform": platform.platform()}
     try:
         info["cpu"] = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")

@@ -94,3 +94,33 @@ def test_xlco_uses_the_chosen_layer():
     assert float(loss.value.detach()) == pytest.approx(hand_info_nce(src.tolist(), tgt.tolist(), 0.25, 0), rel=1e-4)
     with pytest.raises(ValueError, match="layer=5"):
         XLCo(S, layer=5)(model, objective.prepare(PAIRS))
+
+
+def test_both_sides_are_encoded_on_their_real_tokens_with_the_padded_pass_gradients(monkeypatch):
+    """The dual encoder's one call runs unpadded: the embeddings see the 25 real tokens of the six
+    rows ([1, 25], not [6, 6]), and loss and gradients equal those of a padded pass."""
+    from babelzoo.zoo.model import BabelModel
+
+    torch.manual_seed(0)
+    model = babelzoo.create_model("xlm_tiny", vocab_size=64, dropout=0.0, attention_dropout=0.0).double()
+    objective = TranslationRanking(S, margin=0.3, scale=5.0)
+    batch = objective.prepare(PAIRS)
+    shapes = []
+    real_forward = type(model.embeddings).forward
+    monkeypatch.setattr(type(model.embeddings), "forward",
+                        lambda self, ids, *a, **k: shapes.append(tuple(ids.shape)) or real_forward(self, ids, *a, **k))
+    runs = {}
+    for unpad in (True, False):
+        shapes.clear()
+        model.zero_grad()
+        if not unpad:  # the same objective on a model that ignores unpad=True
+            padded_forward = BabelModel.forward
+            monkeypatch.setattr(BabelModel, "forward", lambda self, *a, unpad=False, **k: padded_forward(self, *a, **k))
+        loss = objective(model, batch).value
+        loss.backward()
+        runs[unpad] = (float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None},
+                       list(shapes))
+    assert runs[True][2] == [(1, 25)] and runs[False][2] == [(6, 6)]
+    assert runs[True][0] == pytest.approx(runs[False][0], rel=1e-12)
+    for name, grad in runs[False][1].items():
+        torch.testing.assert_close(runs[True][1][name], grad, rtol=0, atol=1e-10, msg=name)
