@@ -45,6 +45,12 @@ def machine(device: torch.device) -> dict[str, Any]:
                            if line.startswith("model name"))
     except (OSError, StopIteration):
         info["cpu"] = platform.processor()
+    info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()  # the vector ISA ATen dispatches to
+    try:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+        info["int8_dot_product"] = "avx512_vnni" in flags or "avx_vnni" in flags  # exact int8 sums (VNNI)
+    except (OSError, StopIteration):
+        pass
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info

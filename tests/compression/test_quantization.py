@@ -4,6 +4,10 @@ fp32 originals, and the save/load round trip with its quantization.json."""
 from __future__ import annotations
 
 import json
+import os
+import platform
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -13,7 +17,7 @@ import babelzoo
 from babelzoo.compression import prune_layers, quantize
 from babelzoo.errors import InputError
 from babelzoo.evaluation.encoders import BabelEncoder
-from babelzoo.zoo.layers.quantized import GROUP, Int8Linear, WeightOnlyLinear
+from babelzoo.zoo.layers.quantized import GROUP, Int8Linear, WeightOnlyLinear, full_range_activations
 from babelzoo.zoo.pretrained import CheckpointError
 
 
@@ -35,10 +39,56 @@ def test_int8_layer_computes_the_dequantized_product_up_to_activation_rounding()
     reference = nn.functional.linear(x, layer.weight, linear.bias)  # exact weights after rounding
     out = layer(x)
     assert out.shape == (5, 7, 48)
-    # activations in 7 bits over their range: error ~ range/127 per input, summed over 64 inputs
+    # activations in 7 (or 8) bits over their range: error ~ range/127 per input, summed over 64 inputs
     error = (out - reference).abs().max() / reference.abs().max()
     assert error < 0.02
     assert (out - linear(x)).abs().max() / linear(x).abs().max() < 0.03
+
+
+SATURATING_PRODUCT = """
+import torch
+from torch import nn
+from babelzoo.zoo.layers.quantized import Int8Linear, full_range_activations
+linear = nn.Linear(64, 3)
+with torch.no_grad():
+    linear.weight.fill_(0.3)
+    linear.bias.copy_(torch.tensor([0.0, 1.0, -2.0]))
+# every activation quantizes to 255 and every weight to 127: pairs of products exceed 16 bits
+out = Int8Linear.from_linear(linear)(torch.full((2, 64), 1.5))
+print(full_range_activations(), *out.flatten().tolist())
+"""
+
+
+def _saturating_product(env=None) -> tuple[bool, list[float]]:
+    run = subprocess.run([sys.executable, "-c", SATURATING_PRODUCT], capture_output=True, text=True, check=True,
+                         env={**os.environ, **(env or {})})
+    full, *values = run.stdout.split()
+    return full == "True", [float(v) for v in values]
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 int8 kernels")
+def test_int8_activations_never_overflow_the_kernels_sums():
+    expected = pytest.approx([64 * 1.5 * 0.3 + b for b in (0.0, 1.0, -2.0)] * 2, rel=1e-4)
+    full, values = _saturating_product()
+    assert values == expected and full == full_range_activations()
+    # fbgemm forced onto its AVX2 kernels (16-bit pair sums, as on CPUs without VNNI): 7-bit
+    # activations, still the exact product
+    full, values = _saturating_product({"FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"})
+    assert values == expected and not full
+
+
+@pytest.mark.skipif(not full_range_activations(), reason="this CPU's int8 sums are 16-bit: 7-bit activations")
+def test_int8_activations_use_eight_bits_where_the_sums_are_exact():
+    torch.manual_seed(1)
+    linear = nn.Linear(256, 128)
+    layer = Int8Linear.from_linear(linear)
+    x = torch.randn(64, 256)
+    reference = nn.functional.linear(x, layer.weight, linear.bias)
+    eight_bits = layer(x)
+    seven_bits = torch.ops.quantized.linear_dynamic(x, layer._packed, True)
+    error = lambda out: float((out - reference).norm() / reference.norm())  # noqa: E731
+    # rounding error ∝ the activation step: range/255 against range/127
+    assert error(eight_bits) < 0.6 * error(seven_bits)
 
 
 def test_four_bit_weights_pack_two_per_byte_in_groups_and_round_trip_exactly():

@@ -3,6 +3,8 @@
 * ``int8`` (:class:`Int8Linear`): weights in int8 per output channel, activations quantized per
   call (dynamic quantization, Jacob et al. 2018; Zafrir et al. 2019, "Q8BERT"), the matrix
   product in int8 by PyTorch's quantized CPU kernels (fbgemm/onednn). For CPU inference.
+  Activations take 8 bits where the CPU sums int8 products exactly (VNNI), 7 elsewhere
+  (:func:`full_range_activations`), so one checkpoint gives slightly closer vectors on VNNI.
 * ``int8_weight`` / ``int4_weight`` (:class:`WeightOnlyLinear`): weights stored in 8 or 4 bits
   (4-bit in groups of 32 input columns, two values per byte), dequantized to the input's dtype
   for the product. A memory saving on any device, not a CPU speed-up.
@@ -17,6 +19,7 @@ checkpoint's ``quantization.json`` before loading its weights.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Iterable, Optional
 
@@ -45,6 +48,27 @@ def _filled(layer: nn.Module, stored: torch.Tensor, q: torch.Tensor, scale: torc
     if linear.bias is not None:
         layer.bias.data.copy_(linear.bias.detach().float())
     return layer
+
+
+def full_range_activations() -> bool:
+    """Whether this CPU's int8 kernel sums u8·s8 products exactly, so activations can use all 8
+    bits. x86 without VNNI pairs the products in saturating 16-bit sums (255·127·2 > 2¹⁵), and
+    there activations keep 7 bits (``reduce_range``); VNNI (and ARM) accumulate in 32 bits. Decided
+    once per process and quantized engine by a product that saturates where the sums are 16-bit."""
+    return _sums_exactly(torch.backends.quantized.engine)
+
+
+@functools.lru_cache(maxsize=None)
+def _sums_exactly(engine: str) -> bool:
+    columns = 64
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        weight = torch._make_per_channel_quantized_tensor(
+            torch.full((1, columns), 127, dtype=torch.int8), torch.full((1,), 1 / 127, dtype=torch.double),
+            torch.zeros(1, dtype=torch.long), 0)
+        packed = torch.ops.quantized.linear_prepack(weight, None)
+    out = torch.ops.quantized.linear_dynamic(torch.ones(1, columns), packed, False)
+    return abs(out.item() - columns) < 1e-3 * columns
 
 
 class Int8Linear(nn.Module):
@@ -101,8 +125,7 @@ class Int8Linear(nn.Module):
         x = x.float()
         if self.input_scale is not None:
             x = x / self.input_scale
-        # x86 kernels accumulate u8·s8 pairs in 16 bits: activations use 7 bits (reduce_range)
-        out = torch.ops.quantized.linear_dynamic(x.contiguous(), self._packed, True)
+        out = torch.ops.quantized.linear_dynamic(x.contiguous(), self._packed, not full_range_activations())
         return out.to(dtype)
 
     def extra_repr(self) -> str:
