@@ -69,6 +69,7 @@ PREFIX = "query: "
 # SmoothQuant's migration strength, chosen on SIB-200 dev sentences (en, de, fr, es, ru) by the
 # cosine of int8 vectors to fp32 ones: α 0.3 / 0.5 / 0.7 / 0.8 gave mean 0.890 / 0.973 / 0.9975 / 0.9983
 SMOOTH_ALPHA = 0.8
+STUDENTS = "distilled student"  # the --variants name of every --student checkpoint
 # benchmark language: (catalog code, Tatoeba code, SIB-200 code)
 LANGS = {"de": ("deu", "deu_Latn"), "fr": ("fra", "fra_Latn"), "es": ("spa", "spa_Latn"),
          "ru": ("rus", "rus_Cyrl")}
@@ -208,23 +209,29 @@ def variants(e5, args) -> dict[str, Callable[[], Any]]:
         "trimmed + int8": lambda: quantize(trimmed(), "int8"),
         "trimmed + pruned 25% + int8": lambda: quantize(pruned(0.25, trimmed()), "int8"),
     }
+    def student(path: Path):
+        if path not in cache:
+            cache[path] = babelzoo.from_pretrained(path)
+        return cache[path]
+
     for path in args.student:
         name = student_name(path)
-        out[name] = lambda path=path: babelzoo.from_pretrained(path)
+        out[name] = lambda path=path: student(path)
         out[f"{name} + int8 SmoothQuant α={SMOOTH_ALPHA}"] = lambda path=path: quantize(
-            babelzoo.from_pretrained(path), "int8", calibration=calibration_texts(args), alpha=SMOOTH_ALPHA)
+            student(path), "int8", calibration=calibration_texts(args), alpha=SMOOTH_ALPHA)
     return out
 
 
 def student_name(path: Path) -> str:
     """``distilled student (4 layers, FFN 1024)``, from the checkpoint's config."""
     text = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))["text"]
-    return f"distilled student ({text['num_layers']} layers, FFN {text['intermediate_size']})"
+    return f"{STUDENTS} ({text['num_layers']} layers, FFN {text['intermediate_size']})"
 
 
 def selected(name: str, wanted: Optional[Sequence[str]]) -> bool:
-    """Is variant ``name`` among ``wanted`` (None: all)? ``distilled student`` names every student."""
-    return not wanted or any(name == w or name.startswith(w + " (") for w in wanted)
+    """Is variant ``name`` among ``wanted`` (None: all)? ``distilled student`` names every student
+    and its quantized variants."""
+    return not wanted or any(name == w or (w == STUDENTS and name.startswith(w + " (")) for w in wanted)
 
 
 def markdown(report: dict[str, Any]) -> str:
