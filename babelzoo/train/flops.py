@@ -10,6 +10,8 @@ so MFU compares like with like on any machine.
 
 from __future__ import annotations
 
+import math
+
 import time
 from typing import Any, Callable, Optional
 
@@ -67,13 +69,26 @@ def _cpu_attention_formulas() -> dict:
             aten._scaled_dot_product_flash_attention_for_cpu_backward: backward}
 
 
+def _onednn_linear_formula() -> dict:
+    """The oneDNN linear that :class:`~babelzoo.zoo.layers.linear.Linear` may run for fp32 CPU
+    inference: 2·(rows of x)·in·out, as ``addmm``."""
+    if not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        return {}
+
+    def forward(x_shape, weight_shape, *args, out_shape=None, **kwargs) -> int:
+        return 2 * math.prod(x_shape) * weight_shape[0]
+
+    return {torch.ops.mkldnn._linear_pointwise: forward}
+
+
 def count_flops(fn: Callable[[], Any]) -> int:
     """FLOPs that ``fn`` actually runs (matmuls, attention, convolutions; forward and any
-    backward it triggers), counted by ``torch.utils.flop_counter``. Fused RNN kernels are not
+    backward it triggers), counted by ``torch.utils.flop_counter`` (with formulas for the CPU
+    flash-attention and oneDNN linear kernels it lacks). Fused RNN kernels are not
     counted (their matmuls happen inside one opaque op)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    counter = FlopCounterMode(display=False, custom_mapping=_cpu_attention_formulas())
+    counter = FlopCounterMode(display=False, custom_mapping={**_cpu_attention_formulas(), **_onednn_linear_formula()})
     with counter:
         fn()
     return int(counter.get_total_flops())

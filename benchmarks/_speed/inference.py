@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from babelzoo.evaluation.encoders import BabelEncoder
+from babelzoo.zoo.layers.linear import cpu_gemm
 
 from .common import DTYPES, autocast, build_pair, load_average, median, paired_ratio, timed
 
@@ -45,19 +46,26 @@ def inference_section(rows: list[list[int]], tok, dtypes: list[str], args, devic
     pad = tok.specials.pad
     by_length = sorted(range(len(rows)), key=lambda i: len(rows[i]))
     real = sum(len(r) for r in rows)
+    def aten_gemm():
+        with cpu_gemm("aten"):
+            return encoder.encode_ids(rows), None
+
     sides = {
         "babelzoo": lambda: (encoder.encode_ids(rows), None),
         "babelzoo_padded": lambda: (padded_encoder.encode_ids(rows), None),
         "transformers": lambda: hf_encode(hf.bert, rows, args.infer_batch, pad, device),
         "transformers_sorted": lambda: hf_encode(hf.bert, rows, args.infer_batch, pad, device, by_length),
     }
+    if device.type == "cpu":  # babelzoo on the matrix product transformers uses: the unpadding alone
+        sides["babelzoo_aten"] = aten_gemm
     ours_padded = sum(len(by_length[i:i + args.infer_batch]) * max(len(rows[j]) for j in by_length[i:i + args.infer_batch])
                       for i in range(0, len(rows), args.infer_batch))
     result = {"sentences": len(rows), "real_tokens": real, "batch": args.infer_batch, "dtypes": {}}
     for dname in dtypes:
         times: dict[str, list[float]] = {k: [] for k in sides}
         cpu: dict[str, list[float]] = {k: [] for k in sides}
-        vectors, padded = {}, {"babelzoo": real if encoder.unpad else ours_padded, "babelzoo_padded": ours_padded}
+        vectors, padded = {}, {"babelzoo": real if encoder.unpad else ours_padded, "babelzoo_padded": ours_padded,
+                               "babelzoo_aten": real}
         warm = rows[:2 * args.infer_batch]
         with autocast(device, DTYPES[dname]):  # warm-up on a few batches
             encoder.encode_ids(warm)
@@ -86,6 +94,8 @@ def inference_section(rows: list[list[int]], tok, dtypes: list[str], args, devic
         out["ratio"] = paired_ratio(paired, "wall")
         out["ratio_vs_sorted"] = paired_ratio(paired, "wall", theirs="transformers_sorted")
         out["ratio_vs_padded"] = paired_ratio(paired, "wall", theirs="babelzoo_padded")
+        if "babelzoo_aten" in sides:
+            out["ratio_aten_vs_sorted"] = paired_ratio(paired, "wall", ours="babelzoo_aten", theirs="transformers_sorted")
         if device.type == "cpu":
             out["ratio_cpu_time"] = paired_ratio(paired, "cpu")
         out["load_average"] = load_average()

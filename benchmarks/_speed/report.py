@@ -24,6 +24,8 @@ def targets(report: dict) -> list[dict[str, Any]]:
         if dname == "fp32":
             add("inference real tokens/s ratio, fp32, vs transformers in input order", d["ratio"], 2.5)
             add("inference real tokens/s ratio, fp32, vs transformers sorted by length", d["ratio_vs_sorted"], 1.3)
+            if "ratio_aten_vs_sorted" in d:
+                add("the same, babelzoo on ATen's matrix product (as transformers)", d["ratio_aten_vs_sorted"], 1.3)
     for name, r in report.get("memory", {}).items():
         for dname, d in r.items():
             add(f"peak training memory ratio, {name} {dname}", d["ratio"], 1.0, higher=False)
@@ -89,13 +91,18 @@ def markdown(report: dict) -> str:
         lines += ["", f"## Inference (base, {r['sentences']} sentences, {r['real_tokens']} real tokens, "
                       f"batch {r['batch']}, mean-pooled last layer)", "",
                   "babelzoo runs each length-sorted batch on its real tokens only (`BabelEncoder`'s default, "
-                  "`unpad=True`); *babelzoo, padded* is the same encoder with `unpad=False`.", "",
-                  "| dtype | babelzoo real tok/s | babelzoo, padded | transformers | transformers, sorted | ratio "
-                  "| ratio vs sorted | ratio vs babelzoo padded | tokens computed bz / bz padded / hf | max abs Δ "
-                  "(vs hf / vs padded) |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  "`unpad=True`); *babelzoo, padded* is the same encoder with `unpad=False`; *babelzoo, ATen "
+                  "GEMM* is the unpadded encoder with its linear layers on ATen's matrix product, as "
+                  "transformers' (`cpu_gemm(\"aten\")`; by default fp32 CPU inference runs them on oneDNN on "
+                  "AMD processors with AVX-512, where MKL takes its AVX2 path).", "",
+                  "| dtype | babelzoo real tok/s | babelzoo, ATen GEMM | babelzoo, padded | transformers | "
+                  "transformers, sorted | ratio | ratio vs sorted | ratio vs babelzoo padded | tokens computed "
+                  "bz / bz padded / hf | max abs Δ (vs hf / vs padded) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for dname, d in r["dtypes"].items():
+            aten = (f"{d['babelzoo_aten']['real_tokens_per_s']:.0f} ({d['ratio_aten_vs_sorted']:.2f}× sorted)"
+                    if "babelzoo_aten" in d else "–")
             lines.append(
-                f"| {dname} | {d['babelzoo']['real_tokens_per_s']:.0f} | "
+                f"| {dname} | {d['babelzoo']['real_tokens_per_s']:.0f} | {aten} | "
                 f"{d['babelzoo_padded']['real_tokens_per_s']:.0f} | {d['transformers']['real_tokens_per_s']:.0f} | "
                 f"{d['transformers_sorted']['real_tokens_per_s']:.0f} | **{d['ratio']:.2f}×** | "
                 f"**{d['ratio_vs_sorted']:.2f}×** | {d['ratio_vs_padded']:.2f}× | {d['babelzoo']['padded_tokens']} / "

@@ -19,6 +19,7 @@ from torch import nn
 
 from ...errors import InputError
 from .dropout import dropout as drop
+from .linear import Linear
 from .positions import apply_rotary
 
 if TYPE_CHECKING:
@@ -135,8 +136,8 @@ class SelfAttention(nn.Module):
         self.inner = self.num_heads * self.head_dim
         self.dropout = dropout
         self.scale = scale
-        self.qkv = nn.Linear(hidden_size, 3 * self.inner, bias=bias)
-        self.out = nn.Linear(self.inner, hidden_size, bias=bias)
+        self.qkv = Linear(hidden_size, 3 * self.inner, bias=bias)
+        self.out = Linear(self.inner, hidden_size, bias=bias)
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
                 bias: Optional[torch.Tensor] = None,

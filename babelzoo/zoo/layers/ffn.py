@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from .dropout import Dropout
+from .linear import Linear
 
 ACTIVATIONS = {
     "gelu": nn.GELU,
@@ -27,10 +28,10 @@ class FeedForward(nn.Module):
     def __init__(self, hidden_size: int, intermediate_size: int, act: str, bias: bool = True,
                  dropout: float = 0.0):
         super().__init__()
-        self.up = nn.Linear(hidden_size, intermediate_size, bias=bias)
+        self.up = Linear(hidden_size, intermediate_size, bias=bias)
         self.act = activation(act)
         self.dropout = Dropout(dropout)
-        self.down = nn.Linear(intermediate_size, hidden_size, bias=bias)
+        self.down = Linear(intermediate_size, hidden_size, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.up(x)
@@ -51,10 +52,10 @@ class GatedFeedForward(nn.Module):
     def __init__(self, hidden_size: int, intermediate_size: int, act: str, bias: bool = True,
                  dropout: float = 0.0):
         super().__init__()
-        self.up = nn.Linear(hidden_size, 2 * intermediate_size, bias=bias)
+        self.up = Linear(hidden_size, 2 * intermediate_size, bias=bias)
         self.act = activation(act)
         self.dropout = Dropout(dropout)
-        self.down = nn.Linear(intermediate_size, hidden_size, bias=bias)
+        self.down = Linear(intermediate_size, hidden_size, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         value, gate = self.up(x).chunk(2, dim=-1)
