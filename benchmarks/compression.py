@@ -25,14 +25,13 @@ selected on English only). A PNG plots Tatoeba accuracy against speed.
 
     python benchmarks/compression.py --data-dir ../shared/data --out benchmarks/results/compression.json
     python benchmarks/compression.py --data-dir ../shared/data --limit 300 --repeats 5 \
-        --student runs/distill_e5_small/checkpoints/step-00002000 runs/d6_ffn1280 runs/d6_ffn1024 \
-                  runs/distill_e5_small_l0_1_10_11/checkpoints/step-00002000 \
+        --student runs/distill_e5_small/checkpoints/step-00002000 runs/d6_ffn1024 \
         --variants "e5-small fp32" "distilled student" --heldout-langs ara cmn jpn tur \
         --out benchmarks/results/compression_students.json
 
-(``runs/d6_ffn*``: ``prune_ffn`` of the 6-layer student to 1,280 and 1,024 neurons a layer,
-saved with ``save_pretrained``; the 4-layer student is ``distill_e5_small`` with
-``--set "init.layers=[0, 1, 10, 11]"``.)
+(``runs/d6_ffn1024``: ``prune_ffn`` of the 6-layer student to 1,024 neurons a layer, saved with
+``save_pretrained``; ``compression_students_avx2`` also holds a 4-layer student,
+``distill_e5_small`` with ``--set "init.layers=[0, 1, 10, 11]"``.)
 """
 
 from __future__ import annotations
