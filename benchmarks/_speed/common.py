@@ -18,6 +18,8 @@ import torch
 
 from babelzoo.datasets.text import tatoeba_files, tatoeba_languages
 from babelzoo.objectives.mlm import MLM
+from babelzoo.zoo.layers.linear import onednn_preferred
+from babelzoo.zoo.layers.quantized import full_range_activations
 
 CONFIGS = {
     "small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048,
@@ -46,11 +48,8 @@ def machine(device: torch.device) -> dict[str, Any]:
     except (OSError, StopIteration):
         info["cpu"] = platform.processor()
     info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()  # the vector ISA ATen dispatches to
-    try:
-        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
-        info["int8_dot_product"] = "avx512_vnni" in flags or "avx_vnni" in flags  # exact int8 sums (VNNI)
-    except (OSError, StopIteration):
-        pass
+    info["int8_full_range"] = full_range_activations()  # int8 sums exact (VNNI): 8-bit activations
+    info["cpu_gemm_onednn"] = onednn_preferred()  # fp32 inference products on oneDNN by default
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
