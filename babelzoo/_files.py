@@ -1,10 +1,23 @@
-"""Reading the small JSON files babelzoo writes beside weights and data (configs, vocabularies,
-indexes), with errors that name the file and line."""
+"""The files babelzoo writes and reads beside weights and results: small JSON files read with
+errors that name the file and line, files written atomically (a failure leaves the earlier file
+whole), and folders babelzoo owns (replaced only when every entry in them is one babelzoo wrote)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .errors import BabelzooError
+
+OWNED_MARKER = ".babelzoo-files.json"  # in a folder babelzoo wrote: what it wrote there
+
+
+class FolderNotOwned(BabelzooError, RuntimeError):
+    """A folder holds files babelzoo did not write, so babelzoo will not replace or delete it."""
 
 
 def read_json_object(path: Path, error: type[Exception], expected: str = "a JSON object") -> dict:
@@ -17,3 +30,135 @@ def read_json_object(path: Path, error: type[Exception], expected: str = "a JSON
     if not isinstance(data, dict):
         raise error(f"{path}: expected {expected}, found {type(data).__name__}")
     return data
+
+
+# --- atomic files ---------------------------------------------------------------------------------
+def atomic_write(path: str | Path, write: Callable[[str], Any]) -> Path:
+    """Write ``path`` through ``write(tmp_name)`` on a temporary file beside it, synced, then
+    renamed over ``path``: a reader sees the old file or the new one, never a part. On any
+    failure (a full disk, an error in ``write``) the temporary file is removed and ``path`` keeps
+    its earlier content; an ``OSError`` names ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        raise OSError(err.errno, f"cannot write ({err.strerror or err}); the earlier file, if any, is unchanged",
+                      str(path)) from err
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """``text`` (UTF-8) into ``path``, atomically (see :func:`atomic_write`)."""
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    return atomic_write(path, write)
+
+
+def write_json_atomic(path: str | Path, data: Any, indent: int | None = 2, **dump: Any) -> Path:
+    """``data`` as JSON (non-ASCII kept, a final newline) into ``path``, atomically. The text is
+    made before the file is touched, so data JSON cannot encode leaves the earlier file as it was."""
+    text = json.dumps(data, indent=indent, ensure_ascii=False, **dump) + "\n"
+    return write_text_atomic(path, text)
+
+
+# --- folders babelzoo owns ------------------------------------------------------------------------
+def _entries(folder: Path) -> list[str]:
+    """Every file and folder under ``folder``, as POSIX paths relative to it, sorted."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+
+
+def owned_entries(folder: Path) -> set[str] | None:
+    """What babelzoo recorded writing into ``folder``, or None where it recorded nothing."""
+    marker = folder / OWNED_MARKER
+    if not marker.is_file():
+        return None
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    return set(files)
+
+
+def foreign_entries(folder: Path) -> list[str]:
+    """The entries of ``folder`` babelzoo did not write there (all of them in a folder without
+    babelzoo's record), top-level names first."""
+    owned = owned_entries(folder)
+    present = [e for e in _entries(folder) if e != OWNED_MARKER]
+    if owned is None:
+        return present
+    return [e for e in present if e not in owned]
+
+
+def check_replaceable(folder: str | Path, what: str = "model") -> None:
+    """Raise :class:`FolderNotOwned` unless ``folder`` is missing, empty, or holds only what
+    babelzoo wrote there as a whole ``what``; nothing is touched."""
+    folder = Path(folder)
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise FolderNotOwned(f"{folder}: exists and is not a folder; nothing was changed")
+    if not folder.is_dir():
+        return
+    foreign = foreign_entries(folder)
+    if not foreign:
+        return
+    shown = ", ".join(foreign[:6]) + (", ..." if len(foreign) > 6 else "")
+    if owned_entries(folder) is None:
+        raise FolderNotOwned(f"{folder}: not a folder babelzoo wrote as a {what} (it holds {shown}); nothing was "
+                             f"deleted: write the {what} into a new or empty folder")
+    raise FolderNotOwned(f"{folder}: holds files babelzoo did not write there ({shown}); nothing was deleted: move "
+                         f"them out, or write the {what} into a new or empty folder")
+
+
+def record_owned(folder: Path, what: str, extra: Iterable[str] = ()) -> None:
+    """Record in ``folder`` that babelzoo wrote everything now in it (plus ``extra`` names it
+    is about to write), as a ``what``."""
+    entries = sorted({*(e for e in _entries(folder) if e != OWNED_MARKER), *extra})
+    write_json_atomic(folder / OWNED_MARKER, {"written_by": "babelzoo", "what": what, "files": entries}, indent=1)
+
+
+def replace_owned_folder(folder: str | Path, write: Callable[[Path], None], what: str = "model") -> Path:
+    """Write a whole folder: ``write(tmp)`` fills a fresh folder beside ``folder``, which then
+    takes its place, so no file of an earlier ``what`` is left beside the new one and an
+    interrupted write leaves the old one whole. Only a folder that is missing, empty or holds
+    just what babelzoo wrote there is replaced; any other is refused before anything is written
+    (:class:`FolderNotOwned`), untouched."""
+    folder = Path(folder)
+    check_replaceable(folder, what)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    old = None
+    try:
+        write(tmp)
+        record_owned(tmp, what)
+        check_replaceable(folder, what)  # nothing was added while writing
+        if folder.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
+            os.replace(folder, old / folder.name)
+        os.replace(tmp, folder)
+    except BaseException:
+        if old is not None and not folder.exists():
+            os.replace(old / folder.name, folder)  # put the earlier folder back
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return folder
+
+
+def same_or_inside(a: str | Path, b: str | Path) -> bool:
+    """True when the folders ``a`` and ``b`` are the same or one holds the other."""
+    ra, rb = Path(a).resolve(), Path(b).resolve()
+    return ra == rb or ra in rb.parents or rb in ra.parents

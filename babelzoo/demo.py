@@ -24,10 +24,12 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .errors import command
+from .errors import UsageError, command
 
 DEMO_LANGS = ("en", "de", "fr", "es", "ru", "zh-CN", "ja", "ar")
 TATOEBA_OF = {"de": "deu", "fr": "fra", "es": "spa", "ru": "rus", "zh-CN": "cmn", "ja": "jpn", "ar": "ara"}
+DEMO_MARKER = ".babelzoo-demo"  # in a folder the demo made
+DEMO_OUTPUTS = ("train", "model", "leaderboard")  # what --fresh removes, and nothing else
 BLI_OF = {"de": "de", "fr": "fr", "es": "es", "ru": "ru", "zh-CN": "zh-hans", "ja": "ja", "ar": "ar"}
 
 
@@ -48,14 +50,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, default=300, help="evaluation items per language (default 300)")
     parser.add_argument("--peers", nargs="*", default=["muse_v3", "all_minilm_l6_v2"],
                         help="peer models to compare with (default: muse_v3 all_minilm_l6_v2)")
-    parser.add_argument("--fresh", action="store_true", help="start over instead of resuming in --out")
+    parser.add_argument("--fresh", action="store_true",
+                        help="start over instead of resuming in --out (removes the demo's train/, model/ and "
+                             "leaderboard/ there, nothing else)")
     return parser
+
+
+def claim_run_folder(out: Path, fresh: bool) -> None:
+    """Make ``out`` the demo's folder: a new or empty one is marked as the demo's; one the demo
+    marked is resumed, or with ``fresh`` emptied of what the demo writes there (and nothing
+    else); any other folder is refused before anything is written or deleted."""
+    import shutil
+
+    marker = out / DEMO_MARKER
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder")
+    entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if not marker.is_file() and not set(entries) <= set(DEMO_OUTPUTS):  # an older demo's folder holds just those
+        shown = ", ".join(entries[:6]) + (", ..." if len(entries) > 6 else "")
+        raise UsageError(f"--out {out}: not a folder babelzoo demo made (it holds {shown}); nothing was changed: "
+                         "give a new or empty folder")
+    if fresh:
+        for name in DEMO_OUTPUTS:
+            if (out / name).is_dir():
+                shutil.rmtree(out / name)
+    out.mkdir(parents=True, exist_ok=True)
+    marker.write_text("babelzoo demo run folder: train/, model/ and leaderboard/ are the demo's\n", encoding="utf-8")
 
 
 def run(args: argparse.Namespace) -> int:
     """The demo with parsed arguments."""
-
-    import shutil
 
     import torch
 
@@ -68,8 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from .zoo.factory import create_model
 
     start = time.perf_counter()
-    if args.fresh and args.out.exists():
-        shutil.rmtree(args.out)
+    claim_run_folder(args.out, fresh=args.fresh)
     recipe = recipe_path("demo")
     overrides = [f"output_dir={args.out / 'train'}", f"max_steps={args.steps}", f"batch_size={args.batch_size}",
                  f"warmup_steps={min(100, args.steps // 10)}", f"checkpoint_every={max(100, args.steps // 3)}"]

@@ -7,14 +7,15 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from babelzoo._files import write_json_atomic, write_text_atomic
+
 
 def write_results(out: str | Path, report: Any, markdown: str, indent: int = 2) -> Path:
     """Write ``report`` as JSON to ``out`` (UTF-8, non-ASCII kept; objects JSON cannot encode are
     written with ``str``) and ``markdown`` to ``out`` with the suffix ``.md``; return ``out``."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=indent, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(markdown if markdown.endswith("\n") else markdown + "\n", encoding="utf-8")
+    write_json_atomic(out, report, indent=indent, default=str)
+    write_text_atomic(out.with_suffix(".md"), markdown if markdown.endswith("\n") else markdown + "\n")
     return out
 
 

@@ -53,6 +53,7 @@ if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
 import babelzoo  # noqa: E402
+from babelzoo._files import atomic_write  # noqa: E402
 from babelzoo.compression import head_importance, lowest_heads, prune_heads, quantize, trim_vocabulary  # noqa: E402
 from babelzoo.datasets.labelled import read_sib200  # noqa: E402
 from babelzoo.datasets.text import tatoeba_pairs  # noqa: E402
@@ -277,7 +278,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("Tatoeba accuracy@1 (mean, %)")
     ax.set_title("multilingual-e5-small compressed: accuracy against speed")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -15,7 +15,6 @@ leaderboard's own (:mod:`babelzoo.evaluation`), so these are the numbers its row
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
+from babelzoo._files import write_json_atomic  # noqa: E402
 from babelzoo.evaluation.leaderboard import ModelSpec, build_encoder  # noqa: E402
 from babelzoo.evaluation.tasks import Result, TaskContext, load_tasks  # noqa: E402
 
@@ -101,8 +101,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                "metric": "accuracy@1"},
                   "by_language": table, "tatoeba_mean": means, "reference_misses": misses,
                   "results": [r.to_dict() for r in results], "seconds": round(time.time() - start, 1)}
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json_atomic(args.out, report)
     return 1 if misses else 0
 
 

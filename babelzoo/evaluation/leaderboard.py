@@ -7,7 +7,10 @@ reported as skipped."""
 from __future__ import annotations
 
 import json
+import os
 import platform
+import shutil
+import tempfile
 import time
 import traceback
 from collections import defaultdict
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from .._files import atomic_write, write_json_atomic, write_text_atomic
 from ..zoo.config import ConfigError
 from .tasks import Result, TaskContext, TaskIncomplete, TaskSkipped, load_tasks
 
@@ -272,20 +276,52 @@ def per_language_tables(results: Sequence[Result], title: str = "babelzoo leader
 
 def write_outputs(results: Sequence[Result], cells: Sequence[Cell], out_dir: Path, meta: dict[str, Any],
                   title: str = "babelzoo leaderboard") -> dict[str, Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write ``results.json``, ``leaderboard.md``, ``per_language.md`` and one PNG per task into
+    ``out_dir``. Every file is made first in a staging folder; only when all of them are whole
+    do they replace the earlier run's, ``results.json`` last, and the earlier run's plots that
+    this run does not make are removed (only files ``results.json`` says that run wrote). A
+    failure at any point (a full disk) leaves the earlier results as they were."""
     import torch
 
     meta = {**meta, "python": platform.python_version(), "torch": torch.__version__, "machine": platform.machine(),
             "processor": platform.processor() or platform.machine()}
-    payload = {"meta": meta, "results": [r.to_dict() for r in results],
-               "cells": [c.__dict__ for c in cells]}
-    paths = {"results": out_dir / "results.json", "leaderboard": out_dir / "leaderboard.md",
-             "per_language": out_dir / "per_language.md"}
-    paths["results"].write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    paths["leaderboard"].write_text(leaderboard_table(results, cells, title), encoding="utf-8")
-    paths["per_language"].write_text(per_language_tables(results, title), encoding="utf-8")
-    paths.update(write_plots(results, out_dir))
-    return paths
+    out_dir.mkdir(parents=True, exist_ok=True)
+    earlier = _earlier_outputs(out_dir / "results.json")
+    stage = Path(tempfile.mkdtemp(prefix=".leaderboard.", dir=out_dir))
+    try:
+        names = {"leaderboard": "leaderboard.md", "per_language": "per_language.md"}
+        write_text_atomic(stage / names["leaderboard"], leaderboard_table(results, cells, title))
+        write_text_atomic(stage / names["per_language"], per_language_tables(results, title))
+        names.update({key: path.name for key, path in write_plots(results, stage).items()})
+        names["results"] = "results.json"
+        payload = {"meta": meta, "results": [r.to_dict() for r in results], "cells": [c.__dict__ for c in cells],
+                   "files": sorted(names.values())}
+        write_json_atomic(stage / names["results"], payload)
+        for key, name in names.items():
+            if key != "results":
+                os.replace(stage / name, out_dir / name)
+        for name in sorted(earlier - set(names.values())):
+            (out_dir / name).unlink(missing_ok=True)
+        os.replace(stage / "results.json", out_dir / "results.json")
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return {key: out_dir / name for key, name in names.items()}
+
+
+def _earlier_outputs(results_json: Path) -> set[str]:
+    """The plain file names an earlier run wrote beside ``results_json`` (its ``files``; for a
+    run that did not list them, its tasks' plots), never a path outside the folder."""
+    try:
+        earlier = json.loads(results_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(earlier, dict):
+        return set()
+    names = earlier.get("files")
+    if not isinstance(names, list):
+        rows = earlier.get("results") if isinstance(earlier.get("results"), list) else []
+        names = [f"{row['task']}.png" for row in rows if isinstance(row, dict) and isinstance(row.get("task"), str)]
+    return {n for n in names if isinstance(n, str) and n == Path(n).name and n not in ("", ".", "..")}
 
 
 def write_plots(results: Sequence[Result], out_dir: Path) -> dict[str, Path]:
@@ -317,6 +353,6 @@ def write_plots(results: Sequence[Result], out_dir: Path) -> dict[str, Path]:
         ax.legend(fontsize=7)
         fig.tight_layout()
         paths[f"plot_{task}"] = out_dir / f"{task}.png"
-        fig.savefig(paths[f"plot_{task}"], dpi=110)
+        atomic_write(paths[f"plot_{task}"], lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
         plt.close(fig)
     return paths

@@ -8,7 +8,6 @@ Zero-shot transfer by construction: the trainer and its evaluator receive the ``
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from .._files import write_json_atomic
 from ..errors import BabelzooError
 from ..train.config import TrainConfig
 from ..zoo.config import ConfigError, HeadConfig
@@ -163,9 +163,7 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
 
 
 def _write_results(cfg: TrainConfig, result: dict[str, Any]) -> None:
-    out = Path(cfg.output_dir) / RESULTS
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json_atomic(Path(cfg.output_dir) / RESULTS, result)
 
 
 def protocol(cfg: TrainConfig, spec: TaskSpec, selection: str, summary: dict, model) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol
 
-from ..zoo.pretrained import WEIGHTS_NAME, replace_directory
+from ..zoo.pretrained import replace_directory
 from .identity import ResumeMismatch
 
 BEST_DIR = "best"
@@ -70,4 +70,4 @@ def save_best(directory: Path, write: Callable[[Path], None]) -> Path:
     """Write the best model with ``write(tmp_dir)`` into a fresh directory beside ``directory``,
     then swap it in, so that ``directory`` always holds one whole model. Every best model has
     its weights file (a model without a ``ModelConfig``, e.g. a KG embedding, has no config.json)."""
-    return replace_directory(directory, write, marker=WEIGHTS_NAME)
+    return replace_directory(directory, write, what="best model")

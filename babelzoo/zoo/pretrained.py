@@ -9,16 +9,14 @@ naming the file. Nothing is ever partly loaded.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
 import torch
 from torch import nn
 
+from .._files import FolderNotOwned, atomic_write, replace_owned_folder
 from ..datasets.download import download, fetch_directory, is_url, manifest_problem
 from ..errors import BabelzooError, InputError
 from .config import ConfigError, ModelConfig
@@ -71,16 +69,7 @@ class Checkpointed:
 
 
 def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(path, write)
 
 
 def save_weights(state: Mapping[str, torch.Tensor], path: str | Path, metadata: Optional[dict] = None) -> None:
@@ -162,36 +151,16 @@ def find_weights(directory: Path) -> Path:
     raise CheckpointError(f"{directory}: no weights file ({WEIGHTS_NAME} or {', '.join(PICKLE_NAMES)})")
 
 
-def replace_directory(directory: str | Path, write: Callable[[Path], None], marker: str = CONFIG_NAME) -> Path:
+def replace_directory(directory: str | Path, write: Callable[[Path], None], what: str = "model") -> Path:
     """Write a whole model directory: ``write(tmp)`` fills a fresh folder beside ``directory``,
-    which then takes its place, so no file of an earlier model (another tokenizer's files, a
-    stale manifest) is left beside the new one, and an interrupted save leaves the old model
-    whole. A non-empty ``directory`` without a ``config.json`` (``marker``) is not a model
-    directory: it is refused and nothing in it is touched."""
-    directory = Path(directory)
-    if directory.exists() and not directory.is_dir():
-        raise CheckpointError(f"{directory}: exists and is not a directory")
-    if directory.is_dir() and not (directory / marker).is_file():
-        entries = sorted(p.name for p in directory.iterdir())
-        if entries:
-            raise CheckpointError(f"{directory}: not empty and not a model directory (it holds "
-                                  f"{', '.join(entries[:5])}{', ...' if len(entries) > 5 else ''}); "
-                                  f"save into a new or empty directory")
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    which then takes its place, so no file of an earlier model (another tokenizer's files) is
+    left beside the new one, and an interrupted save leaves the old model whole. Only a folder
+    babelzoo wrote as a model, holding nothing else, is replaced; any other non-empty folder (a
+    project, a training checkpoint) is refused with its name and left untouched."""
     try:
-        write(tmp)
-        old = None
-        if directory.exists():
-            old = directory.with_name(f".{directory.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(directory, old)
-        os.replace(tmp, directory)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return directory
+        return replace_owned_folder(directory, write, what)
+    except FolderNotOwned as err:
+        raise CheckpointError(str(err)) from None
 
 
 def save_pretrained(model, directory: str | Path, tokenizer=None) -> Path:

@@ -52,10 +52,9 @@ def test_a_training_checkpoint_is_verified_against_its_manifest(tmp_path):
 def test_saving_replaces_the_previous_model_whole(tmp_path):
     target = tmp_path / "m"
     tiny().save_pretrained(target, words(40))
-    (target / "vocab.txt").write_text("[PAD]\n")  # another tokenizer's file left by hand
-    (target / "pytorch_model.bin").write_bytes(b"old weights")
-    tiny().save_pretrained(target)  # no tokenizer this time
-    assert sorted(p.name for p in target.iterdir()) == ["config.json", "model.safetensors"]
+    assert (target / "vocab.txt").is_file()
+    tiny().save_pretrained(target)  # no tokenizer this time: the earlier one's files go with it
+    assert sorted(p.name for p in target.iterdir()) == [".babelzoo-files.json", "config.json", "model.safetensors"]
     assert getattr(from_pretrained(target), "tokenizer", None) is None
 
 
@@ -63,9 +62,10 @@ def test_a_directory_that_is_not_a_model_is_refused_untouched(tmp_path):
     target = tmp_path / "notes"
     target.mkdir()
     (target / "todo.txt").write_text("keep me")
-    with pytest.raises(CheckpointError, match=r"not empty and not a model directory \(it holds todo.txt\)"):
+    with pytest.raises(CheckpointError, match=r"not a folder babelzoo wrote as a model \(it holds todo.txt\); "
+                                              r"nothing was deleted"):
         tiny().save_pretrained(target)
-    with pytest.raises(CheckpointError, match="not a model directory"):
+    with pytest.raises(CheckpointError, match="not a folder babelzoo wrote as a Hugging Face model"):
         export_hf(tiny(), target)
     assert [p.name for p in target.iterdir()] == ["todo.txt"]
 
@@ -75,4 +75,4 @@ def test_export_over_an_earlier_export_leaves_no_stale_file(tmp_path):
     export_hf(tiny(), target, tokenizer=words(40))
     assert (target / "vocab.txt").is_file()
     export_hf(tiny(), target)
-    assert sorted(p.name for p in target.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in target.iterdir()) == [".babelzoo-files.json", "config.json", "model.safetensors"]

@@ -5,7 +5,6 @@ that would run code is refused without advice to run it."""
 import errno
 import os
 import pickle
-import subprocess
 import warnings
 
 import pytest
@@ -78,18 +77,6 @@ def test_resume_off_on_a_used_directory_is_a_config_error(tmp_path):
     Trainer(tiny(), FailingMLM(fail_at=0), ROWS, config(tmp_path, max_steps=2)).fit()
     with pytest.raises(ConfigError, match="already holds checkpoints .* resume is off"):
         Trainer(tiny(), FailingMLM(fail_at=0), ROWS, config(tmp_path, max_steps=2, resume=False)).fit()
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 1 MiB tmpfs (needs root and mount permission; skipped elsewhere)."""
-    folder = tmp_path / "disk"
-    folder.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
-                                            capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    yield folder
-    subprocess.run(["umount", str(folder)], check=False)
 
 
 def test_a_full_disk_leaves_no_partial_checkpoint(small_disk):

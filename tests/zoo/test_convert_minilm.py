@@ -125,7 +125,7 @@ def test_cli_reports_errors(tmp_path, capsys):
 
 def test_export_keeps_ids_in_transformers(model, tmp_path):
     export_hf(model, tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors",
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".babelzoo-files.json", "config.json", "model.safetensors",
                                                          "special_tokens_map.json", "tokenizer.json",
                                                          "tokenizer_config.json", "vocab.txt"]
     sentences = ["Größe matters: 我爱你, ÉTÉ!", "Hello [MASK] world."]

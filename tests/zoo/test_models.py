@@ -73,7 +73,7 @@ def test_save_load_gives_identical_outputs(name, tmp_path):
     model = babelzoo.create_model(name).eval()
     ids, mask = batch(model.config)
     model.save_pretrained(tmp_path / name)
-    assert sorted(p.name for p in (tmp_path / name).iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in (tmp_path / name).iterdir()) == [".babelzoo-files.json", "config.json", "model.safetensors"]
     loaded = babelzoo.from_pretrained(tmp_path / name).eval()
     with torch.no_grad():
         a, b = model(ids, attention_mask=mask), loaded(ids, attention_mask=mask)

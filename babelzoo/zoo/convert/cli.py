@@ -11,7 +11,9 @@ import json
 import sys
 from typing import Sequence
 
-from ...errors import command
+from ..._files import same_or_inside
+from ...datasets.download import is_url
+from ...errors import UsageError, command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +44,11 @@ def convert_main(argv: Sequence[str] | None = None) -> int:
         parser.error("--from-hf needs --to OUT_DIR (and takes neither --from nor --family)")
     if args.to_hf and (args.source is None or args.to):
         parser.error("--to-hf needs --from CHECKPOINT (and does not take --to)")
+    source, target = (args.from_hf, args.to) if args.from_hf else (args.source, args.to_hf)
+    if not is_url(source) and same_or_inside(source, target):
+        raise UsageError(f"{'--to' if args.from_hf else '--to-hf'} {target} and {'--from-hf' if args.from_hf else '--from'} "
+                         f"{source} are the same folder or one holds the other: writing the conversion would replace "
+                         "the checkpoint it reads; give another output folder")
     if args.from_hf:
         return _import(args.from_hf, args.to)
     return _export(args.source, args.to_hf, args.family)

@@ -88,4 +88,4 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
 
             save_hf_tokenizer(tokenizer, folder, fam, text)
 
-    return replace_directory(directory, write)
+    return replace_directory(directory, write, what="Hugging Face model")

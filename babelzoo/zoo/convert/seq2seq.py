@@ -211,4 +211,4 @@ def export_seq2seq(model, directory: str | Path, family: str | None = None, toke
         if tokenizer is not None:
             tokenizer.save(folder)
 
-    return replace_directory(directory, write)
+    return replace_directory(directory, write, what="Hugging Face model")
