@@ -121,10 +121,13 @@ def train_kge_main(args: argparse.Namespace, out=None) -> dict:
 
     import torch
 
+    from .._files import check_replaceable
     from .kge import LinkPredictionData, create_kge, save_kge
     from .link_prediction import KGETrainConfig, evaluate, train_kge
 
     out = out or sys.stdout
+    if args.out:  # refused now, not after training
+        check_replaceable(args.out, "KG embedding")
     kb = _load(args.data)
     data = LinkPredictionData.from_kb(kb)
     if not len(data.valid) or not len(data.test):

@@ -26,6 +26,7 @@ from typing import Optional, Sequence
 import torch
 from torch import nn
 
+from .._files import replace_owned_folder, write_json_atomic
 from ..registry import Registry
 from .base import KBError
 
@@ -282,19 +283,22 @@ KGE_FILE, KGE_CONFIG = "kge.safetensors", "kge.json"
 def save_kge(model: KGEModel, entities: Sequence[str], relations: Sequence[str], directory, **extra) -> Path:
     """Write ``kge.safetensors`` (the entity and relation tables) and ``kge.json`` (model name,
     sizes, hyper-parameters, the entity and relation ids in table order, and ``extra``, e.g.
-    metrics) into ``directory``."""
+    metrics) into ``directory``, replacing a KG embedding babelzoo wrote there; a folder holding
+    anything else is refused untouched."""
     from ..zoo.pretrained import save_weights
 
     if len(entities) != model.num_entities or len(relations) != model.num_base_relations:
         raise KBError(f"{len(entities)} entities and {len(relations)} relations given for a model with "
                       f"{model.num_entities} and {model.num_base_relations}")
     name = next(n for n in KGE_MODELS.list() if KGE_MODELS.get(n) is type(model))
-    directory = Path(directory)
-    save_weights({k: v.detach().contiguous() for k, v in model.state_dict().items()}, directory / KGE_FILE)
     config = {"model": name, "dim": model.dim, "hyperparameters": model.hyperparameters(),
               "entities": list(entities), "relations": list(relations), **extra}
-    (directory / KGE_CONFIG).write_text(json.dumps(config, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return directory
+
+    def write(folder: Path) -> None:
+        save_weights({k: v.detach().contiguous() for k, v in model.state_dict().items()}, folder / KGE_FILE)
+        write_json_atomic(folder / KGE_CONFIG, config, indent=1)
+
+    return replace_owned_folder(directory, write, what="KG embedding")
 
 
 def load_kge(directory) -> tuple[KGEModel, list[str], list[str]]:

@@ -18,7 +18,6 @@ selector instead; their vectors stay in the graph until the memory is rebuilt.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Optional
@@ -26,7 +25,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .._files import read_json_object
+from .._files import read_json_object, replace_owned_folder, write_json_atomic
 from ..errors import BabelzooError
 
 METRICS = ("cosine", "ip", "l2")
@@ -278,27 +277,29 @@ class RetrievalMemory:
     # --- persistence ----------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
         """Write ``index.faiss`` (a CPU copy), ``memory.json`` (dim, metric, factory, ids state)
-        and, with payloads, ``values.safetensors``."""
+        and, with payloads, ``values.safetensors``, replacing a memory babelzoo saved there; a
+        folder holding anything else is refused untouched."""
         faiss = _faiss()
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         index = self._index
         if self.on_gpu:
             cpu_inner = faiss.index_gpu_to_cpu(self._inner)
             index = faiss.IndexIDMap2(cpu_inner)
             faiss.copy_array_to_vector(faiss.vector_to_array(self._index.id_map), index.id_map)
-        faiss.write_index(index, str(directory / "index.faiss"))
         meta = {"format": FORMAT, "dim": self.dim, "metric": self.metric, "index": self.factory,
                 "count": len(self), "next_id": self.next_id, "hidden": sorted(self._hidden),
                 "search_params": self.search_params, "values": self._value_data is not None,
                 "faiss_version": getattr(faiss, "__version__", "unknown")}
-        (directory / "memory.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        if self._value_data is not None:
-            from safetensors.torch import save_file
 
-            save_file({"ids": torch.from_numpy(self._value_ids.copy()), "values": self._value_data.contiguous()},
-                      str(directory / "values.safetensors"))
-        return directory
+        def write(folder: Path) -> None:
+            faiss.write_index(index, str(folder / "index.faiss"))
+            write_json_atomic(folder / "memory.json", meta)
+            if self._value_data is not None:
+                from safetensors.torch import save_file
+
+                save_file({"ids": torch.from_numpy(self._value_ids.copy()), "values": self._value_data.contiguous()},
+                          str(folder / "values.safetensors"))
+
+        return replace_owned_folder(directory, write, what="retrieval memory")
 
     @classmethod
     def load(cls, directory: str | Path, dim: Optional[int] = None, metric: Optional[str] = None,

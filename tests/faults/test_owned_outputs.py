@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import babelzoo
+from babelzoo._files import FolderNotOwned
 from babelzoo.cli import main
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.demo import claim_run_folder
@@ -197,3 +198,34 @@ def test_a_file_too_large_for_the_process_limit_leaves_the_earlier_finetune_resu
     assert done.stdout.split() == ["27", str(target)]  # EFBIG, naming the file
     assert json.loads(target.read_text()) == {"test": {"deu": {"accuracy": 0.5}}}
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_train_kge_refuses_a_project_folder_before_training(project, tmp_path, capsys):
+    graph = tmp_path / "graph"
+    graph.mkdir()
+    rows = {"train": ["a\tr\tb", "b\tr\tc", "c\tr\ta"], "valid": ["a\tr\tc"], "test": ["b\tr\ta"]}
+    for split, lines in rows.items():
+        (graph / f"{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    before = snapshot(project)
+    assert main(["kb", "train-kge", "--data", str(graph), "--model", "transe", "--dim", "8", "--epochs", "1",
+                 "--out", str(project)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"babelzoo kb: {project}: not a folder babelzoo wrote as a KG embedding")
+    assert "epoch" not in captured.out  # refused before any training
+    assert snapshot(project) == before
+
+
+def test_a_memory_saves_over_its_own_folder_and_refuses_a_project(project, tmp_path):
+    pytest.importorskip("faiss")
+    from babelzoo.knowledge.memory import RetrievalMemory
+
+    memory = RetrievalMemory(4, "Flat", metric="ip")
+    memory.add(torch.eye(4), torch.arange(4))
+    before = snapshot(project)
+    with pytest.raises(FolderNotOwned, match="not a folder babelzoo wrote as a retrieval memory"):
+        memory.save(project)
+    assert snapshot(project) == before
+    memory.save(tmp_path / "mem")
+    memory.remove(torch.tensor([0]))
+    memory.save(tmp_path / "mem")  # its own folder: replaced
+    assert len(RetrievalMemory.load(tmp_path / "mem")) == 3
