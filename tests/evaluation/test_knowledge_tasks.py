@@ -74,9 +74,12 @@ def test_linking_accuracy_by_hand():
         "Allemagne": [0.9, 0.1, 0], "Géorgie": [0, 0.2, 0.8], "Japon": [0, 0, 1],  # Géorgie → Japan: wrong
         "yen japonais": [1, 0, 0],  # the only currency: right whatever its vector
         "Deutschland": [0, 1, 0]})  # → Georgia: wrong
+    lines = []
     results = evaluate_linking(encoder, kb, [("fr", "fr"), ("de", "de")], kinds=("territory", "currency"),
-                               heldout_only=False)
+                               heldout_only=False, log=lines.append)
     fr, de = results
+    assert lines == ["  cldr_linking fr: acc@1 0.750 over 4 mentions (territory 0.667 of 3, currency 1.000 of 1)",
+                     "  cldr_linking de: acc@1 0.000 over 1 mention (territory 0.000 of 1)"]
     assert fr.metric == "acc@1 fr" and fr.value == pytest.approx(0.75)  # 3 of 4 mentions
     assert fr.protocol["per_type"] == {"territory": pytest.approx(2 / 3, abs=1e-4), "currency": 1.0}
     assert fr.protocol["sizes"]["territory"] == {"mentions": 3, "candidates": 3}

@@ -143,7 +143,8 @@ def evaluate_linking(encoder, kb, langs: Iterable[tuple[str, str]], kinds: Seque
         results.append(Result(task, encoder.name, f"acc@1 {code}", correct / total, protocol,
                               family="acc@1 X→entity"))
         if log is not None:
-            log(f"  {task} {code}: {correct / total:.3f} over {total} mentions ({per_type})")
+            by_type = ", ".join(f"{kind} {acc:.3f} of {sizes[kind]['mentions']}" for kind, acc in per_type.items())
+            log(f"  {task} {code}: acc@1 {correct / total:.3f} over {total} mention{'s' * (total != 1)} ({by_type})")
     return results
 
 
