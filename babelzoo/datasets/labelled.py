@@ -124,6 +124,9 @@ def _tsv_rows(path: Path, columns: Mapping[str, str]) -> Iterator[tuple[int, dic
     _check_header(header, columns, path)
     for lineno, text in lines:
         fields = text.split("\t")
+        if fields == header:  # files concatenated header and all: the header is no record
+            raise LabelError(f"{path}:{lineno}: the header line {header} again; remove it (was another file "
+                             "appended to this one?)")
         if len(fields) != len(header):
             raise LabelError(f"{path}:{lineno}: expected {len(header)} tab-separated fields as in the header "
                              f"{header}, found {len(fields)}")
@@ -154,6 +157,9 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def _example(values: Mapping[str, Any], columns: Mapping[str, str], labels: Optional[tuple[str, ...]],
              path: Path, lineno: int) -> LabelledText:
     fields = {role: _field(values, name, role, path, lineno) for role, name in columns.items()}
+    if fields["label"] != fields["label"].strip():  # else "pos " and "pos" would be two classes
+        raise LabelError(f"{path}:{lineno}: label {fields['label']!r} (column {columns['label']!r}) has whitespace "
+                         f"around it; labels are compared exactly: write {fields['label'].strip()!r}")
     if labels is not None and fields["label"] not in labels:
         raise LabelError(f"{path}:{lineno}: label {fields['label']!r} (column {columns['label']!r}) is not one of "
                          f"the {len(labels)} labels: {', '.join(labels)}")

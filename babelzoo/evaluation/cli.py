@@ -76,6 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_out(out: Path, named: str) -> None:
+    """Refuse, before anything is evaluated, an output folder that cannot be one: an existing
+    file, a path through a file, or a folder that cannot be written."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{named}={out} is a file; the tables and plots need a folder: name a folder (it is created "
+                         "if missing)")
+    existing = next(p for p in [out, *out.absolute().parents] if p.exists())
+    if not existing.is_dir():
+        raise UsageError(f"{named}={out} lies inside {existing}, which is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{named}={out}: {existing} cannot be written")
+
+
 @command("eval")
 def eval_main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -100,8 +113,9 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
     context = TaskContext(data_dir=Path(data_dir) if data_dir else None, languages=config.languages,
                           seed=config.seed, limit=args.limit if args.limit is not None else config.limit,
                           options=dict(config.task_options))
-    results, cells = run_matrix(specs, tasks, context)
     out = args.out or Path(config.out or "leaderboard_out")
+    check_out(out, "--out" if args.out else f"{args.config}: out" if config.out else "the default output folder")
+    results, cells = run_matrix(specs, tasks, context)
     paths = write_outputs(results, cells, out, {"config": str(args.config), "tasks": tasks,
                                                "data_dir": str(context.data_dir) if context.data_dir else None,
                                                "limit": context.limit, "seed": context.seed},

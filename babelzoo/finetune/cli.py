@@ -46,16 +46,28 @@ def finetune_main(argv: Sequence[str] | None = None) -> int:
     from .run import run_finetune
 
     result = run_finetune(cfg, data_dir=args.data_dir)
-    tests = result.get("test", {})
-    if tests:
-        print(f"\n{'language':24s} accuracy      n")
-        for lang, row in tests.items():
-            print(f"{lang:24s} {row['accuracy']:8.4f} {row['n']:6d}")
-        print(f"{'mean':24s} {result['mean']:8.4f}")
-        if result.get("mean_zero_shot") is not None:
-            print(f"{'mean without the source':24s} {result['mean_zero_shot']:8.4f}")
-    print(f"dev (selection) {result.get('dev')}; results in {cfg.output_dir}/results.json")
+    for line in report(result):
+        print(line)
+    print(f"results in {cfg.output_dir}/results.json")
     return 0
+
+
+def report(result: dict) -> list[str]:
+    """The lines a person reads: one accuracy per test language, the means, the dev score the
+    model was selected on, and whether the zero-shot mean is certified (all to 4 places)."""
+    lines, tests, protocol = [], result.get("test", {}), result.get("protocol", {})
+    if tests:
+        lines.append(f"\n{'language':24s} accuracy      n")
+        lines += [f"{lang:24s} {row['accuracy']:8.4f} {row['n']:6d}" for lang, row in tests.items()]
+        lines.append(f"{'mean':24s} {result['mean']:8.4f}")
+        if result.get("mean_zero_shot") is not None:
+            lines.append(f"{'mean without the source':24s} {result['mean_zero_shot']:8.4f}")
+        elif not protocol.get("zero_shot"):
+            lines.append(f"no zero-shot mean: {protocol.get('zero_shot_note')}")
+    if result.get("dev") is not None:
+        lines.append(f"dev {protocol.get('selection_metric') or 'score'} (selection) {result['dev']:.4f} at step "
+                     f"{protocol.get('best_step')}")
+    return lines
 
 
 if __name__ == "__main__":

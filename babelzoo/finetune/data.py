@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -21,11 +21,14 @@ from .recipe import TaskSpec
 
 @dataclass
 class Split:
-    """Examples of one file (or part of one) and where they came from."""
+    """Examples of one file (or part of one) and where they came from; ``fingerprint``: what
+    they were made from, by content (``{"train_sha256": ..., "tokenizer_sha256": ...}``), the
+    identity a resumed run must match."""
 
     name: str
     source: str
     examples: list
+    fingerprint: Optional[dict] = None
 
     def __len__(self) -> int:
         return len(self.examples)

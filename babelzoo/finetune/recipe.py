@@ -98,6 +98,8 @@ class TaskSpec:
             raise ConfigError(f"task.head: {reserved} come from task.kind and task.labels")
         if self.prefix and self.token_level:
             raise ConfigError("task.prefix applies to sequence tasks; a tagging task labels every word it reads")
+        if self.labels is not None:
+            _check_labels(self.labels)
         if self.test is not None and not isinstance(self.test, (str, Mapping)):
             raise ConfigError("task.test: a {language: path} mapping or a glob such as data/*/test.tsv")
 
@@ -155,27 +157,80 @@ class TaskSpec:
                                    dev=expand(self.dev, "dev") if self.dev else None, test=test, init=init)
 
     def test_files(self) -> dict[str, Path]:
-        """``{language: path}`` of the evaluation files (call on a :meth:`resolve`-d spec)."""
+        """``{language: path}`` of the evaluation files (call on a :meth:`resolve`-d spec). A glob
+        that matches nothing, a folder, or two files of one language is an error."""
         if self.test is None:
             return {}
         if isinstance(self.test, Mapping):
             return {lang: Path(path) for lang, path in self.test.items()}
-        if "*" not in self.test:
-            raise ConfigError(f"task.test={self.test!r}: a glob needs a * where the language goes")
-        head, _, _ = self.test.partition("*")
-        pattern = re.compile(re.escape(head) + r"([^/]+)")
-        found = {}
+        found: dict[str, Path] = {}
         for path in sorted(glob.glob(self.test)):
-            match = pattern.match(path)
-            found.setdefault(match.group(1), Path(path))
+            lang = self.language_of(path)
+            if not lang:
+                raise ConfigError(f"task.test={self.test!r}: cannot name the language of {path} (the part of its "
+                                  "path the first * stands for)")
+            if lang in found:
+                raise ConfigError(f"task.test={self.test!r} matches two files of language {lang!r}: {found[lang]} "
+                                  f"and {path}; make the glob match one file per language")
+            if Path(path).is_dir():
+                raise ConfigError(f"task.test={self.test!r} matches {path}, a folder; the glob must name files "
+                                  "(e.g. data/*/test.tsv)")
+            found[lang] = Path(path)
         if not found:
             raise ConfigError(f"task.test={self.test!r} matches no file")
         return found
+
+    def language_of(self, path: str | Path) -> Optional[str]:
+        """The language ``path`` belongs to, named as ``test`` names languages: the part of the
+        path the glob's first ``*`` stands for (``data/*/test.tsv``: ``data/deu_Latn/dev.tsv`` is
+        ``deu_Latn``), or, for a ``{language: path}`` mapping, the one language whose test file
+        lies in the same folder. None when the path tells no language."""
+        if self.test is None:
+            return None
+        where = os.path.abspath(path)
+        if isinstance(self.test, Mapping):
+            langs = [lang for lang, test in self.test.items()
+                     if os.path.dirname(os.path.abspath(test)) == os.path.dirname(where)]
+            return langs[0] if len(langs) == 1 else None
+        match = _language_pattern(self.test).match(where)
+        return match.group(1) if match else None
 
     def steps(self, train_size: int, global_batch: int) -> int:
         """Optimizer steps for ``epochs`` passes (the trainer drops each epoch's short tail)."""
         per_epoch = train_size // global_batch
         return max(1, math.ceil(self.epochs * per_epoch))
+
+
+def _language_pattern(test: str) -> re.Pattern:
+    """A regex over absolute paths up to the test glob's language folder (or file name), the
+    part the first ``*`` stands for captured."""
+    if "*" not in test:
+        raise ConfigError(f"task.test={test!r}: a glob needs a * where the language goes")
+    parts = os.path.abspath(test).split(os.sep)
+    at = next(i for i, part in enumerate(parts) if "*" in part)
+    head = parts[at].partition("*")
+    rest = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in head[2])
+    folder = "/".join(re.escape(part) for part in parts[:at])
+    return re.compile(f"{folder}/{re.escape(head[0])}([^/]*){rest}(?:/|$)")
+
+
+def _check_labels(labels: tuple) -> None:
+    """A label set read as written: no empty set (leaving ``labels`` out takes those of
+    ``train``), only strings, none repeated, none with whitespace around it (a file's
+    ``"pos "`` is refused too, so the two can never be told apart silently)."""
+    if not labels:
+        raise ConfigError("task.labels=[]: list the labels, or leave labels out to take the labels found in "
+                          "task.train")
+    for label in labels:
+        if not isinstance(label, str) or not label:
+            raise ConfigError(f"task.labels: {label!r} is not a label; labels are non-empty strings as the files "
+                              f"write them (quote numbers: '{label}')")
+        if label != label.strip():
+            raise ConfigError(f"task.labels: {label!r} has whitespace around it; labels are compared exactly: "
+                              f"write {label.strip()!r}")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ConfigError(f"task.labels: {repeated} listed more than once")
 
 
 def _choice(name: str, value: Any, options: tuple[str, ...]) -> None:

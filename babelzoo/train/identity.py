@@ -3,15 +3,18 @@ produced it.
 
 A checkpoint stores the :class:`~babelzoo.train.config.TrainConfig` it was trained under, the
 model's config and the identity of every dataset (tokenised corpora are keyed by their text,
-languages and tokenizer). On resume every field is compared except the few that only change how
+languages and tokenizer; fine-tuning data by the content of its files and of its tokenizer). On resume every field is compared except the few that only change how
 a run is watched or how long it goes on (:data:`RESUMABLE`); any other difference is refused with
 the list of differences, since continuing would silently mix two runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
+import tempfile
+from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from ..zoo.config import ConfigError
@@ -55,8 +58,10 @@ def differences(saved: Any, current: Any, skip: frozenset = frozenset()) -> list
 
 def data_identity(data: Any) -> Any:
     """A JSON description of the datasets that changes when their content does: the cache key
-    of tokenised corpora (their text, languages and tokenizer), nested for mixtures and
-    ``{objective: data}`` mappings; None for data that carries no identity (in-memory lists)."""
+    of tokenised corpora (their text, languages and tokenizer), a dataset's own ``fingerprint``
+    (a string, or a mapping naming each input, e.g. ``{"train": sha256, "tokenizer": ...}``),
+    nested for mixtures and ``{objective: data}`` mappings; None for data that carries no
+    identity (in-memory lists)."""
     if isinstance(data, Mapping):
         return {str(k): data_identity(v) for k, v in data.items()}
     if isinstance(data, tuple) and data:  # (dataset, sampler)
@@ -64,6 +69,8 @@ def data_identity(data: Any) -> Any:
     fingerprint = getattr(data, "fingerprint", None)
     if isinstance(fingerprint, str):
         return fingerprint
+    if isinstance(fingerprint, Mapping):
+        return json.loads(json.dumps(fingerprint))
     keys, corpora = getattr(data, "keys", None), getattr(data, "corpora", None)
     if isinstance(keys, list) and isinstance(corpora, list):  # a CorpusMixture
         return {str(k): data_identity(c) for k, c in zip(keys, corpora)}
@@ -109,8 +116,26 @@ def check_same_run(where: str, saved: Mapping[str, Any], current: Mapping[str, A
         raise ResumeMismatch(
             f"{where} was written by a different run; resuming would mix the two. Differences:\n  "
             + "\n  ".join(lines)
-            + f"\nChoose a new output_dir, or restore the settings. Fields that may change on resume: "
+            + f"\nTo start fresh, choose a new output_dir; to resume, restore the settings and files it was "
+              f"trained with (a *_sha256 entry is a file's content). Fields that may change on resume: "
               f"{', '.join(sorted(RESUMABLE))}")
+
+
+def folder_digest(directory: str | Path) -> str:
+    """sha256 over the names and bytes of the files directly in ``directory``."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(directory).iterdir() if p.is_file()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def tokenizer_identity(tokenizer: Any) -> str:
+    """The tokenizer's content: the digest of the files its ``save`` writes (as pre-training
+    keys its corpora), so two tokenizers that may encode a text differently differ here, and
+    the same vocabulary read from another folder does not."""
+    with tempfile.TemporaryDirectory(prefix="babelzoo-tokenizer-") as tmp:
+        tokenizer.save(tmp)
+        return folder_digest(tmp)
 
 
 def saved_model_config(directory) -> Optional[dict]:

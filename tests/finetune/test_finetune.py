@@ -116,8 +116,11 @@ def test_token_task_holds_back_a_dev_share_and_scores_words(tmp_path, tokenizer_
     train = tmp_path / "en-ud-train.conllu"
     train.write_text("".join(CONLLU.format(n=i, noun=["sun", "rain", "law", "vote"][i % 4]) for i in range(60)),
                      encoding="utf-8")
+    test = tmp_path / "en-ud-test.conllu"
+    test.write_text("".join(CONLLU.format(n=i, noun=["sun", "rain", "law", "vote"][i % 4]) for i in range(60, 120)),
+                    encoding="utf-8")
     cfg = recipe(tmp_path, tokenizer_dir, kind="token_classification", train=str(train), dev=None,
-                 dev_fraction=0.1, test={"en": str(train)}, label_column="label", id_column=None, head={})
+                 dev_fraction=0.1, test={"en": str(test)}, label_column="label", id_column=None, head={})
     result = run_finetune(cfg, log=lambda _: None)
     assert result["labels"][:3] == ["ADJ", "ADP", "ADV"] and len(result["labels"]) == 17
     assert result["test"]["en"]["n"] == 240 and result["test"]["en"]["truncated"] == 0
