@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from .evaluation.tasks import TaskContext
     from .train.cli import build_run
     from .train.config import load_recipe, recipe_path
-    from .train.trainer import Trainer
+    from .train.trainer import Trainer, finished_checkpoint
     from .zoo.factory import create_model
 
     start = time.perf_counter()
@@ -103,8 +103,14 @@ def run(args: argparse.Namespace) -> int:
     model, mixture, data, tokenizer = build_run(cfg, recipe)
     for name, dataset in data.items():
         print(f"      {name}: {len(dataset[0] if isinstance(dataset, tuple) else dataset)} examples")
-    print(f"[2/4] pre-training {cfg.model} ({model.num_parameters():,} parameters) for {cfg.max_steps} steps "
-          f"with {', '.join(cfg.objectives)}, one objective sampled per step")
+    finished = finished_checkpoint(cfg)
+    if finished is None:
+        print(f"[2/4] pre-training {cfg.model} ({model.num_parameters():,} parameters) for {cfg.max_steps} steps "
+              f"with {', '.join(cfg.objectives)}, one objective sampled per step")
+    else:
+        print(f"[2/4] reusing the finished pre-training run in {cfg.output_dir} (checkpoint {finished.name}, "
+              f"{cfg.max_steps} steps): nothing is trained now and the summary below is that run's; to train "
+              "again, pass --fresh or another --out")
     Trainer(model, mixture, data, cfg, tokenizer=tokenizer).fit()
     model.tokenizer = tokenizer
     model.save_pretrained(args.out / "model", tokenizer)

@@ -149,6 +149,7 @@ class Mixture(Objective):
             weighted = loss.value * (self.weights[name] if self.mode == "sum" else 1.0)
             total = weighted if total is None else total + weighted
             metrics.update({f"{name}/{k}": v for k, v in loss.metrics.items()})
+            metrics.setdefault(f"{name}/loss", loss.value.detach())  # which objective a step drew, and its loss
             tokens += loss.tokens
         metrics["loss"] = total.detach()
         return Loss(total, metrics, tokens)

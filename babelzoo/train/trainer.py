@@ -110,6 +110,18 @@ def check_lengths(model: nn.Module, objectives: nn.Module) -> None:
                               f"max_positions={text.max_positions}; lower max_length or use a model with more positions")
 
 
+def finished_checkpoint(config: TrainConfig) -> Optional[Path]:
+    """The newest checkpoint in ``config.output_dir`` when it has already reached
+    ``config.max_steps`` (resuming it trains nothing), else None."""
+    if not config.resume:
+        return None
+    path = CheckpointManager(Path(config.output_dir) / "checkpoints", config.keep_checkpoints).latest()
+    if path is None:
+        return None
+    step = read_part(path, "trainer").get("step")
+    return path if isinstance(step, int) and step >= config.max_steps else None
+
+
 class Trainer:
     """Train ``model`` with ``objectives`` (an :class:`~babelzoo.objectives.base.Objective` or a
     mixture of them) on ``data`` under ``config``. See the module docstring. A ``tokenizer``
@@ -126,6 +138,8 @@ class Trainer:
         self.output_dir = Path(config.output_dir)
         self.step = 0        # optimizer steps attempted (batches consumed); the schedule follows it
         self.flops_per_token: Optional[float] = None
+        self.peak: Optional[float] = None  # matmul FLOP/s that MFU is measured against
+        self._resumed_peak: Optional[float] = None  # the peak saved with the checkpoint resumed
         self._stop_signal: Optional[str] = None
         self._compiled = False
 
@@ -191,6 +205,7 @@ class Trainer:
             "schedule": {"kind": schedule.kind, "total_steps": schedule.total, "warmup_steps": schedule.warmup,
                          "min_ratio": schedule.min_ratio, "step": self.step},
             "flops_per_token": self.flops_per_token,
+            "peak_flops": self.peak,  # what this run's MFU figures are measured against
             "config": self.config.to_dict(),
             "data_identity": data_identity(self.data),
             "objective_identity": objective_identity(self.objectives),
@@ -239,6 +254,7 @@ class Trainer:
             self.optimizer.load_state_dict(optim_state)
         self.step = int(trainer["step"])
         self.flops_per_token = trainer.get("flops_per_token")
+        self._resumed_peak = trainer.get("peak_flops")
         if self.selection is not None:
             if trainer.get("selection") is None:
                 raise ResumeMismatch(f"checkpoint {path} was written by a run without evaluation; this run selects on "
@@ -360,7 +376,9 @@ class Trainer:
             self._stop_signal = "a signal on another rank"
         record = {"step": self.step, "loss": stats[0] / self.info.world_size, "lr": lr, "grad_norm": result.grad_norm,
                   "skipped": result.skipped, "tokens": stats[1], "step_time": time.perf_counter() - start,
-                  "data_time": data_time, **metrics}
+                  "data_time": data_time}
+        # The objectives' metrics never replace these: their "loss" is this rank's, not the global mean.
+        record.update({k: v for k, v in metrics.items() if k not in record})
         scale = self.precision.scale_tensor()
         if scale is not None:
             record["loss_scale"] = scale
@@ -447,17 +465,24 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         """Train to ``max_steps`` (or until a signal); return the run summary."""
         cfg = self.config
+        started = time.perf_counter()  # the wall time of this run counts from here
         self._setup()
         logger = None
         try:
             resumed = self._resume()
+            # A finished run resumed trains nothing: its summary reports its own figures, with no
+            # peak measured now and no progress bar that would show it as done in no time.
+            finished = resumed is not None and self.step >= cfg.max_steps
             self.schedule.apply(self.optimizer, self.step)
             self.peak = None
-            if cfg.measure_mfu:
+            if finished:
+                self.peak = self._resumed_peak
+            elif cfg.measure_mfu:
                 self.peak = cfg.peak_flops or (measure_matmul_peak(self.device, self.precision.dtype or torch.float32)
                                                if self.info.is_main else None)
             logger = RunLogger(self.output_dir, cfg.max_steps, self.step, enabled=self.info.is_main,
-                               progress=cfg.progress, tensorboard=cfg.tensorboard, log_every=cfg.log_every)
+                               progress=cfg.progress and not finished, tensorboard=cfg.tensorboard,
+                               log_every=cfg.log_every, started=started)
             logger.truncate_after(self.step)  # records of steps this run will (re)do
             last_checkpoint = resumed
             self.wrapped.train()
@@ -500,6 +525,8 @@ class Trainer:
             summary = logger.summary({
                 "checkpoint": str(last_checkpoint) if last_checkpoint else None,
                 "resumed_from": str(resumed) if resumed else None,
+                "finished_before": finished,
+                "max_steps": cfg.max_steps,
                 "stopped_by_signal": self._stop_signal,
                 "out_of_time": out_of_time,
                 "budget_seconds_used": self._clock() - self._clock_start,
@@ -507,8 +534,6 @@ class Trainer:
                 "flops_per_token": self.flops_per_token,
                 "peak_flops": self.peak,
                 "peak_dtype": str(self.precision.dtype or torch.float32).replace("torch.", ""),
-                "mfu": (logger.totals["flops"] / logger.totals["time"] / (self.peak * self.info.world_size)
-                        if self.peak and logger.totals["flops"] and logger.totals["time"] else None),
                 "skipped_total": self.precision.skipped,
                 "world_size": self.info.world_size,
                 "strategy": self.strategy,

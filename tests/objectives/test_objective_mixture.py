@@ -8,6 +8,7 @@ import torch
 import babelzoo
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.objectives import MLM, TLM, Mixture, Pair, build_objective
+from babelzoo.objectives.base import Loss, Objective
 
 S = SpecialIds(pad=0, cls=1, sep=2, unk=3, mask=4, vocab_size=64, languages={"en": 0, "de": 1})
 SENTENCES = [([10, 11, 12, 13, 14, 15], "en"), ([20, 21, 22, 23], "de")]
@@ -63,3 +64,22 @@ def test_from_spec_and_errors():
         mix.prepare({"mlm": SENTENCES})
     with pytest.raises(ValueError, match="positive"):
         Mixture({"mlm": MLM(S)}, {"mlm": 0.0})
+
+
+class Quiet(Objective):
+    """An objective that reports no "loss" metric of its own."""
+
+    name = "quiet"
+
+    def prepare(self, examples):
+        return {"x": torch.tensor(examples, dtype=torch.float)}
+
+    def forward(self, model, batch):
+        return Loss(batch["x"].mean(), {"count": float(len(batch["x"]))}, len(batch["x"]))
+
+
+def test_every_objective_of_a_mixture_reports_its_loss():
+    mix = Mixture({"a": Quiet(), "b": Quiet()}, {"a": 1.0, "b": 2.0})
+    loss = mix(None, mix.prepare({"a": [1.0, 3.0], "b": [5.0]}))
+    assert float(loss.metrics["a/loss"]) == 2.0 and float(loss.metrics["b/loss"]) == 5.0
+    assert float(loss.metrics["loss"]) == 12.0 and loss.metrics["a/count"] == 2.0

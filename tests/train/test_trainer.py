@@ -3,13 +3,14 @@ metrics, tokens/s and MFU reach the JSONL log and the summary, the progress disp
 final summary are printed."""
 
 import json
+import re
 
 import pytest
 import torch
 
 from babelzoo.objectives.base import Loss, Objective
 from babelzoo.train.config import TrainConfig
-from babelzoo.train.trainer import Trainer
+from babelzoo.train.trainer import Trainer, finished_checkpoint
 from tiny_objectives import FixedMaskMLM, RandomMaskMLM, corpus, one_thread, tiny_model  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -66,3 +67,78 @@ def test_data_position_of_each_dataset_is_checkpointed(tmp_path):
     assert state["step"] == 7
     assert state["datasets"]["dynamic"] == {"size": 40, "global_batch": 4, "epoch": 0, "chunk": 7}
     assert state["datasets"]["fixed"] == {"size": 24, "global_batch": 4, "epoch": 1, "chunk": 1}
+
+
+def sampled_mixture():
+    from babelzoo.objectives.mixture import Mixture
+
+    return Mixture({"dynamic": RandomMaskMLM(), "fixed": FixedMaskMLM()}, mode="sample")
+
+
+BAR = re.compile(r"mean of steps (\d+)-(\d+): loss ([\d.]+), ([\d,]+) tok/s, MFU ([\d.]+)% \| lr (\S+)\]")
+
+
+def test_progress_bar_and_summary_agree_on_what_they_both_show(tmp_path, capsys):
+    """The bar's last figures are the summary's last window; the whole-run figures say what they
+    average over and are what the step records give."""
+    data = {"dynamic": corpus(40, seed=1), "fixed": corpus(24, seed=2)}
+    config = TrainConfig(output_dir=str(tmp_path), max_steps=8, batch_size=4, lr=1e-2, checkpoint_every=4,
+                         log_every=3, progress=True, tensorboard=False, peak_flops=5e10)
+    summary = Trainer(tiny_model(), sampled_mixture(), data, config).fit()
+    err = capsys.readouterr().err
+    first, last, loss, tokens_per_s, mfu, lr = BAR.findall(err)[-1]  # the bar as it was closed
+    window = summary["last_window"]
+    assert (int(first), int(last)) == (window["first_step"], window["last_step"]) == (7, 8)
+    assert loss == f"{window['loss']:.4f}" and tokens_per_s == f"{window['tokens_per_s']:,.0f}"
+    assert mfu == f"{100 * window['mfu']:.1f}" and lr == f"{window['lr']:.2e}"
+    # ... and those are the records of steps 7-8: mean loss, tokens over their own time, the last lr
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    tail = records[6:]
+    assert window["loss"] == pytest.approx(sum(r["loss"] for r in tail) / 2)
+    assert window["tokens_per_s"] == pytest.approx(sum(r["tokens"] for r in tail) / sum(r["step_time"] for r in tail))
+    assert window["mfu"] == pytest.approx(sum(r["flops"] for r in tail) / sum(r["step_time"] for r in tail) / 5e10)
+    assert window["lr"] == tail[-1]["lr"]
+    drawn = [[k.split("/")[0] for k in r if k.endswith("/loss") and k.count("/") == 1] for r in records]
+    assert all(len(names) == 1 for names in drawn)  # a sampling mixture: one objective a step, named
+    assert sum(n for _, n in window["losses"].values()) == 2
+    # the whole run: tokens over the summed step time; wall time counts everything else too
+    assert summary["tokens_per_s"] == pytest.approx(sum(r["tokens"] for r in records)
+                                                    / sum(r["step_time"] for r in records))
+    assert summary["mfu"] == pytest.approx(sum(r["flops"] for r in records)
+                                           / sum(r["step_time"] for r in records) / 5e10)
+    assert summary["wall_time_s"] > summary["train_time_s"]
+    assert summary["wall_tokens_per_s"] == pytest.approx(summary["tokens"] / summary["wall_time_s"])
+    assert summary["final_loss"] == records[-1]["loss"] and summary["final_objectives"] == drawn[-1]
+    text = err[err.index("training summary"):]
+    assert f"loss             {loss} mean of steps 7-8 (as on the progress bar); step 8 alone " \
+           f"{records[-1]['loss']:.4f} (objective {drawn[-1][0]})" in text
+    assert (f"tokens/s over training steps 1-8 (their own time); {tokens_per_s} over steps 7-8 "
+            "(as on the progress bar)") in text
+    assert f"MFU              {100 * summary['mfu']:.1f}% over training steps 1-8; {mfu}% over steps 7-8 " in text
+    assert f"wall throughput  {summary['wall_tokens_per_s']:,.0f} tokens/s over this run's " in text
+
+
+def test_a_finished_run_resumed_reports_its_own_figures_and_says_so(tmp_path, capsys):
+    data = {"dynamic": corpus(40, seed=1), "fixed": corpus(24, seed=2)}
+    settings = {"output_dir": str(tmp_path), "max_steps": 4, "batch_size": 4, "checkpoint_every": 4, "log_every": 2,
+                "tensorboard": False}
+    done = Trainer(tiny_model(), sampled_mixture(), data, TrainConfig(**settings, peak_flops=5e10,
+                                                                      progress=False)).fit()
+    capsys.readouterr()
+    # The same run again, where a peak of 8e10 would be measured now: nothing is trained, no bar
+    # shows the run as done in no time, and no figure mixes the old steps with the new peak.
+    config = TrainConfig(**settings, peak_flops=8e10, progress=True)
+    checkpoint = tmp_path / "checkpoints" / "step-00000004"
+    assert finished_checkpoint(config) == checkpoint  # what `babelzoo demo` asks before it trains
+    assert finished_checkpoint(TrainConfig(**{**settings, "max_steps": 5})) is None
+    again = Trainer(tiny_model(), sampled_mixture(), data, config).fit()
+    err = capsys.readouterr().err
+    assert "train:" not in err
+    assert again["finished_before"] and again["steps_this_run"] == 0 and again["steps"] == 4
+    assert again["peak_flops"] == 5e10 and again["mfu"] == pytest.approx(done["mfu"])
+    assert again["tokens_per_s"] == pytest.approx(done["tokens_per_s"]) and again["last_window"] == done["last_window"]
+    assert again["wall_tokens_per_s"] is None
+    assert err.startswith(f"training summary: nothing trained now; {checkpoint} had already reached max_steps=4, "
+                          "and the figures are that run's (to train again, use another output_dir or remove this one)")
+    assert "wall throughput  not measured: no step was trained in this run" in err
+    assert "peak 50 GFLOP/s" in err
