@@ -1,11 +1,27 @@
 """Run a leaderboard config: ``python -m benchmarks.leaderboard --config benchmarks/configs/default.yaml``.
 
 The tasks, encoders and writers live in :mod:`babelzoo.evaluation`, so ``babelzoo eval`` runs the
-same thing from an installed package."""
+same thing from an installed package; here its usage lines and error lines name this invocation."""
 
 import sys
 
-from babelzoo.evaluation.cli import eval_main
+from babelzoo.errors import USER_ERROR, BabelzooError, user_message
+from babelzoo.evaluation.cli import build_parser, run_eval
+
+PROG = "python -m benchmarks.leaderboard"
+
+
+def main(argv=None) -> int:
+    """``babelzoo eval`` under this name: a user error is one line and exit 2, as there."""
+    try:
+        return run_eval(build_parser(PROG).parse_args(argv))
+    except (BabelzooError, OSError) as err:
+        message = user_message(err)
+        if message is None:
+            raise
+        print(f"{PROG}: {message}", file=sys.stderr)
+        return USER_ERROR
+
 
 if __name__ == "__main__":
-    sys.exit(eval_main())
+    sys.exit(main())

@@ -58,9 +58,10 @@ def load_config(path: Path) -> LeaderboardConfig:
                  what="leaderboard config")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="babelzoo eval", description="Run a leaderboard config (every task on "
-                                                                       "every model) and write its tables and plots.")
+def build_parser(prog: str = "babelzoo eval") -> argparse.ArgumentParser:
+    """The options of ``babelzoo eval``; ``prog``: how the user invoked it, for usage lines."""
+    parser = argparse.ArgumentParser(prog=prog, description="Run a leaderboard config (every task on every model) "
+                                                            "and write its tables and plots.")
     parser.add_argument("--config", type=Path, required=True, help="leaderboard YAML (benchmarks/configs/*.yaml)")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="standard benchmark data (tatoeba/, multi30k/, codex-s/, sib200/, ud/); "
@@ -91,7 +92,11 @@ def check_out(out: Path, named: str) -> None:
 
 @command("eval")
 def eval_main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run_eval(build_parser().parse_args(argv))
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """``babelzoo eval`` with parsed arguments."""
     config = load_config(args.config)
     specs = [ModelSpec.from_dict(m) for m in config.models]
     if args.models:

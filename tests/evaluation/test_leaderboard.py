@@ -80,3 +80,20 @@ def test_model_tasks_must_be_tasks_of_the_run():
         run_matrix([ModelSpec("muse", kind="peer", source="muse_v3", tasks=["udpos"])], ["tatoeba"], TaskContext())
     with pytest.raises(ConfigError, match="tasks must be a non-empty list of task names, got 'tatoeba'"):
         ModelSpec.from_dict({"name": "muse", "kind": "peer", "source": "muse_v3", "tasks": "tatoeba"})
+
+
+def test_the_benchmark_script_names_its_own_invocation(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    script = [sys.executable, "-m", "benchmarks.leaderboard"]
+    shown = subprocess.run([*script, "--help"], cwd=repo, capture_output=True, text=True)
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: python -m benchmarks.leaderboard [-h] --config")
+    config = tmp_path / "board.yaml"
+    config.write_text("tasks: [bli_cldr]\nmodels: []\n", encoding="utf-8")
+    refused = subprocess.run([*script, "--config", str(config)], cwd=repo, capture_output=True, text=True)
+    assert refused.returncode == 2
+    assert refused.stderr == (f"python -m benchmarks.leaderboard: {config}:2: LeaderboardConfig.models=[] "
+                              "must list at least one entry\n")
