@@ -78,11 +78,11 @@ def certify(spec: TaskSpec, train_sha256: str, dev_sha256: Optional[str]) -> Zer
     if source is not None:
         return ZeroShot(tests, source, True,
                         f"trained on {spec.train} and {selection}, both {source} ({_named(spec, train_lang)}); "
-                        f"{len(tests) - 1} target language(s) tested after training, their labels unseen before")
+                        f"{len(tests) - 1} target language(s), their files read only after training ended")
     if train_lang is not None:
         return ZeroShot(tests, None, True,
                         f"trained on {spec.train} and {selection}, both {train_lang}, which has no test file; "
-                        f"all {len(tests)} test languages are targets, their labels unseen before testing")
+                        f"all {len(tests)} test languages are targets, their files read only after training ended")
     return ZeroShot(tests, None, False,
                     f"the source language cannot be told: task.train ({spec.train}) lies outside task.test's "
                     "language folders and task.source is not set, so any test language may be the one trained "

@@ -45,9 +45,10 @@ class CheckpointCorrupted(BabelzooError, RuntimeError):
 def encode(obj: Any) -> tuple[Any, dict[str, torch.Tensor]]:
     """Split a nested structure into a JSON-able skeleton and a flat ``{path: tensor}`` dict.
 
-    Tensors become ``{"__tensor__": path}``; a tensor seen before (tied weights) becomes
-    ``{"__alias__": path}``; tuples, dicts with non-string keys and numpy arrays are tagged so
-    that :func:`decode` rebuilds them exactly."""
+    Tensors become ``{"__tensor__": path}`` (a large one whose rows are mostly zero
+    ``{"__rows__": path, "shape": ...}``: its other rows and their index); a tensor seen before
+    (tied weights) becomes ``{"__alias__": path}``; tuples, dicts with non-string keys and
+    numpy arrays are tagged so that :func:`decode` rebuilds them exactly."""
     tensors: dict[str, torch.Tensor] = {}
     seen: dict[tuple, str] = {}
 
@@ -60,6 +61,10 @@ def encode(obj: Any) -> tuple[Any, dict[str, torch.Tensor]]:
                 return {"__alias__": seen[ident]}
             if ident is not None:
                 seen[ident] = path
+            rows = _nonzero_rows(value)
+            if rows is not None:  # mostly zero rows: store the others and their index
+                tensors[path], tensors[f"{path}#rows"] = value[rows].cpu().contiguous(), rows.cpu()
+                return {"__rows__": path, "shape": list(value.shape)}
             tensors[path] = value.cpu().contiguous().clone() if value.numel() else value.cpu().contiguous()
             return {"__tensor__": path}
         if isinstance(value, np.ndarray):
@@ -85,6 +90,25 @@ def encode(obj: Any) -> tuple[Any, dict[str, torch.Tensor]]:
     return walk(obj, ""), tensors
 
 
+# Below this many elements a tensor is stored whole: the index would save next to nothing.
+SPARSE_MIN_ELEMENTS = 1 << 16
+
+
+def _nonzero_rows(value: torch.Tensor) -> Optional[torch.Tensor]:
+    """The indices of the rows holding any bit other than +0, when at most half of the rows
+    do (Adam's moments of a large vocabulary's embedding: a row stays exactly zero until its
+    token occurs); None to store the tensor whole. Rows left out are exactly +0.0, so the
+    tensor rebuilds bit for bit."""
+    if value.dim() < 2 or value.numel() < SPARSE_MIN_ELEMENTS or value.is_complex() or value.dtype == torch.bool:
+        return None
+    flat = value.detach().reshape(value.shape[0], -1)
+    nonzero = flat != 0
+    if value.is_floating_point():
+        nonzero |= torch.signbit(flat)  # -0.0 is kept as written
+    rows = nonzero.any(dim=1).nonzero().flatten()
+    return rows if 2 * rows.numel() <= value.shape[0] else None
+
+
 def decode(skeleton: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
     built: dict[str, torch.Tensor] = {}
 
@@ -96,6 +120,12 @@ def decode(skeleton: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
         if "__tensor__" in value:
             built[value["__tensor__"]] = tensors[value["__tensor__"]]
             return built[value["__tensor__"]]
+        if "__rows__" in value:
+            path, kept = value["__rows__"], tensors[value["__rows__"]]
+            full = torch.zeros(value["shape"], dtype=kept.dtype)
+            full[tensors[f"{path}#rows"]] = kept
+            built[path] = full
+            return full
         if "__alias__" in value:
             return built[value["__alias__"]]
         if "__tuple__" in value:

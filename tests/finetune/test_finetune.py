@@ -2,6 +2,7 @@
 source language only, per-language test accuracy, and the zero-shot guarantee by construction."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,63 @@ def test_building_the_model_seeds_its_weights_and_leaves_the_global_rng_alone(tm
     for (name, a), b in zip(first.state_dict().items(), second.state_dict().values()):
         assert torch.equal(a, b), name
     assert not torch.equal(next(first.head.parameters()), next(other.head.parameters()))  # the seed decides
+
+
+def test_cli_prints_each_accuracy_once_and_the_dev_score_to_4_places(tmp_path, tokenizer_dir, topic_data, capsys):
+    cfg = recipe(tmp_path, tokenizer_dir, epochs=1)
+    path = tmp_path / "r.yaml"
+    path.write_text(json.dumps(cfg.to_dict()), encoding="utf-8")
+    assert finetune_main(["--config", str(path), "--data-dir", str(topic_data)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for lang in ("eng", "xx", "yy"):
+        assert len([line for line in out if line.split()[:1] == [lang]]) == 1, out
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    dev = [line for line in out if line.startswith("dev ")]
+    assert dev == [f"dev dev/accuracy (selection) {saved['dev']:.4f} at step {saved['protocol']['best_step']}"]
+    assert f"mean without the source    {saved['mean_zero_shot']:.4f}" in out
+
+
+def test_checkpoints_keep_only_the_touched_rows_of_adams_moments_and_resume_exactly(tmp_path, topic_data):
+    """A large vocabulary of which training touches a few rows: the optimizer part stores those
+    rows and their index, and an interrupted run resumes to the very weights of an
+    uninterrupted one."""
+    from babelzoo.train.checkpoint import read_part
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "##s", *(f"w{i}" for i in range(2100))]
+    WordPieceTokenizer(vocab).save(tmp_path / "big")  # 2,118 rows x 32 = 67,776 elements: above the threshold
+
+    def cfg(out, steps):
+        return recipe(tmp_path, tmp_path / "big", epochs=None).replace(
+            output_dir=str(tmp_path / out), max_steps=steps, checkpoint_every=3, keep_checkpoints=1,
+            schedule="constant")  # the same rate whatever max_steps says, so that 3 + 3 steps are 6
+
+    run_finetune(cfg("whole", 6), data_dir=topic_data, log=lambda _: None)
+    run_finetune(cfg("split", 3), data_dir=topic_data, log=lambda _: None)
+    resumed = run_finetune(cfg("split", 6), data_dir=topic_data, log=lambda _: None)
+    assert resumed["summary"]["resumed_from"].endswith("step-00000003")
+    step = tmp_path / "whole" / "checkpoints" / "step-00000006"
+    a, b = read_weights(step / "model.safetensors"), read_weights(tmp_path / "split" / step.relative_to(
+        tmp_path / "whole") / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ours = read_part(tmp_path / "split" / "checkpoints" / "step-00000006", "optimizer")["state"]
+    theirs = read_part(step, "optimizer")["state"]
+    assert all(torch.equal(ours[i][k], theirs[i][k]) for i in theirs for k in theirs[i])
+    skeleton = (step / "optimizer.json").read_text()
+    shapes = re.findall(r'"__rows__": "[^"]+", "shape": \[(\d+), (\d+)\]', skeleton)
+    assert shapes == [(str(len(vocab)), "32")] * 2  # exp_avg and exp_avg_sq of the word embeddings
+    state = read_part(step, "optimizer")["state"]
+    moments = next(s["exp_avg"] for s in state.values() if s["exp_avg"].shape == (len(vocab), 32))
+    touched = int(moments.ne(0).any(1).sum())
+    assert 0 < touched <= 20  # the 17 pieces the data uses, at most
+    dense = 2 * len(vocab) * 32 * 4
+    assert (step / "optimizer.safetensors").stat().st_size < dense / 2  # all moments: under half of these two
+
+
+def test_frozen_parameters_have_no_optimizer_state(tmp_path, tokenizer_dir, topic_data):
+    from babelzoo.train.checkpoint import read_part
+
+    cfg = recipe(tmp_path, tokenizer_dir, epochs=None, freeze=["embeddings.word"]).replace(max_steps=2)
+    result = run_finetune(cfg, data_dir=topic_data, log=lambda _: None)
+    words = result["model"].state_dict()["embeddings.word.weight"].shape
+    state = read_part(tmp_path / "run" / "checkpoints" / "step-00000002", "optimizer")["state"]
+    assert state and all(s["exp_avg"].shape != words for s in state.values())

@@ -86,3 +86,29 @@ def test_training_checkpoint_is_a_model_directory(tmp_path):
     assert all(torch.equal(model.state_dict()[k], v) for k, v in stored.items())
     assert model.lm_head.decoder.weight is model.embeddings.word.weight  # tied again on load
     assert not list(checkpoint.glob("*.pt")) and not list(checkpoint.glob("*.bin"))
+
+
+def test_a_large_tensor_of_mostly_zero_rows_stores_its_other_rows_and_rebuilds_bit_for_bit(tmp_path):
+    from babelzoo.train.checkpoint import SPARSE_MIN_ELEMENTS
+
+    rows = SPARSE_MIN_ELEMENTS // 8 + 1
+    moments = torch.zeros(rows, 8)
+    moments[3] = torch.randn(8)
+    moments[7, 2] = -0.0  # a signed zero is a written value, kept as such
+    moments[11, 0] = float("nan")
+    counts = torch.zeros(rows, 8, dtype=torch.int64)
+    counts[5, 1] = 9
+    dense = torch.randn(rows, 8)  # no zero rows: stored whole
+    obj = {"exp_avg": moments, "tied": moments, "counts": counts, "dense": dense}
+    skeleton, tensors = encode(obj)
+    assert skeleton["exp_avg"] == {"__rows__": "exp_avg", "shape": [rows, 8]}
+    assert skeleton["tied"] == {"__alias__": "exp_avg"}
+    assert tensors["exp_avg#rows"].tolist() == [3, 7, 11] and tensors["exp_avg"].shape == (3, 8)
+    assert tensors["counts#rows"].tolist() == [5] and skeleton["dense"] == {"__tensor__": "dense"}
+    write_part(tmp_path, "part", obj)
+    back = read_part(tmp_path, "part")
+    for name in ("exp_avg", "counts", "dense"):
+        assert back[name].dtype == obj[name].dtype and back[name].shape == obj[name].shape
+        assert torch.equal(back[name].view(torch.int32 if name != "counts" else torch.int64),
+                           obj[name].view(torch.int32 if name != "counts" else torch.int64)), name  # bit for bit
+    assert back["tied"] is back["exp_avg"]
