@@ -1,9 +1,15 @@
-"""The README's quickstart is what CI runs: keep them in step."""
+"""The README's quickstart is what CI runs: keep them in step. Its code blocks run as pasted and
+write only where a checkout ignores (a run leaves `git status` clean); its Layout names what is
+there."""
 
 import ast
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,6 +68,67 @@ def test_readme_python_block_runs_as_pasted(index, tmp_path, monkeypatch):
     assigned = {target.id for node in ast.walk(ast.parse(block)) if isinstance(node, ast.Assign)
                 for target in node.targets if isinstance(target, ast.Name)}
     assert assigned and all(namespace.get(name) is not None for name in assigned), sorted(assigned)
+    # pasted at the root of a checkout, what it wrote is ignored there: `git status` stays clean
+    written = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file() and p.name != "hubconf.py"]
+    assert not_ignored(written) == []
+
+
+def not_ignored(paths: list[str]) -> list[str]:
+    """Those of ``paths`` (relative to the repository root) that the checkout would show as new."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    return [p for p in paths if subprocess.run(["git", "check-ignore", "-q", p], cwd=REPO).returncode != 0]
+
+
+def bash_lines() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return [line.strip() for block in text.split("```bash")[1:] for line in block.split("```", 1)[0].splitlines()
+            if line.strip()]
+
+
+WRITES = re.compile(r"(?:--out|--to-hf|--to|--save)\s+(\S+)")
+PUBLISHING = ("python benchmarks/", "python -m benchmarks.", "babelzoo eval")  # default: benchmarks/results
+
+
+def test_readme_commands_write_only_where_a_checkout_ignores():
+    lines = bash_lines()
+    written = [path for line in lines for path in WRITES.findall(line)]
+    assert len(written) >= 8 and not_ignored(written) == []
+    # the benchmark scripts and the leaderboard write the published results unless told otherwise
+    assert [line for line in lines if line.startswith(PUBLISHING) and "--out" not in line] == []
+    # a recipe run by name writes into its output_dir
+    recipes = {name for line in lines for name in re.findall(r"babelzoo (?:pretrain|finetune) --config (\w+)", line)}
+    assert len(recipes) >= 5
+    folders = [yaml.safe_load((REPO / "babelzoo" / "recipes" / f"{name}.yaml").read_text(encoding="utf-8"))["output_dir"]
+               for name in sorted(recipes)]
+    assert not_ignored([f"{folder}/summary.json" for folder in folders]) == []
+
+
+def layout() -> tuple[str, str]:
+    """The Layout section's tree and its layering sentence."""
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Layout", 1)[1].split("\n## ", 1)[0]
+    tree, after = section.split("```", 2)[1:]
+    return tree, " ".join(after.split())
+
+
+def test_layout_names_every_package_and_family():
+    from babelzoo.zoo.family import BUILTIN_FAMILIES
+
+    tree, _ = layout()
+    folders = sorted(p.name for p in (REPO / "babelzoo").iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert [name for name in folders if f"\n  {name}/" not in tree] == []
+    listed = re.search(r"one pair of files per family\s+\(([^)]*)\)", tree).group(1)
+    assert [name.strip() for name in listed.split(",")] == list(BUILTIN_FAMILIES)
+
+
+def test_layering_sentence_is_the_order_the_layering_test_checks():
+    source = (REPO / "tests" / "test_layering.py").read_text(encoding="utf-8")
+    layers = next(ast.literal_eval(node.value) for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LAYERS")
+    _, sentence = layout()
+    chain = sentence.split("Layers import only downwards:", 1)[1].split("→ the commands", 1)[0]
+    shown = [re.findall(r"`(\w+)`", step) for step in chain.split("→")]
+    assert shown == [[name for name in group if not name.startswith("_")] for group in layers[:-1]]
 
 
 @pytest.mark.parametrize("expression, error, message", error_examples())
