@@ -65,7 +65,7 @@ def report(result: dict) -> list[str]:
         elif not protocol.get("zero_shot"):
             lines.append(f"no zero-shot mean: {protocol.get('zero_shot_note')}")
     if result.get("dev") is not None:
-        lines.append(f"dev {protocol.get('selection_metric') or 'score'} (selection) {result['dev']:.4f} at step "
+        lines.append(f"{protocol.get('selection_metric') or 'dev score'} (selection) {result['dev']:.4f} at step "
                      f"{protocol.get('best_step')}")
     return lines
 

@@ -197,8 +197,8 @@ def test_cli_prints_each_accuracy_once_and_the_dev_score_to_4_places(tmp_path, t
     for lang in ("eng", "xx", "yy"):
         assert len([line for line in out if line.split()[:1] == [lang]]) == 1, out
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
-    dev = [line for line in out if line.startswith("dev ")]
-    assert dev == [f"dev dev/accuracy (selection) {saved['dev']:.4f} at step {saved['protocol']['best_step']}"]
+    dev = [line for line in out if line.startswith("dev")]
+    assert dev == [f"dev/accuracy (selection) {saved['dev']:.4f} at step {saved['protocol']['best_step']}"]
     assert f"mean without the source    {saved['mean_zero_shot']:.4f}" in out
 
 
