@@ -1,6 +1,8 @@
 """ITM: hard negatives drawn from contrastive similarities are never positives and follow the
 softmax; the objective builds B positive and 2B negative pairs; dual encoders are refused."""
 
+import math
+
 import pytest
 import torch
 
@@ -18,9 +20,26 @@ def test_negatives_are_never_positives():
     # similarities that favour the positives strongly: the sampler must still avoid them
     sim = torch.randn(8000, 8, generator=g) + 20.0 * positive
     picks = sample_hard_negatives(sim, positive, generator=g)
-    assert bool((picks >= 0).all())
     assert not bool(positive[torch.arange(8000), picks].any())
     assert set(picks.tolist()) == set(range(8))  # every column is a negative of some row
+
+
+def test_the_hardest_negative_is_drawn_beside_stronger_positives():
+    # Row i's positives (its group) score 25, one chosen negative 20, the rest 0. Softmax over the
+    # whole row, +1e-5, positives removed: the chosen one is drawn with probability
+    # (e^20/Z + 1e-5) / (e^20/Z + 1e-5 + k·(1/Z + 1e-5)) for k other negatives, Z = n·e^25 + e^20 + k.
+    groups = torch.tensor([0, 0, 1, 1, 2, 3, 3, 4])
+    positive = groups[:, None] == groups[None, :]
+    hard = torch.tensor([2, 4, 7, 0, 1, 0, 2, 6])  # a negative of each row
+    sim = 25.0 * positive + 20.0 * torch.nn.functional.one_hot(hard, 8)
+    repeats = 4000
+    picks = sample_hard_negatives(sim.repeat(repeats, 1), positive.repeat(repeats, 1),
+                                  generator=torch.Generator().manual_seed(0)).view(repeats, 8)
+    n, k = positive.sum(1).double(), 8 - positive.sum(1).double() - 1
+    z = n * math.exp(25) + math.exp(20) + k
+    expected = (math.exp(20) / z + 1e-5) / (math.exp(20) / z + 1e-5 + k * (1 / z + 1e-5))
+    assert expected.min() > 0.98  # by hand: ≈ 0.99 (one positive) and 0.98 (two)
+    torch.testing.assert_close((picks == hard).double().mean(0), expected, atol=0.01, rtol=0)
 
 
 def test_rows_without_any_negative_get_minus_one():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -85,8 +87,18 @@ def test_hard_miner_returns_nearest_non_translation(parallel, specials, tiny):
     cos = cos.masked_fill(batch["forbidden"], -2.0)
     expected = cos.topk(2, dim=1).indices
     assert torch.equal(negatives, expected)
+    # A classifier that calls every pair a translation: right on the 25 positives, wrong on the
+    # 2 × 25 negatives; and one that calls none a translation: the other way round.
+    with torch.no_grad():
+        clpc.classifier.weight.zero_()
+        clpc.classifier.bias.copy_(torch.tensor([0.0, 1.0]))
     loss = clpc(model, batch)
-    assert loss.metrics["accuracy"] >= 0 and loss.value.requires_grad
+    assert float(loss.metrics["accuracy"]) == pytest.approx(1 / 3)
+    expected = (math.log1p(math.exp(-1)) + 2 * math.log1p(math.exp(1))) / 3  # mean cross-entropy of logits (0, 1)
+    assert float(loss.value.detach()) == pytest.approx(expected, rel=1e-5) and loss.value.requires_grad
+    with torch.no_grad():
+        clpc.classifier.bias.copy_(torch.tensor([1.0, 0.0]))
+    assert float(clpc(model, batch).metrics["accuracy"]) == pytest.approx(2 / 3)
 
 
 def test_clpc_labels_and_classifier_input():
@@ -101,6 +113,8 @@ def test_clpc_labels_and_classifier_input():
     language_ids = torch.where(rows["first"], 0, 1) * rows["attention_mask"]
     out = model(rows["input_ids"], attention_mask=rows["attention_mask"], language_ids=language_ids)
     logits = clpc.classifier(out.pooled)
-    expected = F.cross_entropy(logits, torch.tensor([1, 1, 0, 0]))  # positives first, then negatives
+    labels = torch.tensor([1, 1, 0, 0])  # positives first, then negatives
+    expected = F.cross_entropy(logits, labels)
     assert torch.allclose(loss.value, expected, atol=1e-6)
+    assert float(loss.metrics["accuracy"]) == float((logits.argmax(-1) == labels).float().mean())
     assert HardNegatives().pooling is None and HardNegatives("max").pooling == "max"  # None: mean, or the model's own
