@@ -62,8 +62,12 @@ def build_model(cfg: TrainConfig, spec: TaskSpec, labels: tuple[str, ...], base=
     if base is None and spec.init == "random" and given is None:
         given, given_name = create_model(cfg.model, pretrained=True).tokenizer, f"model {cfg.model!r}'s own tokenizer"
     fresh = base is None and spec.init == "random"  # random weights: no tokenizer of their own
-    origin = "the model passed in" if base is not None else f"task.init={spec.init}" if spec.init not in (
-        "pretrained", "random") else f"model {cfg.model!r} ({spec.init})"
+    if base is not None:
+        origin = "the model passed in"
+    elif spec.init in ("pretrained", "random"):
+        origin = f"model {cfg.model!r} ({spec.init})"
+    else:
+        origin = f"task.init={spec.init}"
     # Weights the run creates (random ones, a fresh pooler, the head) come from the run's seed;
     # the caller's random state is left as it was.
     with torch.random.fork_rng(devices=[]):
