@@ -20,13 +20,34 @@ class FolderNotOwned(BabelzooError, RuntimeError):
     """A folder holds files babelzoo did not write, so babelzoo will not replace or delete it."""
 
 
-def read_json_object(path: Path, error: type[Exception], expected: str = "a JSON object") -> dict:
-    """The JSON object in ``path``; invalid JSON (with its line) or another JSON value raises
-    ``error`` naming the file."""
+class NotUTF8(BabelzooError, ValueError):
+    """A text file whose bytes are not UTF-8."""
+
+
+def read_utf8(path: str | Path, error: type[Exception] = NotUTF8) -> str:
+    """The text of ``path``; bytes that are not UTF-8 raise ``error`` naming the file, the line
+    and the byte (where ``read_text`` would raise a ``UnicodeDecodeError`` that names neither)."""
+    raw = Path(path).read_bytes()
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not UTF-8 text (byte 0x{raw[err.start]:02x}); save it as UTF-8") from None
+
+
+def read_json(path: str | Path, error: type[Exception]) -> Any:
+    """The JSON value in ``path``; text that is not UTF-8 or not JSON raises ``error`` naming the
+    file and line."""
+    try:
+        return json.loads(read_utf8(path, error))
     except json.JSONDecodeError as err:
         raise error(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+
+
+def read_json_object(path: Path, error: type[Exception], expected: str = "a JSON object") -> dict:
+    """The JSON object in ``path``; text that is not UTF-8, invalid JSON (with its line) or
+    another JSON value raises ``error`` naming the file."""
+    data = read_json(path, error)
     if not isinstance(data, dict):
         raise error(f"{path}: expected {expected}, found {type(data).__name__}")
     return data

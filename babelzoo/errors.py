@@ -33,6 +33,10 @@ class InputError(BabelzooError, ValueError):
     """Arguments that do not fit the call: tensors of the wrong shape or kind, inputs a model has no part for."""
 
 
+class InputTypeError(InputError, TypeError):
+    """An argument of the wrong type (still a ``TypeError`` for ``except TypeError``)."""
+
+
 def user_message(err: BaseException) -> str | None:
     """The one-line message of a user error, or None for an exception that is a bug."""
     if isinstance(err, BabelzooError):

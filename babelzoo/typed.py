@@ -18,8 +18,19 @@ fields with :func:`check_fields` in ``__post_init__``, so a config built in Pyth
 the same types as one read from a file.
 
 Accepted annotations: ``bool``, ``int``, ``float``, ``str``, ``Optional``/``Union``, ``Literal``,
-``list[T]``, ``tuple[T, ...]``, ``tuple[A, B]``, ``dict``/``dict[str, T]``, ``Any`` and nested
-dataclasses.
+``list[T]``, ``tuple[T, ...]``, ``tuple[A, B]``, ``dict``/``dict[str, T]``, ``Any``, nested
+dataclasses, and ``Annotated[T, Range(...)]`` for a number with bounds.
+
+Numbers are held to what the code downstream can use, whatever the field: a ``float`` is finite
+(NaN or infinity in a learning rate trains to NaN weights, in a clipping norm switches clipping
+off) unless its annotation says ``Range(finite=False)``; an ``int`` fits in 64 bits (a tensor,
+numpy); a :data:`Seed` is one that torch and numpy both accept. A field's own bounds go in its
+annotation (``lr: Annotated[float, Range(0, low_open=True)]``) or in ``__post_init__``.
+
+YAML files given by users are read only through :func:`read_yaml` / :func:`load_yaml`: plain data
+(no ``!!python`` tags), and a document whose aliases would expand past :data:`MAX_ALIAS_VALUES`
+values (a "billion laughs" file), refers to itself, or nests deeper than :data:`MAX_DEPTH` is an
+error naming the file and line, found before anything is expanded.
 """
 
 from __future__ import annotations
@@ -27,11 +38,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import math
 import re
 import types
 import typing
-from typing import Any, Mapping, Optional, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Mapping, Optional, Sequence
 
+from ._files import read_utf8
 from .errors import ConfigError
 
 _KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list",
@@ -77,32 +91,98 @@ class Where:
         return f"{self.location()} {self.label}{self.path}".strip() or "config"
 
 
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Bounds of a number, in its annotation: ``Annotated[float, Range(0, 1, high_open=True)]``
+    takes 0 ≤ x < 1. ``finite=False`` lets a float be ±infinity (never NaN)."""
+
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_open: bool = False
+    high_open: bool = False
+    finite: bool = True
+
+    def holds(self, value: float) -> bool:
+        above = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        below = self.high is None or (value < self.high if self.high_open else value <= self.high)
+        return above and below
+
+    def __str__(self) -> str:
+        if self.high is None and self.low == 0:
+            return "positive" if self.low_open else "non-negative"
+        if self.high is None:
+            return f"{'above' if self.low_open else 'at least'} {self.low}"
+        if self.low is None:
+            return f"{'below' if self.high_open else 'at most'} {self.high}"
+        return f"in {'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"
+
+
+INT64 = Range(-2 ** 63, 2 ** 63 - 1)  # every int field: what a tensor or a numpy array holds
+Seed = Annotated[int, Range(0, 2 ** 32 - 1)]  # np.random.seed takes [0, 2**32); torch.manual_seed more
+
+
+def _bounded(value: Any, hint: Any, where: Where, strict: bool) -> Any:
+    """``Annotated[T, Range(...), ...]``: the value read as ``T``, then held to each range."""
+    inner, *extras = typing.get_args(hint)
+    ranges = [r for r in extras if isinstance(r, Range)]
+
+    def check(number: Any) -> Any:
+        if isinstance(number, (int, float)) and not isinstance(number, bool) and not math.isnan(number):
+            for bounds in ranges:
+                if not bounds.holds(number):
+                    raise ConfigError(f"{where}={number!r} must be {bounds}")
+        return number
+
+    # the field's own range first: it says more than the bounds every number has
+    return check(_read(check(value), inner, where, strict, finite=all(r.finite for r in ranges)))
+
+
+def _integer(value: int, where: Where) -> int:
+    """An int field's value, within 64 bits (what a tensor or a numpy array holds)."""
+    if not INT64.holds(value):
+        raise ConfigError(f"{where}={value!r} must be an integer from {INT64.low} to {INT64.high}")
+    return value
+
+
+def _real(value: int | float | str, where: Where, finite: bool) -> float:
+    """A float field's value as a float: never NaN, and finite unless ``finite`` is False."""
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond any float
+        number = math.inf
+    if math.isnan(number) or (finite and math.isinf(number)):
+        raise ConfigError(f"{where}={value!r} must be a finite number")
+    return number
+
+
 @functools.cache
 def _hints(cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
-def _union(value: Any, hint: Any, where: Where, strict: bool) -> Any:
+def _union(value: Any, hint: Any, where: Where, strict: bool, finite: bool) -> Any:
     args = typing.get_args(hint)
     if value is None and type(None) in args:
         return None
     mismatches = []
     for option in (a for a in args if a is not type(None)):
         try:
-            return _read(value, option, where, strict)
+            return _read(value, option, where, strict, finite)
         except TypeMismatch as err:
             mismatches.append(err.expected)
     expected = " or ".join([*mismatches, "null"] if type(None) in args else mismatches)
     raise TypeMismatch(where, value, expected)
 
 
-def _read(value: Any, hint: Any, where: Where, strict: bool) -> Any:
+def _read(value: Any, hint: Any, where: Where, strict: bool, finite: bool = True) -> Any:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return value
+    if origin is Annotated:
+        return _bounded(value, hint, where, strict)
     if origin in (typing.Union, types.UnionType):
-        return _union(value, hint, where, strict)
+        return _union(value, hint, where, strict, finite)
     if origin is typing.Literal:
         if value in args:
             return value
@@ -119,17 +199,19 @@ def _read(value: Any, hint: Any, where: Where, strict: bool) -> Any:
     if kind is bool and isinstance(value, bool):
         return value
     if kind is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return _integer(value, where)
     if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value if strict else float(value)
+        number = _real(value, where, finite)
+        return value if strict else number
     if not strict:
         if kind is int and isinstance(value, float) and value.is_integer():
-            return int(value)
+            return _integer(int(value), where)
         if kind is float and isinstance(value, str):
             try:
-                return float(value)
-            except ValueError:
-                pass
+                return _real(value, where, finite)
+            except ValueError as err:
+                if isinstance(err, ConfigError):
+                    raise
     if kind is str and isinstance(value, str):
         return value
     sequence = (tuple,) if strict and kind is tuple else (list, tuple)
@@ -158,6 +240,8 @@ def _read(value: Any, hint: Any, where: Where, strict: bool) -> Any:
 
 def _kind_name(hint: Any) -> str:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return _kind_name(args[0])
     if origin in (list, tuple) and args and (origin is list or args[-1] is Ellipsis):
         return f"a list of {_kind_name(args[0]).removeprefix('an ').removeprefix('a ')}s"
     return _KINDS.get(origin or hint, getattr(hint, "__name__", str(hint)))
@@ -213,9 +297,121 @@ def build(cls: type, data: Any, where: Where = Where(), what: Optional[str] = No
         raise (ConfigError if isinstance(err, TypeMismatch) else type(err))(f"{location}: {err}") from None
 
 
+# --- YAML files ------------------------------------------------------------------------------
+
+MAX_ALIAS_VALUES = 10_000  # values that aliases may add to one document (a shipped recipe adds < 100)
+MAX_DEPTH = 64  # nested mappings and lists in one document
+
+
+class YAMLRefused(ConfigError):
+    """A YAML text that is not valid, or not plain bounded data; ``reason`` without the place."""
+
+    def __init__(self, file: Optional[str], line: Optional[int], reason: str):
+        place = f"{file}:{line}" if file and line else file or (f"line {line}" if line else "")
+        super().__init__(f"{place}: {reason}" if place else reason)
+        self.file, self.line, self.reason = file, line, reason
+
+
+def _loader_class():
+    """A safe YAML loader that counts what aliases expand to as it composes the document, so a
+    file that would expand exponentially, or contains itself, is refused before any of it is
+    built (PyYAML itself would spend minutes and gigabytes, or recurse without end)."""
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        def __init__(self, text: str):
+            super().__init__(text)
+            self.open_anchors: set[str] = set()  # anchors of the collections being composed
+            self.values: dict[int, int] = {}  # id(node) -> values it stands for, aliases expanded
+            self.added = 0  # values the aliases so far add to the document
+            self.depth = 0
+
+        def compose_node(self, parent, index):
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
+                if event.anchor in self.open_anchors:
+                    raise YAMLRefused(None, event.start_mark.line + 1,
+                                      f"alias *{event.anchor} is inside its own anchor &{event.anchor} "
+                                      "(a recursive structure)")
+                node = super().compose_node(parent, index)
+                self.added += self.values[id(node)]
+                if self.added > MAX_ALIAS_VALUES:
+                    raise YAMLRefused(None, event.start_mark.line + 1,
+                                      f"aliases expand the document by more than {MAX_ALIAS_VALUES:,} values "
+                                      f"(at *{event.anchor}); write the values out, or repeat fewer of them")
+                return node
+            if self.depth >= MAX_DEPTH:
+                raise YAMLRefused(None, event.start_mark.line + 1,
+                                  f"mappings and lists nested more than {MAX_DEPTH} deep")
+            anchor = getattr(event, "anchor", None)
+            if anchor is not None:
+                self.open_anchors.add(anchor)
+            self.depth += 1
+            try:
+                node = super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+                self.open_anchors.discard(anchor)
+            children = [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else \
+                node.value if isinstance(node, yaml.SequenceNode) else []
+            self.values[id(node)] = 1 + sum(self.values[id(child)] for child in children)
+            return node
+
+    return BoundedLoader
+
+
+def _compose(text: str, file: Optional[str]):
+    """The node graph of ``text`` (None for an empty document), or a :class:`YAMLRefused`."""
+    import yaml
+
+    loader = _loader_class()(text)
+    try:
+        return loader, loader.get_single_node()
+    except YAMLRefused as err:
+        raise YAMLRefused(file, err.line, err.reason) from None
+    except yaml.YAMLError as err:
+        raise _invalid(err, file) from None
+
+
+def _invalid(err, file: Optional[str]) -> YAMLRefused:
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None) or str(err)
+    return YAMLRefused(file, mark.line + 1 if mark is not None else None, f"invalid YAML ({problem})")
+
+
+def load_yaml(text: str, file: Optional[str] = None) -> tuple[Any, dict[str, int]]:
+    """The plain data of one YAML document and the line of each key path (:func:`key_lines`).
+    Tags beyond YAML's own (``!!python/object``), invalid YAML, a recursive alias and aliases
+    that expand past :data:`MAX_ALIAS_VALUES` values are a :class:`YAMLRefused` naming
+    ``file`` and the line."""
+    import yaml
+
+    loader, node = _compose(text, file)
+    try:
+        if node is None:
+            return None, {}
+        return loader.construct_document(node), _node_lines(node)
+    except yaml.YAMLError as err:
+        raise _invalid(err, file) from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: str | Path) -> tuple[Any, dict[str, int]]:
+    """:func:`load_yaml` of the file ``path``; text that is not UTF-8 is a ``ConfigError``
+    naming the file, the line and the byte. A missing file is an ``OSError`` naming it."""
+    return load_yaml(read_utf8(path, ConfigError), str(path))
+
+
 def key_lines(text: str) -> dict[str, int]:
     """The 1-based line of every key of a YAML document, by dotted path (``data.mlm[0].path``);
     top-level keys by their name."""
+    loader, node = _compose(text, None)
+    loader.dispose()
+    return _node_lines(node) if node is not None else {}
+
+
+def _node_lines(root) -> dict[str, int]:
     import yaml
 
     lines: dict[str, int] = {}
@@ -233,5 +429,5 @@ def key_lines(text: str) -> dict[str, int]:
                 lines.setdefault(name, child.start_mark.line + 1)
                 walk(child, name)
 
-    walk(yaml.compose(text), "")
+    walk(root, "")
     return lines

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import lzma
 import os
 import shutil
 import tarfile
@@ -16,6 +17,7 @@ import tempfile
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -132,10 +134,18 @@ def manifest_problem(directory: str | Path, manifest: str = "manifest.json") -> 
     return None
 
 
+# What a cut-off or corrupted archive raises while it is read: the end of a compressed stream
+# (EOFError), a bad header or checksum, bad compressed data (zlib, lzma, bz2 as OSError).
+DAMAGED = (EOFError, tarfile.TarError, zipfile.BadZipFile, zlib.error, lzma.LZMAError, OSError)
+
+
 def extract(archive: str | Path, directory: str | Path) -> Path:
     """Unpack a .tar(.gz) or .zip archive into ``directory``, refusing members that would land
     outside it (absolute paths, ``..``, links)."""
     archive, directory = Path(archive), Path(directory)
+    if not archive.is_file():
+        raise DownloadError(f"{archive}: {'a folder' if archive.is_dir() else 'no such file'}; an archive is a "
+                            ".tar, .tar.gz or .zip file")
     directory.mkdir(parents=True, exist_ok=True)
     root = directory.resolve()
 
@@ -144,20 +154,26 @@ def extract(archive: str | Path, directory: str | Path) -> Path:
         if root != dest and root not in dest.parents:
             raise DownloadError(f"{archive}: member {name!r} would be written outside {directory}")
 
-    if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
-            for name in zf.namelist():
-                safe(name)
-            zf.extractall(directory)
-    elif tarfile.is_tarfile(archive):
-        with tarfile.open(archive) as tf:
-            for member in tf.getmembers():
-                safe(member.name)
-                if not (member.isfile() or member.isdir()):
-                    raise DownloadError(f"{archive}: member {member.name!r} is not a regular file or folder")
-            tf.extractall(directory, filter="data")
-    else:
-        raise DownloadError(f"{archive}: not a .zip or .tar archive")
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                for name in zf.namelist():
+                    safe(name)
+                zf.extractall(directory)
+        elif tarfile.is_tarfile(archive):
+            with tarfile.open(archive) as tf:
+                for member in tf.getmembers():
+                    safe(member.name)
+                    if not (member.isfile() or member.isdir()):
+                        raise DownloadError(f"{archive}: member {member.name!r} is not a regular file or folder")
+                tf.extractall(directory, filter="data")
+        else:
+            raise DownloadError(f"{archive}: not a .zip or .tar archive")
+    except DAMAGED as err:
+        if isinstance(err, OSError) and err.filename is not None:
+            raise  # about a file it names (a full disk): already one line
+        raise DownloadError(f"{archive}: damaged or truncated archive ({type(err).__name__}: {err}); download it "
+                            "again") from None
     return directory
 
 

@@ -30,7 +30,8 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 from torch.utils.data import Dataset
 
-from ..errors import ConfigError
+from .._files import read_json_object
+from ..errors import BabelzooError, ConfigError, InputTypeError
 from .download import cache_dir as default_cache_dir
 from .download import sha256_of
 from .sampling import cyclic_take, sampling_probabilities
@@ -120,11 +121,15 @@ class _FieldWriter:
         return {"sentences": len(self.offsets) - 1, "tokens": int(self.offsets[-1])}
 
 
+class TokenCacheError(BabelzooError, RuntimeError):
+    """A token cache folder that is damaged or is not one; the message says to delete it."""
+
+
 def _open_array(path: Path, dtype: Any, length: int) -> np.ndarray:
     expected = length * np.dtype(dtype).itemsize
     if not path.is_file() or path.stat().st_size != expected:
         found = path.stat().st_size if path.is_file() else "missing"
-        raise RuntimeError(f"token cache {path.parent} is corrupt: {path.name} should have {expected} bytes, "
+        raise TokenCacheError(f"token cache {path.parent} is corrupt: {path.name} should have {expected} bytes, "
                            f"has {found}; delete the folder to rebuild it")
     if length == 0:  # mmap cannot map an empty file
         return np.zeros(0, dtype=dtype)
@@ -144,8 +149,8 @@ class TokenizedCorpus(Dataset):
         self.folder = Path(folder)
         meta_path = self.folder / "meta.json"
         if not meta_path.is_file():
-            raise RuntimeError(f"{self.folder} is not a token cache (no meta.json)")
-        self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            raise TokenCacheError(f"{self.folder} is not a token cache (no meta.json)")
+        self.meta = read_json_object(meta_path, TokenCacheError)
         self.langs: dict[str, str] = self.meta["langs"]
         self.fields: list[str] = list(self.meta["fields"])
         self.report = ReadReport(**{**self.meta["report"], "files": tuple(self.meta["report"]["files"])})
@@ -210,7 +215,7 @@ class TokenizedCorpus(Dataset):
         elif isinstance(corpus, MonolingualCorpus):
             langs, columns = {"text": corpus.lang}, {"text": corpus.sentences}
         else:
-            raise TypeError(f"expected a MonolingualCorpus or ParallelCorpus, got {type(corpus).__name__}")
+            raise InputTypeError(f"expected a MonolingualCorpus or ParallelCorpus, got {type(corpus).__name__}")
         identity = tokenizer_fingerprint(tokenizer, fingerprint)
         report = {k: v for k, v in asdict(corpus.report).items() if k != "files"}  # kept with the arrays
         key = _key(source="corpus", content=_content_digest(list(columns.values())), langs=langs, report=report,

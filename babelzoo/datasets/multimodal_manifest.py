@@ -43,11 +43,15 @@ def read_manifest(path: str | Path) -> list[MediaRecord]:
         raise MediaError(f"{path}: no such manifest")
     allowed = {"image", "audio", "text", "lang", "group"}
     records = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            where = f"{path}:{number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise MediaError(f"{where}: not UTF-8 text (byte 0x{raw[err.start]:02x}); save it as UTF-8") from None
             if not line.strip():
                 continue
-            where = f"{path}:{number}"
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as err:

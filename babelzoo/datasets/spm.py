@@ -15,10 +15,10 @@ Three id layouts:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Union
 
+from .._files import read_json_object
 from .specials import (BOS, EOS, MASK, PAD, SPECIAL_TOKENS, UNK, SpecialIds, language_tag, reserved_ids,
                        sentinel_token)
 from .spm_train import Source, train_model
@@ -297,7 +297,4 @@ def _hf_config(directory: Path) -> dict:
     path = directory / HF_CONFIG
     if not path.is_file():
         return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise TokenizerError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    return read_json_object(path, TokenizerError)

@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from ..registry import RegistryError
 from .download import DownloadError, download, sha256_of
 
 CATALOG = Path(__file__).with_name("standard_sets.json")
@@ -33,12 +34,12 @@ def ensure_standard_set(name: str, data_dir: str | Path, mirror: Optional[str] =
     only ``files``); returns that folder."""
     catalog = standard_sets()
     if name not in catalog:
-        raise KeyError(f"unknown standard set {name!r}; known: {', '.join(sorted(catalog))}")
+        raise RegistryError(f"unknown standard set {name!r}; known: {', '.join(sorted(catalog))}")
     entries = catalog[name]
     wanted = list(files) if files is not None else sorted(entries)
     unknown = sorted(set(wanted) - set(entries))
     if unknown:
-        raise KeyError(f"{name} has no file(s) {unknown}")
+        raise RegistryError(f"{name} has no file(s) {unknown}")
     folder = Path(data_dir) / name
     for rel in wanted:
         entry = entries[rel]

@@ -14,10 +14,10 @@ library exactly as Hugging Face's BERT tokenizer runs it (``BertNormalizer`` +
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from .._files import read_json
 from .fast import FastTokenizer
 from .specials import SpecialIds
 from .tokenizer import TokenizerError, check_subset, write_atomic
@@ -116,10 +116,7 @@ class WordPieceTokenizer(FastTokenizer):
         options: dict = {}
         config_path = directory / HF_CONFIG
         if config_path.is_file():
-            try:
-                config = json.loads(config_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as err:
-                raise TokenizerError(f"{config_path}:{err.lineno}: invalid JSON ({err.msg})") from None
+            config = read_json(config_path, TokenizerError)
             mapping = {"do_lower_case": "lowercase", "strip_accents": "strip_accents",
                        "tokenize_chinese_chars": "chinese_chars", "model_max_length": "max_length"}
             options = {ours: config[theirs] for theirs, ours in mapping.items() if theirs in config}

@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-import yaml
-
 from ..errors import UsageError, command
-from ..typed import Where, build, check_fields, key_lines
+from ..typed import Seed, Where, build, check_fields, read_yaml
 from ..zoo.config import ConfigError
 from .leaderboard import ModelSpec, run_matrix, write_outputs
 from .tasks import TaskContext
@@ -35,7 +33,7 @@ class LeaderboardConfig:
     data_dir: Optional[str] = None
     languages: Optional[list[str]] = None
     limit: Optional[int] = None
-    seed: int = 0
+    seed: Seed = 0
     out: Optional[str] = None
     task_options: dict = field(default_factory=dict)
 
@@ -47,15 +45,14 @@ class LeaderboardConfig:
 
 
 def load_config(path: Path) -> LeaderboardConfig:
-    """Read a leaderboard YAML; mistakes are errors naming the file, line and key."""
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        data = yaml.safe_load(text) or {}
-        lines = key_lines(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: invalid YAML ({err})") from None
-    return build(LeaderboardConfig, data, Where(file=str(path), lines=lines, label="LeaderboardConfig."),
-                 what="leaderboard config")
+    """Read a leaderboard YAML (:func:`~babelzoo.typed.read_yaml`); mistakes, in its models too,
+    are errors naming the file, line and key."""
+    data, lines = read_yaml(path)
+    where = Where(file=str(path), lines=lines, label="LeaderboardConfig.")
+    config = build(LeaderboardConfig, {} if data is None else data, where, what="leaderboard config")
+    for i, model in enumerate(config.models):
+        ModelSpec.from_dict(model, where.key("models").key(i))
+    return config
 
 
 def build_parser(prog: str = "babelzoo eval") -> argparse.ArgumentParser:

@@ -150,13 +150,14 @@ class KGEModelEncoder:
 
     @classmethod
     def load(cls, name: str, directory) -> "KGEModelEncoder":
-        import json
         from pathlib import Path
 
+        from .._files import read_json_object
+        from ..knowledge.base import KBError
         from ..knowledge.kge import KGE_CONFIG, load_kge
 
         model, entities, relations = load_kge(directory)
-        info = json.loads((Path(directory) / KGE_CONFIG).read_text(encoding="utf-8"))
+        info = read_json_object(Path(directory) / KGE_CONFIG, KBError)
         return cls(name, model, entities, relations, {k: info[k] for k in ("model", "dim", "data") if k in info})
 
     @property

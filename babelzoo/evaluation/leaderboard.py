@@ -16,9 +16,10 @@ import traceback
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .._files import atomic_write, write_json_atomic, write_text_atomic
+from ..typed import Where, build, check_fields, unknown_key
 from ..zoo.config import ConfigError
 from .tasks import Result, TaskContext, TaskIncomplete, TaskSkipped, load_tasks
 
@@ -52,19 +53,26 @@ class ModelSpec:
     tasks: Optional[list[str]] = None
     encoder: Any = None
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if not self.name.strip():
+            raise ConfigError(f"ModelSpec.name={self.name!r}: a model needs a name (the leaderboard's row)")
+        if self.kind not in KINDS:
+            raise ConfigError(f"model {self.name!r}: unknown kind {self.kind!r}; use {', '.join(KINDS[:-1])}")
+        if self.max_length < 1:
+            raise ConfigError(f"model {self.name!r}: max_length={self.max_length} must be at least 1")
+        if self.tasks is not None and not self.tasks:
+            raise ConfigError(f"model {self.name!r}: tasks must be a non-empty list of task names, got {self.tasks!r}")
+
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ModelSpec":
-        valid = {f for f in cls.__dataclass_fields__ if f != "encoder"}
-        unknown = sorted(set(data) - valid)
-        if unknown:
-            raise ConfigError(f"unknown model spec key(s) {unknown} in {data}; valid keys: {', '.join(sorted(valid))}")
-        spec = cls(**data)
-        if spec.kind not in KINDS:
-            raise ConfigError(f"model {spec.name!r}: unknown kind {spec.kind!r}; use {', '.join(KINDS[:-1])}")
-        if spec.tasks is not None and (not isinstance(spec.tasks, list) or not spec.tasks
-                                       or not all(isinstance(t, str) for t in spec.tasks)):
-            raise ConfigError(f"model {spec.name!r}: tasks must be a non-empty list of task names, got {spec.tasks!r}")
-        return spec
+    def from_dict(cls, data: Any, where: Where = Where(label="model.")) -> "ModelSpec":
+        """A spec from a config mapping; a missing, unknown or mistyped key is an error naming
+        ``where`` (file, line and key path when it came from a YAML file)."""
+        valid = [f for f in cls.__dataclass_fields__ if f != "encoder"]  # an encoder is built in code (kind: object)
+        for key in data if isinstance(data, Mapping) else ():
+            if key not in valid:
+                raise ConfigError(f"{where.key(str(key))}: {unknown_key(str(key), valid, 'model spec')}")
+        return build(cls, data, where, what="model spec")
 
 
 def _tokenizer_from(source: str):

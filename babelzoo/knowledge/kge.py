@@ -17,7 +17,6 @@ as tails of the inverse: score_heads(r, t) = score_tails(t, r⁻¹).
 from __future__ import annotations
 
 import abc
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Optional, Sequence
 import torch
 from torch import nn
 
-from .._files import replace_owned_folder, write_json_atomic
+from .._files import read_json_object, replace_owned_folder, write_json_atomic
 from ..registry import Registry
 from .base import KBError
 
@@ -310,11 +309,9 @@ def load_kge(directory) -> tuple[KGEModel, list[str], list[str]]:
     directory = Path(directory)
     path = directory / KGE_CONFIG
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = read_json_object(path, KBError)
     except FileNotFoundError:
         raise KBError(f"{path}: missing (a KG embedding folder has {KGE_CONFIG} and {KGE_FILE})") from None
-    except json.JSONDecodeError as err:
-        raise KBError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
     for key in ("model", "dim", "hyperparameters", "entities", "relations"):
         if key not in config:
             raise KBError(f"{path}: missing field {key!r}")

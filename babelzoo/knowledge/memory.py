@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
 
 from .._files import read_json_object, replace_owned_folder, write_json_atomic
-from ..errors import BabelzooError
+from ..errors import BabelzooError, ConfigError
+from ..typed import Where, check
 
 METRICS = ("cosine", "ip", "l2")
 FORMAT = 1
@@ -34,6 +35,29 @@ FORMAT = 1
 
 class MemoryFormatError(BabelzooError, ValueError):
     """Invalid memory input, or a saved memory that does not match what the caller expects."""
+
+
+# the fields of memory.json and their types (a foreign or hand-edited file is refused naming the field)
+META_TYPES = {"format": int, "dim": int, "metric": str, "index": str, "count": int, "next_id": int,
+              "hidden": list[int], "search_params": dict[str, Any], "values": bool}
+
+
+def _read_values(path: Path) -> dict[str, torch.Tensor]:
+    """``values.safetensors`` of a saved memory: its ``ids`` and ``values`` tensors, or a
+    :class:`MemoryFormatError` naming the file (safetensors' own errors name neither)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    if not path.is_file():
+        raise MemoryFormatError(f"{path}: missing or not a file (memory.json says the memory holds values)")
+    try:
+        stored = load_file(str(path))
+    except SafetensorError as err:
+        raise MemoryFormatError(f"{path}: not a readable safetensors file ({err})") from None
+    missing = sorted({"ids", "values"} - set(stored))
+    if missing:
+        raise MemoryFormatError(f"{path}: no {' or '.join(missing)} tensor")
+    return stored
 
 
 def _faiss():
@@ -120,6 +144,8 @@ class RetrievalMemory:
         named = {"nprobe": nprobe, "efSearch": ef_search, **params}
         for name, value in named.items():
             if value is not None:
+                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                    raise MemoryFormatError(f"{name}={value!r} must be a number")  # FAISS would raise a TypeError
                 try:
                     space.set_index_parameter(self._inner, name, value)
                 except RuntimeError:
@@ -315,6 +341,12 @@ class RetrievalMemory:
         for key in ("format", "dim", "metric", "index", "next_id", "hidden"):
             if key not in meta:
                 raise MemoryFormatError(f"{meta_path}: missing field {key!r}")
+        for key, hint in META_TYPES.items():
+            if key in meta:
+                try:
+                    check(meta[key], hint, Where(key, str(meta_path)))
+                except ConfigError as err:
+                    raise MemoryFormatError(str(err)) from None
         if meta["format"] != FORMAT:
             raise MemoryFormatError(f"{meta_path}: format {meta['format']} is not supported (expected {FORMAT})")
         if dim is not None and meta["dim"] != dim:
@@ -348,9 +380,7 @@ class RetrievalMemory:
         memory.next_id = meta["next_id"]
         memory._value_ids, memory._value_data = np.empty(0, dtype=np.int64), None
         if meta.get("values"):
-            from safetensors.torch import load_file
-
-            stored = load_file(str(directory / "values.safetensors"))
+            stored = _read_values(directory / "values.safetensors")
             memory._value_ids, memory._value_data = stored["ids"].numpy().astype(np.int64), stored["values"]
             if len(memory._value_ids) != len(memory._ids):
                 raise MemoryFormatError(f"{directory}: values.safetensors holds {len(memory._value_ids)} rows for "
@@ -358,7 +388,10 @@ class RetrievalMemory:
         if len(memory) != meta.get("count", len(memory)):
             raise MemoryFormatError(f"{directory}: memory.json counts {meta['count']} entries, index.faiss holds {len(memory)}")
         memory.search_params = {}
-        memory.set_search_params(**meta.get("search_params", {}))
+        try:
+            memory.set_search_params(**meta.get("search_params", {}))
+        except MemoryFormatError as err:
+            raise MemoryFormatError(f"{meta_path}: search_params: {err}") from None
         return memory
 
 

@@ -17,17 +17,20 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any, Mapping, Optional, Sequence
+import typing
+from typing import Annotated, Any, Mapping, Optional, Sequence
 
 import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
+from ..typed import Range, Where, coerce
 from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from .base import OBJECTIVES, Loss, Objective
 from .examples import ExampleError
 
 MODES = ("sum", "sample")
+POSITIVE = Annotated[float, Range(0, low_open=True)]  # an objective's weight
 
 
 # Objectives that live with the knowledge modules, imported on first use.
@@ -54,16 +57,48 @@ def build_objective(name: str, specials: SpecialIds, config: EncoderConfig | Mod
     """Instantiate a registered objective. Objectives that own heads sized by the model (CLWR,
     CLPC, SOP/NSP, RTD) need the model's ``config``; the others ignore it."""
     cls = objective_class(name)
-    params = inspect.signature(cls.__init__).parameters
-    valid = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        raise ConfigError(f"unknown option(s) {unknown} for objective {name!r}; valid options: {', '.join(valid)}")
-    if "config" in params:
+    options = objective_options(name, options)
+    if "config" in inspect.signature(cls.__init__).parameters:
         if config is None:
             raise ConfigError(f"objective {name!r} owns heads sized by the model: pass config=model.config")
         return cls(specials, config, **options)
     return cls(specials, **options)
+
+
+def objective_options(name: str, options: Mapping[str, Any], where: Optional[Where] = None) -> dict[str, Any]:
+    """The options of objective ``name``, each read against its annotation in the constructor
+    (:func:`babelzoo.typed.coerce`: YAML's spellings converted; an unknown option, a wrong type,
+    NaN or an infinite number refused, naming ``where``, by default ``objectives.<name>``); an
+    option without an annotation is passed as given."""
+    cls = objective_class(name)
+    params = inspect.signature(cls.__init__).parameters
+    valid = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        prefix = f"{where}: " if where else ""
+        raise ConfigError(f"{prefix}unknown option(s) {unknown} for objective {name!r}; "
+                          f"valid options: {', '.join(valid)}")
+    try:
+        hints = typing.get_type_hints(cls.__init__, include_extras=True)
+    except (NameError, TypeError):  # a plug-in's annotations that do not resolve: take the options as given
+        return dict(options)
+    where = where or Where(label="objectives.").key(name)
+    return {key: coerce(value, hints[key], where.key(key)) if key in hints else value
+            for key, value in options.items()}
+
+
+def check_spec(spec: Any, where: Where = Where(label="objectives.")) -> None:
+    """Check a recipe's ``objectives`` mapping (``{key: {weight, objective, **options}}``) before
+    anything is built: each objective exists, takes the options given, each of its type and
+    finite, and each weight is positive. ``where`` names the mapping."""
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of objectives, got {type(spec).__name__}")
+    for key, options in spec.items():
+        if options is not None and not isinstance(options, Mapping):
+            raise ConfigError(f"{where.key(str(key))}={options!r} must be a mapping of options")
+        options = dict(options or {})
+        coerce(options.pop("weight", 1.0), POSITIVE, where.key(str(key)).key("weight"))
+        objective_options(options.pop("objective", key), options, where.key(str(key)))
 
 
 class Mixture(Objective):
@@ -85,10 +120,8 @@ class Mixture(Objective):
         unknown = sorted(set(weights) - set(objectives))
         if unknown:
             raise ConfigError(f"weights given for unknown objective(s) {unknown}; objectives: {', '.join(objectives)}")
-        self.weights = {key: float(weights.get(key, 1.0)) for key in objectives}
-        for key, weight in self.weights.items():
-            if not weight > 0:
-                raise ConfigError(f"Mixture weight of {key!r} is {weight}; weights must be positive")
+        self.weights = {key: coerce(weights.get(key, 1.0), POSITIVE, Where(label="objectives.").key(key).key("weight"))
+                        for key in objectives}
         self.objectives = nn.ModuleDict(dict(objectives))
         self.mode = mode
 

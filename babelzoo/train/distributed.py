@@ -16,7 +16,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..errors import BabelzooError
 from ..zoo.config import ConfigError
+
+
+class DeviceUnavailable(BabelzooError, RuntimeError):
+    """The device a config asks for is not there."""
 
 
 @dataclass
@@ -41,7 +46,8 @@ def resolve_device(spec: str, local_rank: int = 0) -> torch.device:
     if spec == "cpu" or (spec == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise RuntimeError("device='cuda' requested, but torch sees no CUDA device")
+        raise DeviceUnavailable(f"device={spec!r} requested, but torch sees no CUDA device; use device=cpu, or "
+                                "device=auto (a GPU when there is one)")
     return torch.device("cuda", local_rank % torch.cuda.device_count())
 
 

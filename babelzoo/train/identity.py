@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from .._files import read_json_object
 from ..zoo.config import ConfigError
 
 # TrainConfig fields a resumed run may change: where and how it runs, logs and checkpoints, how
@@ -143,4 +144,4 @@ def saved_model_config(directory) -> Optional[dict]:
     path = directory / "config.json"
     if not path.is_file():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json_object(path, ConfigError)

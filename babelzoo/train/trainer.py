@@ -39,7 +39,7 @@ from torch import nn
 from ..zoo.config import ConfigError, ModelConfig
 from . import distributed as D
 from .allocator import keep_cpu_buffers
-from .checkpoint import CheckpointManager, read_model, read_part, rng_state, set_rng_state
+from .checkpoint import CheckpointManager, read_model, read_part, read_trainer_state, rng_state, set_rng_state
 from .config import TrainConfig
 from .data import DataStream
 from .flops import count_flops, measure_matmul_peak
@@ -224,7 +224,7 @@ class Trainer:
         if not self.config.resume:
             raise ConfigError(f"{self.checkpoints.root} already holds checkpoints (newest {path.name}) and "
                                   "resume is off: resume them (resume: true) or choose a new output_dir")
-        trainer = read_part(path, "trainer")
+        trainer = read_trainer_state(path)
         config = getattr(self.model, "config", None)
         check_same_run(str(path), {"config": trainer.get("config"), "model": saved_model_config(path),
                                    "objectives": trainer.get("objective_identity"),

@@ -9,6 +9,7 @@ rules follow transformers' ``generate`` so that both give the same tokens on the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -48,7 +49,11 @@ class GenerationSettings:
         need(_is_int(self.num_beams) and self.num_beams >= 1, "num_beams", "must be a positive integer")
         need(self.top_k is None or (_is_int(self.top_k) and self.top_k >= 1), "top_k", "must be a positive integer")
         need(self.top_p is None or 0.0 < self.top_p <= 1.0, "top_p", "must be in (0, 1]")
-        need(self.temperature > 0, "temperature", "must be positive")
+        need(self.temperature > 0 and math.isfinite(self.temperature), "temperature",
+             "must be a positive finite number")
+        # a NaN or infinite exponent makes every finished beam's score NaN, 0 or ±inf: the order is lost
+        need(isinstance(self.length_penalty, (int, float)) and math.isfinite(self.length_penalty), "length_penalty",
+             "must be a finite number")
         need(_is_int(self.no_repeat_ngram_size) and self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size",
              "must be a non-negative integer")
         need(not (self.do_sample and self.num_beams > 1), "num_beams", "must be 1 with do_sample=True")

@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Optional
 import torch
 from torch import nn
 
-from .._files import FolderNotOwned, atomic_write, replace_owned_folder
+from .._files import FolderNotOwned, atomic_write, read_json, read_json_object, replace_owned_folder
 from ..datasets.download import download, fetch_directory, is_url, manifest_problem
 from ..errors import BabelzooError, InputError
 from .config import ConfigError, ModelConfig
@@ -185,10 +185,7 @@ def read_config(directory: Path) -> dict:
     path = directory / CONFIG_NAME
     if not path.is_file():
         raise CheckpointError(f"{directory}: no {CONFIG_NAME}; is this a checkpoint directory?")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    return read_json_object(path, CheckpointError)
 
 
 def from_pretrained(source: str | Path, sha256: Optional[str] = None, weights_only: bool = True, *,
@@ -245,10 +242,7 @@ def _apply_quantization(model, directory: Path, state: Mapping[str, torch.Tensor
                                   f"but {QUANTIZATION_NAME} is missing; restore it beside {CONFIG_NAME} (it says "
                                   "which layers hold which scheme)")
         return
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    spec = read_json(path, CheckpointError)
     if not isinstance(spec, dict) or not isinstance(spec.get("scheme"), str) or \
             not isinstance(spec.get("modules"), list):
         raise CheckpointError(f"{path}: expected {{\"scheme\": ..., \"modules\": [...]}}")

@@ -51,7 +51,9 @@ def test_table_averages_families_and_lists_missing_cells():
 
 
 def test_model_spec_rejects_unknown_keys():
-    with pytest.raises(ValueError, match=r"unknown model spec key\(s\) \['layers'\]"):
+    with pytest.raises(ValueError, match=r"^model.layers: unknown model spec key 'layers'; did you mean 'layer'\? "
+                                         r"Valid keys: name, kind, source, tokenizer, layer, prefix, max_length, "
+                                         r"overrides, recipe, tasks$"):
         ModelSpec.from_dict({"name": "x", "layers": 3})
 
 
@@ -78,8 +80,10 @@ def test_model_tasks_must_be_tasks_of_the_run():
 
     with pytest.raises(ConfigError, match=r"model 'muse': tasks \['udpos'\] are not among this run's tasks \(tatoeba\)"):
         run_matrix([ModelSpec("muse", kind="peer", source="muse_v3", tasks=["udpos"])], ["tatoeba"], TaskContext())
-    with pytest.raises(ConfigError, match="tasks must be a non-empty list of task names, got 'tatoeba'"):
+    with pytest.raises(ConfigError, match=r"^model.tasks='tatoeba' must be a list of strings or null, got str$"):
         ModelSpec.from_dict({"name": "muse", "kind": "peer", "source": "muse_v3", "tasks": "tatoeba"})
+    with pytest.raises(ConfigError, match="tasks must be a non-empty list of task names, got \\[\\]"):
+        ModelSpec.from_dict({"name": "muse", "kind": "peer", "source": "muse_v3", "tasks": []})
 
 
 def test_the_benchmark_script_names_its_own_invocation(tmp_path):

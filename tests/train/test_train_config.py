@@ -40,10 +40,13 @@ def test_unknown_key_names_file_line_close_match_and_valid_keys(tmp_path):
 def test_set_overrides_parse_yaml_and_reach_into_mappings(tmp_path):
     path = write(tmp_path, "lr: 0.1\nmodel_overrides: {hidden_size: 64}\nobjectives: {mlm: {max_length: 32}}\n")
     cfg = load_recipe(path, ["lr=5e-4", "progress=false", "betas=[0.8,0.9]", "model_overrides.num_layers=3",
-                             "objectives.mlm.masking.rate=0.2", "output_dir=runs/x"])
+                             "objectives.mlm.masking.probability=0.2", "output_dir=runs/x"])
     assert cfg.lr == 5e-4 and cfg.progress is False and cfg.betas == (0.8, 0.9) and cfg.output_dir == "runs/x"
     assert cfg.model_overrides == {"hidden_size": 64, "num_layers": 3}
-    assert cfg.objectives == {"mlm": {"max_length": 32, "masking": {"rate": 0.2}}}
+    assert cfg.objectives == {"mlm": {"max_length": 32, "masking": {"probability": 0.2}}}
+    # an objective's options are checked as the recipe is read, not after its data is
+    with pytest.raises(ConfigError, match="TrainConfig.objectives.mlm.masking.rate: unknown MaskingConfig key 'rate'"):
+        load_recipe(path, ["objectives.mlm.masking.rate=0.2"])
     with pytest.raises(ConfigError, match="unknown TrainConfig key 'lrr'; did you mean 'lr'"):
         load_recipe(path, ["lrr=1"])
     with pytest.raises(ConfigError, match="expected key=value"):

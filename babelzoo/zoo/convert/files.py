@@ -6,12 +6,11 @@ Weights come from ``model.safetensors`` or ``pytorch_model.bin`` (read with
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
-from ..._files import read_json_object
+from ..._files import read_json, read_json_object
 from ..pretrained import CheckpointError, read_weights
 
 CONFIG = "config.json"
@@ -58,8 +57,8 @@ def read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
 
 def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        weight_map = read_json(index, CheckpointError)["weight_map"]
+    except (KeyError, TypeError) as err:
         raise CheckpointError(f"{index}: not a shard index with a 'weight_map' ({err})") from None
     state: dict[str, torch.Tensor] = {}
     for shard in sorted(set(weight_map.values())):

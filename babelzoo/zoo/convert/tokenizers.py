@@ -7,11 +7,11 @@ sentencepiece vocabulary), and so does the ``tokenizer_config.json`` export writ
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from ..._files import read_json
 from ..config import EncoderConfig
 from ..pretrained import CheckpointError
 from .family import Family
@@ -34,10 +34,7 @@ def _tokenizer_config(directory: Path) -> dict:
     path = directory / "tokenizer_config.json"
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    data = read_json(path, CheckpointError)
     return data if isinstance(data, dict) else {}
 
 
