@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Union
 
 import torch
 
-from ..errors import BabelzooError
+from ..errors import BabelzooError, InputTypeError
 from ._batching import as_list as _as_list
 from ._batching import check_texts as _check_texts
 from ._batching import expand_langs as _expand_langs
@@ -176,7 +176,7 @@ class Tokenizer(ABC):
     def _segments(self, text: str) -> list[str]:
         """Split text around special tokens written verbatim ("a <mask> b"), as HF does."""
         if not isinstance(text, str):
-            raise TypeError(f"expected text as str, got {type(text).__name__}")
+            raise InputTypeError(f"expected text as str, got {type(text).__name__}")
         pattern = self._special_pattern()
         return [text] if pattern is None else [s for s in pattern.split(text) if s]
 

@@ -42,10 +42,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
+from ..registry import RegistryError
 from .gettext_files import Catalog, CatalogError, Entry, catalog_files, locale_of, read_mo, read_po
 
 __all__ = ["CatalogError", "CatalogStats", "MultiwayCorpus", "catalog_files", "clean_message", "gettext_corpus",
            "normalize_locale", "read_mo", "read_po"]
+
+
+class UnknownLanguage(RegistryError):
+    """A language the corpus holds no sentences of (a ``KeyError``, as a missing key)."""
+
 
 REASONS = ("fuzzy", "obsolete", "untranslated", "source_locale", "missing_plural_form", "empty_after_cleaning",
            "source_empty_after_cleaning", "duplicate", "conflict", "below_min_languages")
@@ -195,7 +201,7 @@ class MultiwayCorpus:
 
     def _check(self, lang: str) -> None:
         if lang not in self.counts():
-            raise KeyError(f"language {lang!r} is not in this corpus (languages: {', '.join(self.languages)})")
+            raise UnknownLanguage(f"language {lang!r} is not in this corpus (languages: {', '.join(self.languages)})")
 
 
 def gettext_corpus(packages: Sequence[str] = ("django",), min_languages: int = 2, source_lang: str = "en",

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import ClassVar, Mapping, Sequence
 
 from ..datasets.sources import CorpusSource, DocumentSource, Split, register_source
-from ..errors import ConfigError
+from ..errors import BabelzooError, ConfigError
 from ..evaluation.tasks import TASKS, Result, TaskContext
 from .catalogs import MultiwayCorpus, gettext_corpus
 
@@ -27,13 +27,17 @@ def is_heldout(key: str, percent: int = HELDOUT_PERCENT) -> bool:
     return hashlib.sha1(key.encode("utf-8")).digest()[0] < 256 * percent // 100
 
 
+class MissingCorpora(BabelzooError, RuntimeError):
+    """The packages whose catalogs make the embedded corpora are missing or unreadable."""
+
+
 @lru_cache(maxsize=4)
 def embedded_corpus(packages: Sequence[str] = EMBEDDED_PACKAGES) -> MultiwayCorpus:
     """The multi-way corpus of ``packages`` (cached per process: reading Gramps takes seconds)."""
     try:
         return gettext_corpus(tuple(packages), min_languages=2)
     except Exception as err:
-        raise RuntimeError(f"cannot read the embedded corpora from {list(packages)}: {err}; "
+        raise MissingCorpora(f"cannot read the embedded corpora from {list(packages)}: {err}; "
                            f"install them with `pip install babelzoo[corpora]`") from err
 
 

@@ -14,10 +14,14 @@ import numpy as np
 
 from ..datasets.multimodal_manifest import write_manifest
 from ..datasets.sources import Split, register_source
-from ..errors import ConfigError
+from ..errors import BabelzooError, ConfigError
 from ..evaluation.tasks import TASKS, Result, TaskContext, TaskSkipped
 from ..evaluation.tasks.multimodal import encode_fn, languages, model_with, retrieval_results
 from .emoji import HELDOUT_EMOJI, SPEECH_LANGS, RenderedEmoji, emoji_key, emoji_names, heldout_emoji
+
+
+class SpeechSynthesisError(BabelzooError, RuntimeError):
+    """espeak-ng could not start, or could not speak a text."""
 
 
 class Espeak:
@@ -41,7 +45,7 @@ class Espeak:
                 # AUDIO_OUTPUT_SYNCHRONOUS = 2: samples arrive through the callback before Synth returns.
                 rate = lib.espeak_Initialize(2, 0, espeakng_loader.get_data_path().encode(), 0)
                 if rate <= 0:
-                    raise RuntimeError("espeak-ng failed to initialise")
+                    raise SpeechSynthesisError("espeak-ng failed to initialise; reinstall espeakng-loader")
                 Espeak._lib, Espeak._rate = lib, rate
         self.sample_rate = Espeak._rate
         self._chunks: list[np.ndarray] = []
@@ -67,7 +71,7 @@ class Espeak:
             lib.espeak_Synchronize()
             chunks, self._chunks = self._chunks, []
         if status != 0 or not chunks:
-            raise RuntimeError(f"espeak-ng could not speak {text!r} in {lang!r} (status {status})")
+            raise SpeechSynthesisError(f"espeak-ng could not speak {text!r} in {lang!r} (status {status})")
         return np.concatenate(chunks)
 
 

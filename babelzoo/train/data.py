@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ..errors import InputError
+from ..errors import InputError, InputTypeError
 from ..zoo.config import ConfigError
 from .identity import ResumeMismatch
 
@@ -139,8 +139,8 @@ def _split(name: str, item: Any) -> tuple[Any, Optional[Callable[[int], Sequence
     if isinstance(item, tuple) and len(item) == 2 and callable(getattr(item[1], "epoch_order", None)):
         dataset, order = item[0], item[1].epoch_order
     if not (hasattr(type(dataset), "__len__") and hasattr(type(dataset), "__getitem__")):
-        raise TypeError(f"dataset {name!r} must be map-style (define __len__ and __getitem__); "
-                        f"got {type(dataset).__name__}")
+        raise InputTypeError(f"dataset {name!r} must be map-style (define __len__ and __getitem__); "
+                             f"got {type(dataset).__name__}")
     size = len(order(0)) if order is not None else len(dataset)
     return dataset, order, size
 

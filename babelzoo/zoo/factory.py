@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..errors import InputTypeError
 from ..registry import Registry
 from .config import ConfigError, ModelConfig
 
@@ -262,7 +263,7 @@ def _with_text_tower(entry: ModelEntry, text_tower: Any, overrides: dict[str, An
                           f"(load weights into it with pretrained= or weights=)")
     tower = create_model(text_tower, pretrained=True) if isinstance(text_tower, str) else text_tower
     if not isinstance(tower, BabelModel):
-        raise TypeError(f"text_tower must be a zoo name or a BabelModel, not {type(tower).__name__}")
+        raise InputTypeError(f"text_tower must be a zoo name or a BabelModel, not {type(tower).__name__}")
     text = tower.config.text
     model = build_model(dataclasses.replace(config, text=text).override(**overrides))
     # Strict on the encoder; a pooler or MLM head the tower lacks stays freshly initialised.

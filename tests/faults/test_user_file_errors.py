@@ -223,10 +223,12 @@ def test_builtin_errors_for_user_mistakes_are_babelzoo_errors_with_their_old_bas
     (tmp_path / "cache").mkdir()
     with pytest.raises(TokenCacheError) as err:
         TokenizedCorpus(tmp_path / "cache")
-    assert isinstance(err.value, RuntimeError) and str(err.value) == f"{tmp_path}/cache is not a token cache (no meta.json)"
+    assert isinstance(err.value, RuntimeError)
+    assert str(err.value) == f"{tmp_path}/cache is not a token cache (no meta.json)"
     with pytest.raises(InputTypeError) as err:
         TokenizedCorpus.from_corpus(["a sentence"], tokenizer=None)
-    assert isinstance(err.value, TypeError) and str(err.value) == "expected a MonolingualCorpus or ParallelCorpus, got list"
+    assert isinstance(err.value, TypeError)
+    assert str(err.value) == "expected a MonolingualCorpus or ParallelCorpus, got list"
     for cls, base in ((TokenCacheError, RuntimeError), (DeviceUnavailable, RuntimeError), (MissingFont, RuntimeError),
                       (InputTypeError, TypeError)):
         assert issubclass(cls, BabelzooError) and issubclass(cls, base), cls
