@@ -106,7 +106,7 @@ class RunLogger:
         self.output_dir = Path(output_dir)
         self.window: list[dict[str, Any]] = []
         self.shown: dict[str, Any] = {}  # the window the progress bar shows last
-        self.totals = {"tokens": 0, "time": 0.0, "data_time": 0.0, "steps": 0, "skipped": 0, "flops": 0.0,
+        self.totals = {"tokens": 0, "time": 0.0, "data_time": 0.0, "steps": 0, "skipped": 0,
                        "mfu_time": 0.0, "mfu_weighted": 0.0, "first_step": None}
         self.last: dict[str, Any] = {}
         self.resumed_steps = 0  # steps counted from the records of earlier runs of this one
@@ -173,7 +173,6 @@ class RunLogger:
         t["time"] += record.get("step_time", 0.0)
         t["data_time"] += record.get("data_time", 0.0)
         t["skipped"] += int(bool(record.get("skipped")))
-        t["flops"] += record.get("flops", 0.0)
         if _number(record.get("mfu")):
             t["mfu_time"] += record.get("step_time", 0.0)
             t["mfu_weighted"] += record["mfu"] * record.get("step_time", 0.0)

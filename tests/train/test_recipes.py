@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,7 @@ def test_recipe_trains_two_steps(name, tmp_path, capsys, monkeypatch):
         argv += ["--set", item]
     assert pretrain_main(argv) == 0, capsys.readouterr().err
     captured = capsys.readouterr()
-    assert "steps       2 (0 skipped" in captured.out + captured.err
+    assert re.search(r"\n  steps +2 \(0 skipped", captured.out + captured.err)
     assert (tmp_path / "run" / "checkpoints" / "step-00000002").is_dir()
 
 
