@@ -32,6 +32,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .._files import write_json_atomic
+
 # Record keys of evaluations (the trainer's evaluator names its metrics "dev/..."): shown as they
 # are on the progress bar, not averaged with the training metrics.
 EVAL_PREFIXES = ("dev/", "best ")
@@ -256,7 +258,7 @@ class RunLogger:
             self._file.close()
         self._bar = self._tb = self._file = None
         if self.enabled and summary is not None:
-            (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+            write_json_atomic(self.output_dir / "summary.json", summary)
             print(format_summary(summary), file=sys.stderr, flush=True)
 
 
