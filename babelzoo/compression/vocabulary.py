@@ -11,6 +11,12 @@ tokenizer kind)::
 
     small = trim_vocabulary(model, {"de": german, "fr": french})
     small.save_pretrained("e5-small-de-fr")          # a normal checkpoint, with its tokenizer
+
+Text outside the kept pieces loses what the dropped pieces held: each ``encode``,
+``encode_pair`` or ``batch_encode`` call of the trimmed tokenizer (also once saved and loaded)
+whose text yields ``<unk>`` issues a
+:class:`~babelzoo.datasets.tokenizer.TrimmedVocabularyWarning` with the share of ``<unk>``
+pieces. The texts given to :func:`trim_vocabulary` never do: their pieces are all kept.
 """
 
 from __future__ import annotations
@@ -29,20 +35,38 @@ Texts = Union[Iterable[str], Mapping[str, Iterable[str]]]
 VOCABULARY_KEYS = ("embeddings.word.weight", "lm_head.decoder.weight", "lm_head.bias")
 
 
+def _text_list(items, where: str, lang: Optional[str] = None) -> list[str]:
+    """``items`` (``texts``, or the texts of language ``lang``) as a list of texts; one string
+    (which would be read one character at a time) or anything but strings is an error."""
+    if isinstance(items, (str, bytes)):
+        example = items[:40] if isinstance(items, str) else items[:40].decode("utf-8", "replace")
+        fix = (f"e.g. [{example!r}], or {{language: [texts]}}" if lang is None
+               else f"e.g. {{{lang!r}: [{example!r}]}}")
+        raise InputError(f"trim_vocabulary: {where} is one string ({example!r}); pass an iterable of texts, {fix}")
+    if not isinstance(items, Iterable):
+        raise InputError(f"trim_vocabulary: {where} must be an iterable of texts, got {type(items).__name__}")
+    texts = list(items)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InputError(f"trim_vocabulary: {where}[{i}] is {type(text).__name__}, not a text (str)")
+    return texts
+
+
 def used_pieces(tokenizer: Tokenizer, texts: Texts, batch_size: int = 1024) -> list[int]:
     """The ascending ids of every piece ``texts`` segment into, plus
-    :meth:`~babelzoo.datasets.tokenizer.Tokenizer.subset_required`. ``texts``: strings, or
-    ``{language: strings}`` (a language with no text is an error: it would be silently left out)."""
+    :meth:`~babelzoo.datasets.tokenizer.Tokenizer.subset_required`. ``texts``: an iterable of
+    strings, or ``{language: strings}`` (a language with no text is an error: it would be silently
+    left out). One string is refused: iterating over it would keep the pieces of its characters."""
     if isinstance(texts, Mapping):
         streams = {}
         for lang, items in texts.items():
-            items = [t for t in items if t.strip()]
+            items = [t for t in _text_list(items, f"texts[{lang!r}]", lang) if t.strip()]
             if not items:
                 raise InputError(f"trim_vocabulary: language {lang!r} has no text to keep pieces for")
             streams[lang] = items
         texts = [t for items in streams.values() for t in items]
     else:
-        texts = [t for t in texts if t.strip()]
+        texts = [t for t in _text_list(texts, "texts") if t.strip()]
     if not texts:
         raise InputError("trim_vocabulary: no text given; the trimmed vocabulary would hold special tokens only")
     used: set[int] = set()

@@ -120,3 +120,25 @@ def metaspace_pipeline(model, spec: ModelSpec, prefix=None):
     metaspace = decoders.Metaspace(replacement="\u2581", prepend_scheme=scheme, split=True)
     tok.decoder = decoders.Sequence([decoders.ByteFallback(), metaspace]) if spec.byte_fallback else metaspace
     return tok
+
+
+def whitespace_split_pipeline(model, charsmap: bytes, prefix=None):
+    """The ``tokenizers.Tokenizer`` that ``transformers`` builds for a sentencepiece unigram
+    vocabulary (``XLMRobertaTokenizer``, ``AlbertTokenizer``): ``prefix`` (a normaliser run
+    first), the compiled character map, then words split at whitespace, each marked with a
+    leading ``▁``. Unlike :func:`metaspace_pipeline`, every whitespace character that survives
+    normalisation separates words, not only U+0020."""
+    from tokenizers import Tokenizer as RustTokenizer
+    from tokenizers import decoders, normalizers, pre_tokenizers
+
+    steps = [] if prefix is None else [prefix]
+    if charsmap:
+        steps.append(normalizers.Precompiled(charsmap))
+    tok = RustTokenizer(model)
+    if steps:
+        tok.normalizer = steps[0] if len(steps) == 1 else normalizers.Sequence(steps)
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                 pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always",
+                                                                          split=True)])
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    return tok

@@ -11,6 +11,15 @@ Three id layouts:
   [SEP]=3, [MASK]=4``); text is first normalised as Hugging Face's ``AlbertTokenizer`` does
   (`````/``''`` → ``"``, NFKD with accents dropped unless ``keep_accents``, lower-cased
   character by character when ``lowercase``).
+
+Text is encoded by the ``tokenizers`` pipeline that :meth:`SentencePieceTokenizer.hf_pipeline`
+builds and ``tokenizer.json`` saves, so that ``transformers.AutoTokenizer`` on a saved folder
+gives the same ids on every text. For XLM-R and ALBERT that pipeline is the one ``transformers``
+builds for ``XLMRobertaTokenizer`` and ``AlbertTokenizer`` (which read only the vocabulary from
+``tokenizer.json``). It agrees with the sentencepiece library on ordinary text; they part on
+rare inputs: a combining sequence the character map folds as a whole (sentencepiece matches the
+longest rule, ``tokenizers`` looks at one grapheme), and text that normalises into a control
+piece (``＜s＞``), which ``tokenizers`` matches and sentencepiece never does.
 """
 
 from __future__ import annotations
@@ -21,8 +30,9 @@ from typing import Iterable, Mapping, Optional, Union
 from .._files import read_json_object
 from .specials import (BOS, EOS, MASK, PAD, SPECIAL_TOKENS, UNK, SpecialIds, language_tag, reserved_ids,
                        sentinel_token)
+from .fast import FastTokenizer
 from .spm_train import Source, train_model
-from .tokenizer import PAIR_STYLES, Tokenizer, TokenizerError, write_atomic
+from .tokenizer import PAIR_STYLES, TokenizerError, write_atomic
 
 MODEL_FILE = "sentencepiece.model"
 XLMR_MODEL_FILE = "sentencepiece.bpe.model"
@@ -56,7 +66,7 @@ def _processor(proto: bytes, where: str):
         raise TokenizerError(f"{where}: not a sentencepiece model ({err})") from None
 
 
-class SentencePieceTokenizer(Tokenizer):
+class SentencePieceTokenizer(FastTokenizer):
     """A sentencepiece model behind the :class:`Tokenizer` interface.
 
     >>> tok = SentencePieceTokenizer.train({"de": Path("de.txt"), "fr": Path("fr.txt")}, vocab_size=8000)
@@ -112,6 +122,18 @@ class SentencePieceTokenizer(Tokenizer):
         self._specials = SpecialIds(vocab_size=self._size, languages={lang: i for i, lang in enumerate(languages)},
                                     special=frozenset(self._special_tokens.values()),
                                     **reserved_ids(self._special_tokens, languages), **ids)
+        self._backend = None
+
+    @property
+    def backend(self):  # type: ignore[override]
+        """The ``tokenizers`` pipeline that encodes (built on first use: ~2 s for 250k pieces)."""
+        if self._backend is None:
+            self._set_backend(self.hf_pipeline())
+        return self._backend
+
+    @backend.setter
+    def backend(self, value) -> None:
+        self._backend = value
 
     def _check_pieces(self, want: dict[str, int], where: str) -> None:
         n = self.sp.get_piece_size()
@@ -189,6 +211,11 @@ class SentencePieceTokenizer(Tokenizer):
         """ALBERT's normalisation before sentencepiece's own (Hugging Face's normaliser order)."""
         return text if self._albert is None else self._albert.normalize_str(text)
 
+    def sentencepiece_ids(self, texts: list[str]) -> list[list[int]]:
+        """Content ids as the sentencepiece library segments ``texts`` (which must hold no special
+        token): what the encoding pipeline is checked against."""
+        return [self._to_ids(ids) for ids in self.sp.encode([self._prepare(t) for t in texts])]
+
     # ---- Tokenizer interface ----------------------------------------------------------------
 
     @property
@@ -199,10 +226,7 @@ class SentencePieceTokenizer(Tokenizer):
         return self._special_tokens
 
     def _pieces(self, text: str) -> list[str]:
-        return self.sp.encode(self._prepare(text), out_type=str)
-
-    def _piece_ids(self, texts: list[str]) -> list[list[int]]:
-        return [self._to_ids(ids) for ids in self.sp.encode([self._prepare(t) for t in texts])]
+        return [self.id_to_token(i) for i in self._piece_ids([text])[0]]
 
     def _detokenize(self, ids: list[int]) -> str:
         return self.sp.decode([self._to_sp(i) for i in ids])
@@ -254,8 +278,16 @@ class SentencePieceTokenizer(Tokenizer):
 
     @property
     def hf_class(self) -> str:  # type: ignore[override]
+        # transformers rebuilds these two classes' pipeline from the vocabulary (a unigram one)
+        if self._model_type() != "unigram":
+            return "PreTrainedTokenizerFast"
         return {"fairseq": "XLMRobertaTokenizerFast", "albert": "AlbertTokenizerFast"}.get(
             self.layout, "PreTrainedTokenizerFast")
+
+    def _model_type(self) -> str:
+        from ._spm_model import model_spec
+
+        return model_spec(self.model_proto, "sentencepiece model").model_type
 
     def _hf_options(self) -> dict:
         return {"do_lower_case": self.lowercase, "keep_accents": self.keep_accents} if self.layout == "albert" else {}
@@ -272,7 +304,10 @@ class SentencePieceTokenizer(Tokenizer):
         return frozenset(self._special_tokens.values()) | {self.specials.unk}
 
     def hf_pipeline(self):
-        from ._spm_model import metaspace_pipeline, model_spec
+        """The encoding pipeline (see the module docstring): XLM-R's and ALBERT's as
+        ``transformers`` builds them; for babelzoo's own models, sentencepiece's text handling
+        (only U+0020 separates words)."""
+        from ._spm_model import metaspace_pipeline, model_spec, whitespace_split_pipeline
         from .bpe import BPETokenizer
         from .unigram import unigram_model
 
@@ -282,8 +317,10 @@ class SentencePieceTokenizer(Tokenizer):
         if spec.model_type != "unigram":
             raise TokenizerError(f"a sentencepiece {spec.model_type} model has no tokenizers counterpart here")
         pieces, scores = self.pieces_and_scores()
-        return metaspace_pipeline(unigram_model(pieces, scores, self.specials.unk, spec.byte_fallback), spec,
-                                  self._albert)
+        model = unigram_model(pieces, scores, self.specials.unk, spec.byte_fallback)
+        if self.layout in ("fairseq", "albert"):
+            return whitespace_split_pipeline(model, spec.charsmap, self._albert)
+        return metaspace_pipeline(model, spec, self._albert)
 
 
 def _read(model_file: Union[str, Path]) -> bytes:

@@ -28,6 +28,7 @@ import importlib
 import json
 import os
 import re
+import warnings
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Union
@@ -67,6 +68,11 @@ class TokenizerError(BabelzooError, ValueError):
     """A tokenizer directory or file that cannot be read, or an unusable request."""
 
 
+class TrimmedVocabularyWarning(UserWarning):
+    """Text encoded by a trimmed tokenizer (:func:`~babelzoo.compression.trim_vocabulary`) fell
+    outside the pieces it kept and became ``<unk>``."""
+
+
 class Tokenizer(ABC):
     """Base class: subclasses provide the vocabulary and the text → piece step; framing,
     batching, truncation, padding and decoding of special tokens live here, once.
@@ -88,6 +94,8 @@ class Tokenizer(ABC):
     hf_class: ClassVar[str] = "PreTrainedTokenizerFast"  # tokenizer_class in tokenizer_config.json
     pair_style: str = "bert"
     prefix_language_tag: bool = False
+    # the vocabulary size before :meth:`subset` (trim_vocabulary), when this tokenizer was trimmed
+    trimmed_from: Optional[int] = None
 
     # ---- what a backend provides -------------------------------------------------------------
 
@@ -144,6 +152,25 @@ class Tokenizer(ABC):
         """The ids every :meth:`subset` must keep: the special tokens, and whatever else the
         backend's segmentation depends on."""
         return self.specials.all_special()
+
+    def _trimmed(self, small: "Tokenizer") -> "Tokenizer":
+        """``small`` (a :meth:`subset` of this tokenizer), marked as trimmed from the full vocabulary."""
+        small.trimmed_from = self.trimmed_from or self.vocab_size
+        return small
+
+    def _warn_unknown(self, rows: Sequence[Optional[list[int]]]) -> None:
+        """A trimmed tokenizer says how much of a text it could not keep: the share of ``<unk>``
+        among the content pieces of this call (one warning per call that has any)."""
+        if self.trimmed_from is None:
+            return
+        rows = [r for r in rows if r is not None]
+        unk, total = self.specials.unk, sum(map(len, rows))
+        found = sum(r.count(unk) for r in rows)
+        if found:
+            warnings.warn(f"{found} of {total} pieces ({found / total:.1%}) are {self.id_to_token(unk)}: this "
+                          f"tokenizer keeps {self.vocab_size:,} of the {self.trimmed_from:,} pieces of the vocabulary "
+                          "it was trimmed from, and the text falls outside them; trim with texts that cover it, "
+                          "or encode with the full tokenizer", TrimmedVocabularyWarning, stacklevel=3)
 
     # ---- derived properties ------------------------------------------------------------------
 
@@ -251,6 +278,7 @@ class Tokenizer(ABC):
     def encode(self, text: str, lang: Lang = None, add_special_tokens: bool = True) -> list[int]:
         """Ids of one text: ``[CLS] (tag) pieces [SEP]``, or the bare pieces."""
         (ids,) = self._content_ids([text])
+        self._warn_unknown([ids])
         if lang is not None:
             self._language_index(lang)
         if not add_special_tokens:
@@ -261,6 +289,7 @@ class Tokenizer(ABC):
                     ) -> tuple[list[int], list[int]]:
         """Ids and segment ids of a framed pair (see the class docstring for the two styles)."""
         ids_a, ids_b = self._content_ids([a, b])
+        self._warn_unknown([ids_a, ids_b])
         ids, segments, _ = self._frame(ids_a, ids_b, lang_a, lang_b)
         return ids, segments
 
@@ -291,10 +320,11 @@ class Tokenizer(ABC):
         lang_pairs = _expand_langs(langs, len(texts), pairs is not None)
 
         ids_a = self._content_ids(texts)
+        ids_b = self._content_ids(pairs) if pairs is not None else [None] * len(texts)
+        self._warn_unknown(ids_a + ids_b)
         if pairs is None and langs is None and add_special_tokens:
             rows, segs, lang_rows = self._single_rows(ids_a, max_length, truncation), None, None
         else:
-            ids_b = self._content_ids(pairs) if pairs is not None else [None] * len(texts)
             rows, segs, lang_rows = self._rows(ids_a, ids_b, lang_pairs, max_length, truncation, add_special_tokens)
 
         if padding in (True, "longest"):
@@ -469,7 +499,7 @@ class Tokenizer(ABC):
                          "vocab_size": s.vocab_size},
             "languages": list(self.languages),
             "options": {"pair_style": self.pair_style, "prefix_language_tag": self.prefix_language_tag,
-                        **options},
+                        **options, **({"trimmed_from": self.trimmed_from} if self.trimmed_from else {})},
         }
         # metadata first: over a directory saved before, its tokenizer.json (the old metadata)
         # is replaced by the Hugging Face file only once babelzoo_tokenizer.json exists
@@ -563,6 +593,12 @@ def load_tokenizer(directory: Union[str, Path]) -> Optional[Tokenizer]:
             raise TokenizerError(f"{meta_path}: unknown tokenizer type {kind!r} (known: {', '.join(BACKENDS)})")
         tokenizer = _backend(kind)._from_saved(directory, meta, meta_path)
         tokenizer._check_saved(meta_path, meta)
+        trimmed_from = meta.get("options", {}).get("trimmed_from")
+        if trimmed_from is not None:
+            if not isinstance(trimmed_from, int) or isinstance(trimmed_from, bool) or trimmed_from < tokenizer.vocab_size:
+                raise TokenizerError(f"{meta_path}: options.trimmed_from must be the vocabulary size before "
+                                     f"trimming (an integer >= {tokenizer.vocab_size}), got {trimmed_from!r}")
+            tokenizer.trimmed_from = trimmed_from
         return tokenizer
     if (directory / "vocab.txt").is_file():
         return _backend("wordpiece").from_hf(directory)

