@@ -1,6 +1,9 @@
 """A knowledge base on a networkx ``MultiDiGraph``, and the file formats it reads.
 
-File formats (UTF-8; in TSV files blank lines and lines starting with ``#`` are skipped):
+File formats (UTF-8; blank lines are skipped, and so are comments: lines whose first character
+is ``#``). A ``#`` line that has the fields of a data line with ``#`` glued to its first id
+(``#tag<TAB>P1<TAB>Q2``) is ambiguous and refused by line: write ``# `` (hash, space) to comment
+a line out; an id that starts with ``#`` is written in a JSONL file (or not first on a TSV line).
 
 - **Triples, TSV**: ``head<TAB>relation<TAB>tail``, exactly three non-empty fields a line.
 - **Triples, JSONL**: one ``{"head": h, "relation": r, "tail": t}`` object (or ``[h, r, t]``
@@ -268,9 +271,12 @@ def _names_of(table: dict, key: str, lang: Optional[str]) -> list[str]:
 
 # --- readers -----------------------------------------------------------------------------------
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+def _lines(path: Path, fields: int = 0, what: str = "", whitespace: bool = False) -> Iterator[tuple[int, str]]:
     """(line number, text) of the non-blank, non-comment lines of a UTF-8 text file (a leading
-    byte-order mark is not part of the first line)."""
+    byte-order mark is not part of the first line). A comment starts with ``#`` as its first
+    character; one whose ``#`` is glued to the first of ``fields`` fields (tab-separated, or
+    whitespace-separated with ``whitespace``) could be a line of ``what`` whose id starts with
+    ``#``, and is refused rather than dropped."""
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
             try:
@@ -279,8 +285,24 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
                 raise KBError(f"{path}:{number}: not UTF-8 text (byte {err.start + 1} of the line: "
                               f"{raw[err.start:err.start + 1]!r})") from None
             text = line.rstrip("\r\n")
-            if text.strip() and not text.lstrip().startswith("#"):
-                yield number, text
+            if not text.strip():
+                continue
+            if text.startswith("#"):
+                _check_comment(path, number, text, fields, what, whitespace)
+                continue
+            yield number, text
+
+
+def _check_comment(path: Path, number: int, text: str, fields: int, what: str, whitespace: bool) -> None:
+    if fields < 2 or _is_jsonl(path) or text[1:2].isspace() or text[1:2] in ("", "#"):
+        return
+    parts = text.split() if whitespace and "\t" not in text else text.split("\t")
+    if len(parts) < fields:
+        return
+    jsonl = "" if whitespace else "; an id that starts with '#' goes in a JSONL file"
+    raise KBError(f"{path}:{number}: a line starting with '#' is a comment, but this one has the {len(parts)} "
+                  f"fields of {what}, so {parts[0].strip()!r} may be an id: write '# ' (hash, space) to comment a "
+                  f"line out{jsonl}")
 
 
 def _is_jsonl(path: Path) -> bool:
@@ -302,7 +324,7 @@ def read_triples(path: str | Path, kb: Optional[GraphKB] = None, entities: Optio
         raise KBError(f"on_unknown={on_unknown!r} must be 'error' or 'add'")
     path = Path(path)
     out: list[Triple] = []
-    for number, text in _lines(path):
+    for number, text in _lines(path, 3, "a triple (head, relation, tail)"):
         if _is_jsonl(path):
             item = _json_line(path, number, text)
             if isinstance(item, dict):
@@ -340,7 +362,8 @@ def read_names(path: str | Path, kb: GraphKB, kind: str = "entity") -> set[str]:
     path = Path(path)
     add = kb.add_label if kind == "entity" else kb.add_relation_label
     declared: set[str] = set()
-    for number, text in _lines(path):
+    for number, text in _lines(path, 3, f"an {kind} name line (id, lang, label)" if kind == "entity"
+                               else f"a {kind} name line (id, lang, label)"):
         if _is_jsonl(path):
             item = _json_line(path, number, text)
             if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"].strip():
@@ -440,7 +463,7 @@ def read_openke(folder: str | Path, name: Optional[str] = None) -> GraphKB:
 def _read_counted(path: Path, width: int) -> list[tuple[int, list[str]]]:
     if not path.exists():
         raise KBError(f"{path}: missing (OpenKE layout needs entity2id.txt, relation2id.txt and train2id.txt)")
-    rows = list(_lines(path))
+    rows = list(_lines(path, width, f"a line of {path.name}", whitespace=True))
     if not rows:
         raise KBError(f"{path}: empty file; expected a count line first")
     number, first = rows[0]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from babelzoo.knowledge.base import KBError
-from babelzoo.knowledge.graph import GraphKB, read_names, read_triples
+from babelzoo.knowledge.graph import GraphKB, read_kb, read_names, read_triples
 from babelzoo.knowledge.kge import create_kge
 from babelzoo.knowledge.memory import MemoryFormatError, RetrievalMemory
 
@@ -22,6 +22,42 @@ def test_a_byte_order_mark_is_not_part_of_the_first_id(tmp_path):
     names.write_bytes("\ufeffQ17\ten\tJapan\n".encode("utf-8"))
     kb = GraphKB("t")
     assert read_names(names, kb) == {"Q17"} and kb.label("Q17") == "Japan"
+
+
+def test_an_id_that_starts_with_a_hash_is_never_dropped_as_a_comment(tmp_path):
+    """A comment is a line whose first character is '#'. One whose '#' is glued to the first of
+    the fields of a data line could hide an id such as '#tag': refused by file:line, not dropped."""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "triples.tsv").write_text("# head\trelation\ttail\n## notes\n#plain note\nQ1\tP1\t#tag\n"
+                                        "#tag\tP1\tQ2\n", encoding="utf-8")
+    message = (rf"{folder / 'triples.tsv'}:5: a line starting with '#' is a comment, but this one has the 3 fields "
+               r"of a triple \(head, relation, tail\), so '#tag' may be an id: write '# ' \(hash, space\) to "
+               r"comment a line out; an id that starts with '#' goes in a JSONL file")
+    with pytest.raises(KBError, match=message):
+        read_kb(folder)
+    (folder / "triples.tsv").write_text("# head\trelation\ttail\nQ1\tP1\t#tag\n# #tag\tP1\tQ2\n", encoding="utf-8")
+    assert [tuple(t) for t in read_kb(folder).triples()] == [("Q1", "P1", "#tag")]  # '# ' comments the line out
+    (folder / "triples.tsv").unlink()
+    (folder / "triples.jsonl").write_text('# comment\n{"head": "#tag", "relation": "P1", "tail": "Q2"}\n',
+                                          encoding="utf-8")
+    (folder / "entities.tsv").write_text("#tag\ten\tHashtag\nQ2\ten\tQ two\n", encoding="utf-8")
+    with pytest.raises(KBError, match=r"entities\.tsv:1: .* fields of an entity name line \(id, lang, label\), so "
+                                      r"'#tag' may be an id"):
+        read_kb(folder)
+    (folder / "entities.tsv").unlink()
+    (folder / "entities.jsonl").write_text('{"id": "#tag", "labels": {"en": "Hashtag"}}\n{"id": "Q2"}\n',
+                                           encoding="utf-8")
+    kb = read_kb(folder)
+    assert [tuple(t) for t in kb.triples()] == [("#tag", "P1", "Q2")] and kb.label("#tag") == "Hashtag"
+    openke = tmp_path / "openke"
+    openke.mkdir()
+    (openke / "entity2id.txt").write_text("2\n#tag 0\nQ2 1\n", encoding="utf-8")
+    (openke / "relation2id.txt").write_text("1\nP1 0\n", encoding="utf-8")
+    (openke / "train2id.txt").write_text("1\n0 1 0\n", encoding="utf-8")
+    with pytest.raises(KBError, match=r"entity2id\.txt:2: .* the 2 fields of a line of entity2id\.txt, so '#tag' may "
+                                      r"be an id: write '# ' \(hash, space\) to comment a line out$"):
+        read_kb(openke)
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
