@@ -18,6 +18,7 @@ selector instead; their vectors stay in the graph until the memory is rebuilt.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -39,7 +40,54 @@ class MemoryFormatError(BabelzooError, ValueError):
 
 # the fields of memory.json and their types (a foreign or hand-edited file is refused naming the field)
 META_TYPES = {"format": int, "dim": int, "metric": str, "index": str, "count": int, "next_id": int,
-              "hidden": list[int], "search_params": dict[str, Any], "values": bool}
+              "hidden": list[int], "search_params": dict[str, Any], "values": bool, "metric_seal": str}
+
+
+def _metric_seals(index_file: Path) -> dict[str, str]:
+    """For each metric, the seal ``memory.json`` records when a memory of that metric saved
+    ``index_file``: sha256 of the file's bytes and the metric's name. FAISS stores cosine and
+    inner-product indexes alike (both rank by inner product), so only the seal tells them apart."""
+    digest = hashlib.sha256()
+    with open(index_file, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    seals = {}
+    for metric in METRICS:
+        sealed = digest.copy()
+        sealed.update(b"\0metric=" + metric.encode("ascii"))
+        seals[metric] = sealed.hexdigest()
+    return seals
+
+
+def _check_metric(directory: Path, meta: dict, index, faiss) -> None:
+    """The metric ``memory.json`` names must be the one the saved index was built with: a
+    cosine memory read as inner product (or the reverse) would rank the same keys but mislabel
+    every score."""
+    meta_path, index_file = directory / "memory.json", directory / "index.faiss"
+    if "metric_seal" in meta:
+        seals = _metric_seals(index_file)
+        if meta["metric_seal"] != seals[meta["metric"]]:
+            saved = [m for m, seal in seals.items() if seal == meta["metric_seal"]]
+            if saved:
+                raise MemoryFormatError(f"{meta_path}: says metric {meta['metric']!r}, but {index_file.name} was "
+                                        f"saved by {'a' if saved[0] == 'cosine' else 'an'} {saved[0]!r} memory: its scores would be mislabelled; restore "
+                                        f"\"metric\": \"{saved[0]}\" or rebuild the memory")
+            raise MemoryFormatError(f"{meta_path}: {index_file.name} is not the index saved with this memory.json "
+                                    "(its metric_seal does not match); restore the pair, or rebuild the memory")
+        return
+    # a memory saved before seals: a cosine index holds unit vectors, which exact storage shows
+    if meta["metric"] != "cosine" or index.ntotal == 0:
+        return
+    inner = faiss.downcast_index(index.index)
+    storage = faiss.downcast_index(inner.storage) if hasattr(inner, "storage") else inner
+    if not isinstance(storage, faiss.IndexFlat):
+        return
+    keys = storage.reconstruct_n(0, min(storage.ntotal, 4096))
+    norms = np.linalg.norm(keys, axis=1)
+    if np.abs(norms - 1).max() > 1e-3:
+        raise MemoryFormatError(f"{meta_path}: says metric 'cosine', but {index_file.name} holds keys of norm "
+                                f"{norms.min():.3g} to {norms.max():.3g}, not unit vectors: it was saved by an 'ip' "
+                                "memory, and its scores would be mislabelled; restore \"metric\": \"ip\"")
 
 
 def _read_values(path: Path) -> dict[str, torch.Tensor]:
@@ -198,7 +246,13 @@ class RetrievalMemory:
                 raise MemoryFormatError(f"got {len(new_ids)} ids for {n} keys")
             if (new_ids < 0).any():
                 raise MemoryFormatError("ids must be non-negative")
-        clash = sorted(set(new_ids.tolist()) & (self._ids | self._hidden)) or \
+        removed = sorted(set(new_ids.tolist()) & self._hidden)
+        if removed:
+            raise MemoryFormatError(f"ids {removed[:10]}{' ...' if len(removed) > 10 else ''} were removed, but index "
+                                    f"{self.factory!r} cannot delete vectors: they stay in it, hidden from searches, "
+                                    "so their ids cannot be reused; add without ids= (new ids are assigned) or "
+                                    "rebuild the memory from the keys you keep")
+        clash = sorted(set(new_ids.tolist()) & self._ids) or \
             sorted(i for i, c in zip(*np.unique(new_ids, return_counts=True)) if c > 1)
         if clash:
             raise MemoryFormatError(f"ids already in the memory or repeated: {clash[:10]}"
@@ -318,6 +372,7 @@ class RetrievalMemory:
 
         def write(folder: Path) -> None:
             faiss.write_index(index, str(folder / "index.faiss"))
+            meta["metric_seal"] = _metric_seals(folder / "index.faiss")[self.metric]
             write_json_atomic(folder / "memory.json", meta)
             if self._value_data is not None:
                 from safetensors.torch import save_file
@@ -369,6 +424,7 @@ class RetrievalMemory:
             found = "l2" if index.metric_type == faiss.METRIC_L2 else "inner product"
             raise MemoryFormatError(f"{directory}: memory.json says metric {meta['metric']!r}, but index.faiss "
                                     f"ranks by {found}: its scores would be mislabelled")
+        _check_metric(directory, meta, index, faiss)
         memory = cls.__new__(cls)
         memory.dim, memory.factory, memory.metric, memory.device = meta["dim"], meta["index"], meta["metric"], device
         if not isinstance(index, faiss.IndexIDMap2):  # read_index returns the concrete (owning) type

@@ -115,3 +115,39 @@ def test_a_memory_whose_metric_disagrees_with_its_index_is_refused(tmp_path):
     (folder / "memory.json").write_text(json.dumps(meta))
     with pytest.raises(MemoryFormatError, match="index.faiss: not a readable FAISS index"):
         RetrievalMemory.load(folder)
+
+
+@pytest.mark.parametrize("saved, claimed", [("cosine", "ip"), ("ip", "cosine")])
+def test_a_memory_json_that_swaps_cosine_and_inner_product_is_refused(tmp_path, saved, claimed):
+    """FAISS stores both as inner-product indexes: the seal memory.json records (and, for memories
+    saved before it, the norms of a cosine memory's keys) tells them apart."""
+    pytest.importorskip("faiss")
+    keys = 3 * np.random.default_rng(0).standard_normal((40, 8)).astype(np.float32)
+    memory = RetrievalMemory(8, "Flat", metric=saved, device="cpu")
+    memory.add(keys)
+    folder = memory.save(tmp_path / "mem")
+    meta = json.loads((folder / "memory.json").read_text())
+    (folder / "memory.json").write_text(json.dumps({**meta, "metric": claimed}))
+    article = "a" if saved == "cosine" else "an"
+    with pytest.raises(MemoryFormatError, match=rf"{folder / 'memory.json'}: says metric '{claimed}', but index.faiss "
+                                                rf"was saved by {article} '{saved}' memory: its scores would be "
+                                                rf"mislabelled; restore \"metric\": \"{saved}\" or rebuild the memory"):
+        RetrievalMemory.load(folder)
+    other = RetrievalMemory(8, "Flat", metric=saved, device="cpu")
+    other.add(keys[:10])
+    (folder / "index.faiss").write_bytes(other.save(tmp_path / "other").joinpath("index.faiss").read_bytes())
+    (folder / "memory.json").write_text(json.dumps(meta))
+    with pytest.raises(MemoryFormatError, match="index.faiss is not the index saved with this memory.json"):
+        RetrievalMemory.load(folder)
+    # a memory saved before the seal: an inner-product index read as cosine shows keys that are not unit
+    memory.save(folder)
+    unsealed = {k: v for k, v in meta.items() if k != "metric_seal"}
+    (folder / "memory.json").write_text(json.dumps({**unsealed, "metric": "cosine"}))
+    if saved == "ip":
+        with pytest.raises(MemoryFormatError, match=r"says metric 'cosine', but index.faiss holds keys of norm "
+                                                    r"[0-9.]+ to [0-9.]+, not unit vectors"):
+            RetrievalMemory.load(folder)
+    else:
+        assert RetrievalMemory.load(folder).metric == "cosine"
+    (folder / "memory.json").write_text(json.dumps(meta))
+    assert RetrievalMemory.load(folder).metric == saved and len(RetrievalMemory.load(folder)) == 40

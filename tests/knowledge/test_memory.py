@@ -83,12 +83,20 @@ def test_hnsw_hides_removed_ids_and_keeps_them_hidden_after_load(tmp_path):
     memory.remove([0, 1])
     _, after = memory.search(keys[:5], 1)
     assert after.flatten().tolist()[2:] == [2, 3, 4] and not ({0, 1} & set(after.flatten().tolist()))
-    with pytest.raises(MemoryFormatError, match="ids already in the memory"):
+    removed = (r"ids \[1\] were removed, but index 'HNSW16' cannot delete vectors: they stay in it, hidden from "
+               r"searches, so their ids cannot be reused; add without ids= \(new ids are assigned\) or rebuild the "
+               r"memory from the keys you keep")
+    with pytest.raises(MemoryFormatError, match=removed):
         memory.add(torch.randn(1, 16), ids=[1])
+    with pytest.raises(MemoryFormatError, match=r"ids already in the memory or repeated: \[2\]"):
+        memory.add(torch.randn(1, 16), ids=[2])
     memory.save(tmp_path)
     loaded = RetrievalMemory.load(tmp_path)
     _, again = loaded.search(keys[:5], 1)
     assert torch.equal(again, after) and len(loaded) == 398
+    with pytest.raises(MemoryFormatError, match=removed):  # still hidden, still not reusable
+        loaded.add(torch.randn(1, 16), ids=[1])
+    assert loaded.add(torch.randn(1, 16)).tolist() == [400]
 
 
 def test_mismatched_saved_memory_is_a_clear_error(tmp_path):
