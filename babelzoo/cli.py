@@ -20,6 +20,8 @@ import re
 import sys
 from typing import Callable, Sequence
 
+from .errors import ArgumentParser
+
 # name -> (module, function taking the remaining argv, one-line help)
 DELEGATED: dict[str, tuple[str, str, str]] = {
     "demo": ("babelzoo.demo", "main", "build corpora and a tokenizer, pre-train, evaluate, print a leaderboard"),
@@ -120,9 +122,9 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="babelzoo", description="Multilingual, multimodal and knowledge-enhanced "
-                                     "encoders: the zoo, pre-training, fine-tuning, conversion, leaderboards.",
-                                     epilog="Each command's options: babelzoo COMMAND --help")
+    parser = ArgumentParser(prog="babelzoo", description="Multilingual, multimodal and knowledge-enhanced "
+                            "encoders: the zoo, pre-training, fine-tuning, conversion, leaderboards.",
+                            epilog="Each command's options: babelzoo COMMAND --help")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("list", help="list models, objectives, data sources, tasks, knowledge bases or recipes")
     p.add_argument("kind", nargs="?", default="models", metavar="WHAT",
@@ -145,12 +147,16 @@ def _delegate(name: str) -> Callable[[Sequence[str]], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``babelzoo COMMAND ...``: a user error is one line on stderr and exit status 2
     (:mod:`babelzoo.errors`); a traceback means a bug."""
-    from .errors import run_command
+    from .errors import USER_ERROR, UsageError, run_command
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DELEGATED:
         return run_command(argv[0], _delegate(argv[0]), argv[1:])
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as err:
+        print(f"babelzoo: {err}", file=sys.stderr)
+        return USER_ERROR
     return run_command(args.command, lambda _: args.func(args), argv)
 
 

@@ -10,6 +10,7 @@ Any other exception is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import sys
 from typing import Callable, Sequence
@@ -35,6 +36,15 @@ class InputError(BabelzooError, ValueError):
 
 class InputTypeError(InputError, TypeError):
     """An argument of the wrong type (still a ``TypeError`` for ``except TypeError``)."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse`` for babelzoo's commands: a command line it cannot parse (an unknown option, a
+    value of the wrong type, a missing argument) is a :class:`UsageError`, so the command reports
+    it as every user error, one line and exit 2, rather than printing its usage text."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see {self.prog} --help)")
 
 
 def user_message(err: BaseException) -> str | None:

@@ -43,7 +43,7 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Mapping, Optional, Sequence
+from typing import Annotated, Any, Callable, Mapping, Optional, Sequence
 
 from ._files import read_utf8
 from .errors import ConfigError
@@ -153,6 +153,30 @@ def _real(value: int | float | str, where: Where, finite: bool) -> float:
     if math.isnan(number) or (finite and math.isinf(number)):
         raise ConfigError(f"{where}={value!r} must be a finite number")
     return number
+
+
+def option(hint: Any) -> Callable[[str], Any]:
+    """An ``argparse`` ``type=`` for a number option, held to what a config field annotated
+    ``hint`` (``float``, ``int``, ``Annotated[int, Range(1)]``, :data:`Seed`) is held to, so that
+    ``--lr nan`` or ``--top -5`` is refused by the parser, naming the option, before anything is
+    read: ``argument --lr: 'nan' must be a finite number``."""
+    import argparse
+
+    kind, *extras = typing.get_args(hint) if typing.get_origin(hint) is Annotated else (hint,)
+    ranges = [r for r in extras if isinstance(r, Range)]
+    finite = all(r.finite for r in ranges)
+
+    def parse(text: str) -> Any:
+        value = kind(text)  # a ValueError: argparse says "invalid int value: 'x'"
+        if kind is float and (math.isnan(value) or (finite and math.isinf(value))):
+            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+        for bounds in ranges + ([INT64] if kind is int else []):  # the option's own range says more
+            if not bounds.holds(value):
+                raise argparse.ArgumentTypeError(f"{text!r} must be {bounds}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 @functools.cache

@@ -123,7 +123,7 @@ def open_binary(path: str | Path) -> IO[bytes]:
     """Open ``path`` for reading bytes, transparently decompressing gzip (detected by magic)."""
     path = Path(path)
     if not path.is_file():
-        raise CorpusError(f"{path}: no such file")
+        raise CorpusError(f"{path}: {'a folder, not a text file' if path.is_dir() else 'no such file'}")
     with open(path, "rb") as handle:
         magic = handle.read(2)
     return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")

@@ -10,14 +10,15 @@ import argparse
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Annotated, Optional, Sequence
 
-from ..errors import UsageError, command
-from ..typed import Seed, Where, build, check_fields, read_yaml
+from ..errors import ArgumentParser, UsageError, command
+from ..typed import Range, Seed, Where, build, check_fields, option, read_yaml
 from ..zoo.config import ConfigError
 from .leaderboard import ModelSpec, run_matrix, write_outputs
 from .tasks import TaskContext
 
+COUNT = Annotated[int, Range(1)]  # items per language: at least one
 STANDARD_SET_OF_TASK = {"tatoeba": "tatoeba", "multi30k": "multi30k", "codex_link_prediction": "codex-s",
                         "sib200_probe": "sib200", "flores_retrieval": "sib200", "sib200": "sib200", "udpos": "ud"}
 
@@ -32,7 +33,7 @@ class LeaderboardConfig:
     title: str = "babelzoo leaderboard"
     data_dir: Optional[str] = None
     languages: Optional[list[str]] = None
-    limit: Optional[int] = None
+    limit: Optional[COUNT] = None
     seed: Seed = 0
     out: Optional[str] = None
     task_options: dict = field(default_factory=dict)
@@ -57,8 +58,8 @@ def load_config(path: Path) -> LeaderboardConfig:
 
 def build_parser(prog: str = "babelzoo eval") -> argparse.ArgumentParser:
     """The options of ``babelzoo eval``; ``prog``: how the user invoked it, for usage lines."""
-    parser = argparse.ArgumentParser(prog=prog, description="Run a leaderboard config (every task on every model) "
-                                                            "and write its tables and plots.")
+    parser = ArgumentParser(prog=prog, description="Run a leaderboard config (every task on every model) "
+                                                   "and write its tables and plots.")
     parser.add_argument("--config", type=Path, required=True, help="leaderboard YAML (benchmarks/configs/*.yaml)")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="standard benchmark data (tatoeba/, multi30k/, codex-s/, sib200/, ud/); "
@@ -66,7 +67,7 @@ def build_parser(prog: str = "babelzoo eval") -> argparse.ArgumentParser:
     parser.add_argument("--models", nargs="+", default=None, help="only these model names from the config")
     parser.add_argument("--tasks", nargs="+", default=None, help="only these tasks")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: the config's `out`)")
-    parser.add_argument("--limit", type=int, default=None, help="at most N items per language (quick runs)")
+    parser.add_argument("--limit", type=option(COUNT), default=None, help="at most N items per language (quick runs)")
     parser.add_argument("--fetch", action="store_true",
                         help="download the standard sets the tasks need into --data-dir (verified by sha256)")
     parser.add_argument("--mirror", default=None, help="with --fetch: a mirror URL (file:// or http) in place of "

@@ -17,9 +17,17 @@ import argparse
 import json
 import sys
 from collections import Counter
-from typing import Optional, Sequence
+from typing import Annotated, Optional, Sequence
 
-from ..errors import UsageError, command
+from ..errors import ArgumentParser, UsageError, command
+from ..typed import Range, Seed, option
+
+# the numbers the options take, refused by the parser otherwise (before a knowledge base is read)
+COUNT = option(Annotated[int, Range(1)])
+NON_NEGATIVE_INT = option(Annotated[int, Range(0)])
+POSITIVE = option(Annotated[float, Range(0, low_open=True)])
+NON_NEGATIVE = option(Annotated[float, Range(0)])
+FRACTION = option(Annotated[float, Range(0, 1, high_open=True)])
 
 
 def _load(name: str):
@@ -175,12 +183,12 @@ LOSS_NAMES = ("self_adversarial", "uniform", "softmax", "1vsall")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="babelzoo kb", description="Inspect knowledge bases, link text to their "
-                                                                     "entities, train KG embeddings.")
+    parser = ArgumentParser(prog="babelzoo kb", description="Inspect knowledge bases, link text to their "
+                                                            "entities, train KG embeddings.")
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = sub.add_parser("info", help="counts, entity types, relations and languages of a knowledge base")
     p.add_argument("kb", metavar="PATH_OR_NAME", help="a registered knowledge base (babelzoo list kbs) or a KB file")
-    p.add_argument("--top", type=int, default=25, help="languages to list, largest first (0 = all)")
+    p.add_argument("--top", type=NON_NEGATIVE_INT, default=25, help="languages to list, largest first (0 = all)")
     p = sub.add_parser("link", help="link mentions in text to entities")
     p.add_argument("--kb", required=True, metavar="PATH_OR_NAME",
                    help="a registered knowledge base (babelzoo list kbs) or a KB file")
@@ -191,25 +199,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train-kge", help="train a KG embedding model and report filtered link prediction")
     p.add_argument("--data", required=True, metavar="PATH_OR_NAME", help="a KB with train/valid/test splits")
     p.add_argument("--model", required=True, choices=KGE_NAMES, help="KG embedding model")
-    p.add_argument("--dim", type=int, default=128, help="embedding size (complex models: complex dimensions)")
-    p.add_argument("--epochs", type=int, default=100, help="passes over the training triples (default 100)")
-    p.add_argument("--batch-size", type=int, default=512, help="triples per batch (default 512)")
-    p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
+    p.add_argument("--dim", type=COUNT, default=128, help="embedding size (complex models: complex dimensions)")
+    p.add_argument("--epochs", type=COUNT, default=100, help="passes over the training triples (default 100)")
+    p.add_argument("--batch-size", type=COUNT, default=512, help="triples per batch (default 512)")
+    p.add_argument("--lr", type=POSITIVE, default=3e-3, help="Adam learning rate (default 3e-3)")
     p.add_argument("--loss", choices=LOSS_NAMES, default="1vsall",
                    help="1vsall: every entity scored (default); the others sample --negatives")
-    p.add_argument("--negatives", type=int, default=64, help="negatives per triple (sampling losses)")
-    p.add_argument("--label-smoothing", type=float, default=0.0, help="label smoothing of the 1vsall loss")
+    p.add_argument("--negatives", type=COUNT, default=64, help="negatives per triple (sampling losses)")
+    p.add_argument("--label-smoothing", type=FRACTION, default=0.0, help="label smoothing of the 1vsall loss")
     p.add_argument("--regularizer", choices=("l2", "n3"), default=None,
                    help="embedding regularizer (N3: Lacroix et al., 2018)")
-    p.add_argument("--regularization-weight", type=float, default=0.0, help="weight of the regularizer")
+    p.add_argument("--regularization-weight", type=NON_NEGATIVE, default=0.0, help="weight of the regularizer")
     p.add_argument("--reciprocal", action=argparse.BooleanOptionalAction, default=True,
                    help="inverse relations for head prediction (Lacroix et al., 2018)")
-    p.add_argument("--gamma", type=float, default=None, help="margin of TransE/RotatE scores")
-    p.add_argument("--eval-every", type=int, default=5, help="epochs between validation rankings (default 5)")
-    p.add_argument("--patience", type=int, default=4,
+    p.add_argument("--gamma", type=option(float), default=None, help="margin of TransE/RotatE scores")
+    p.add_argument("--eval-every", type=COUNT, default=5, help="epochs between validation rankings (default 5)")
+    p.add_argument("--patience", type=NON_NEGATIVE_INT, default=4,
                    help="stop after N validations without a better MRR (default 4)")
-    p.add_argument("--max-minutes", type=float, default=None, help="training budget in CPU minutes")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--max-minutes", type=POSITIVE, default=None, help="training budget in CPU minutes")
+    p.add_argument("--seed", type=option(Seed), default=0, help="random seed (default 0)")
     p.add_argument("--out", default=None, help="folder for kge.safetensors + kge.json")
     return parser
 

@@ -273,6 +273,9 @@ class RotatE(KGEModel):
 
 def create_kge(name: str, num_entities: int, num_relations: int, dim: int, **kwargs) -> KGEModel:
     """Build a registered KG embedding model: ``create_kge("rotate", n_e, n_r, 500, gamma=9.0)``."""
+    for key, value in kwargs.items():  # an infinite margin trains to NaN scores without an error
+        if isinstance(value, float) and not math.isfinite(value):
+            raise KBError(f"{name}: {key}={value!r} must be a finite number")
     return KGE_MODELS.get(name)(num_entities, num_relations, dim, **kwargs)
 
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Annotated, Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +31,7 @@ from torch.utils.data import Dataset
 
 from ..objectives.base import Loss, Objective
 from ..objectives.batching import unwrap
-from ..typed import check_fields
+from ..typed import Range, Seed, check_fields
 from .base import KBError
 from .kge import KGEModel, LinkPredictionData
 
@@ -42,18 +42,18 @@ LOSSES = ("self_adversarial", "uniform", "softmax", "1vsall")
 class KGETrainConfig:
     epochs: int = 100
     batch_size: int = 512
-    lr: float = 1e-3  # Adam's (AdamW without decay), constant
+    lr: Annotated[float, Range(0, low_open=True)] = 1e-3  # Adam's (AdamW without decay), constant
     loss: str = "self_adversarial"
     negatives: int = 128
-    adversarial_temperature: float = 1.0
-    label_smoothing: float = 0.0
+    adversarial_temperature: Annotated[float, Range(0)] = 1.0
+    label_smoothing: Annotated[float, Range(0, 1, high_open=True)] = 0.0
     regularizer: Optional[str] = None
-    regularization_weight: float = 0.0
+    regularization_weight: Annotated[float, Range(0)] = 0.0
     eval_every: int = 5
-    patience: int = 4  # evaluations without improvement of validation MRR before stopping
-    max_seconds: Optional[float] = None  # training budget, on ``clock``
+    patience: Annotated[int, Range(0)] = 4  # evaluations without improvement of validation MRR before stopping
+    max_seconds: Optional[Annotated[float, Range(0, low_open=True)]] = None  # training budget, on ``clock``
     clock: str = "wall"  # "wall", or "cpu": process CPU time summed over threads
-    seed: int = 0
+    seed: Seed = 0
 
     def __post_init__(self) -> None:
         check_fields(self)

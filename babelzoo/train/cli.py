@@ -53,7 +53,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..errors import InputError, command
+from ..errors import ArgumentParser, InputError, command
 from ..typed import Where, build, check_fields, read_yaml
 from ..zoo.config import ConfigError
 from .config import TrainConfig, load_recipe, recipe_path
@@ -389,9 +389,9 @@ def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="babelzoo pretrain", description="Pre-train from a YAML recipe.",
-                                     epilog="Launch on several GPUs/processes with torchrun: "
-                                            "torchrun --nproc-per-node N -m babelzoo.cli pretrain --config R")
+    parser = ArgumentParser(prog="babelzoo pretrain", description="Pre-train from a YAML recipe.",
+                            epilog="Launch on several GPUs/processes with torchrun: "
+                                   "torchrun --nproc-per-node N -m babelzoo.cli pretrain --config R")
     parser.add_argument("--config", required=True, help="recipe file, or the name of a shipped recipe")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a recipe key (YAML value; dotted keys reach into mappings); repeatable")

@@ -264,6 +264,8 @@ def recipe_path(name: str | Path) -> Path:
     path = Path(name)
     if path.is_file():
         return path
+    if path.is_dir():
+        raise ConfigError(f"{name}: a folder; a recipe is a YAML file (or the name of a shipped recipe)")
     shipped = Path(__file__).resolve().parents[1] / "recipes"
     candidate = shipped / (path.name if path.suffix else f"{path.name}.yaml")
     if candidate.is_file():

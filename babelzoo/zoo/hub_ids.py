@@ -92,8 +92,10 @@ def _download(repo_id: str, revision: Optional[str], cache_dir, patterns: list[s
             raise CheckpointError(f"{where} is not in {cache} and HF_HUB_OFFLINE=1 is set: download it once with "
                                   f"network access (unset HF_HUB_OFFLINE), or pass cache_dir= the cache that holds "
                                   f"it") from None
-        raise CheckpointError(f"{where}: the Hub cannot be reached and {cache} does not hold it ({err}); check the "
-                              f"network, or copy a cache that holds it and set HF_HUB_CACHE") from None
+        reason = " ".join(str(err).split())  # huggingface_hub's text spans lines; a user error is one line
+        raise CheckpointError(f"{where}: no local folder of that name, the Hub cannot be reached and {cache} does "
+                              f"not hold it ({reason}); check the path or the network, or copy a cache that holds it "
+                              f"and set HF_HUB_CACHE") from None
     except RevisionNotFoundError:
         raise CheckpointError(f"{where}: the repository has no such revision; pass a branch, tag or commit it "
                               f"has") from None

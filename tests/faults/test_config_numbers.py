@@ -164,3 +164,23 @@ def test_generation_options_refuse_values_that_change_results_silently(field, va
         GenerationSettings(**{**GENERATION, field: value})
     assert str(err.value) == message
     assert GenerationSettings(**{**GENERATION, "length_penalty": -2.0}).length_penalty == -2.0
+
+
+def test_a_number_option_is_read_as_a_field_of_its_type():
+    import argparse
+
+    from babelzoo.typed import option
+
+    assert option(float)("1e-3") == 1e-3 and option(Seed)("4294967295") == 4294967295
+    for hint, text, message in [(float, "nan", "'nan' must be a finite number"),
+                                (float, "-inf", "'-inf' must be a finite number"),
+                                (Seed, "-1", "'-1' must be in [0, 4294967295]"),
+                                (int, "9223372036854775808", "'9223372036854775808' must be in "
+                                                             "[-9223372036854775808, 9223372036854775807]"),
+                                (Annotated[float, Range(0, 1, high_open=True)], "1", "'1' must be in [0, 1)")]:
+        with pytest.raises(argparse.ArgumentTypeError) as err:
+            option(hint)(text)
+        assert str(err.value) == message
+    with pytest.raises(ValueError):  # argparse words it: invalid int value: '1e3'
+        option(int)("1e3")
+    assert option(Annotated[float, Range(0, low_open=True, finite=False)])("inf") == float("inf")

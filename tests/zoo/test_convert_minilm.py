@@ -119,8 +119,9 @@ def test_cli_reports_errors(tmp_path, capsys):
     assert convert_main(["--from-hf", str(tmp_path), "--to", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("babelzoo convert: ") and "unknown Hugging Face model_type 'gpt2'" in err
-    with pytest.raises(SystemExit):
-        convert_main(["--from-hf", str(tmp_path)])  # no --to
+    assert convert_main(["--from-hf", str(tmp_path)]) == 2  # no --to: one line, as every user error
+    assert capsys.readouterr().err == ("babelzoo convert: --from-hf needs --to OUT_DIR (and takes neither --from nor "
+                                       "--family) (see babelzoo convert --help)\n")
 
 
 def test_export_keeps_ids_in_transformers(model, tmp_path):

@@ -13,15 +13,15 @@ from typing import Sequence
 
 from ..._files import same_or_inside
 from ...datasets.download import is_url
-from ...errors import UsageError, command
+from ...errors import ArgumentParser, UsageError, command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="babelzoo convert", description="Import or export Hugging Face "
-                                     "checkpoints (BERT, XLM-R, ALBERT, ModernBERT, XLNet, with their task heads; BART, "
-                                     "mBART, T5).",
-                                     epilog="babelzoo convert --from-hf HF_DIR --to OUT_DIR | "
-                                            "babelzoo convert --to-hf OUT_DIR --from CHECKPOINT [--family F]")
+    parser = ArgumentParser(prog="babelzoo convert", description="Import or export Hugging Face "
+                            "checkpoints (BERT, XLM-R, ALBERT, ModernBERT, XLNet, with their task heads; BART, "
+                            "mBART, T5).",
+                            epilog="babelzoo convert --from-hf HF_DIR --to OUT_DIR | "
+                                   "babelzoo convert --to-hf OUT_DIR --from CHECKPOINT [--family F]")
     direction = parser.add_mutually_exclusive_group(required=True)
     direction.add_argument("--from-hf", metavar="HF_DIR", help="Hugging Face model directory to import")
     direction.add_argument("--to-hf", metavar="OUT_DIR", help="write a Hugging Face model directory here")
