@@ -4,12 +4,14 @@ whole), and folders babelzoo owns (replaced only when every entry in them is one
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from .errors import BabelzooError
 
@@ -53,6 +55,25 @@ def read_json_object(path: Path, error: type[Exception], expected: str = "a JSON
     return data
 
 
+# --- writing ------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Name ``path`` in any failure to write it: an ``OSError`` that names no file (a full disk,
+    a file size limit: ``write`` only knows the descriptor) and safetensors' I/O error (which
+    names none either) become an ``OSError`` naming ``path``, which a command reports as one line."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from err
+    except Exception as err:
+        found = re.search(r"\(os error (\d+)\)", str(err)) if type(err).__name__ == "SafetensorError" else None
+        if found is None:
+            raise
+        raise OSError(int(found[1]), os.strerror(int(found[1])), str(path)) from err
+
+
 # --- atomic files ---------------------------------------------------------------------------------
 def atomic_write(path: str | Path, write: Callable[[str], Any]) -> Path:
     """Write ``path`` through ``write(tmp_name)`` on a temporary file beside it, synced, then
@@ -64,7 +85,8 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        write(tmp)
+        with writing(tmp):
+            write(tmp)
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)

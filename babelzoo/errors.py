@@ -4,18 +4,21 @@ A :class:`BabelzooError` is a mistake in what the user gave (a file, a line, a c
 name) and its message names it. Every error class of the package derives from it (and keeps its
 standard base: a :class:`ConfigError` is still a ``ValueError``). A command
 prints such an error as one line, ``babelzoo COMMAND: message``, and exits with
-:data:`USER_ERROR`; so does an ``OSError`` about a named file (missing, unreadable, disk full).
+:data:`USER_ERROR`; so does an ``OSError`` about a named file (missing, unreadable, disk full)
+or a full disk that no file was named for.
 Any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import sys
 from typing import Callable, Sequence
 
 USER_ERROR = 2  # exit status of a command stopped by a user error (argparse uses it too)
+OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, a quota, a file size limit
 
 
 class BabelzooError(Exception):
@@ -53,6 +56,8 @@ def user_message(err: BaseException) -> str | None:
         return str(err)
     if isinstance(err, OSError) and err.filename is not None:
         return f"{err.filename}: {err.strerror or err}"
+    if isinstance(err, OSError) and err.errno in OUT_OF_SPACE:  # a write that names no file
+        return f"{err.strerror or err} while writing; free space (or raise the file size limit) and run again"
     return None
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Union
 
 import torch
 
+from .._files import writing
 from ..errors import BabelzooError, InputTypeError
 from ._batching import as_list as _as_list
 from ._batching import check_texts as _check_texts
@@ -541,10 +542,11 @@ class Tokenizer(ABC):
 def write_atomic(path: Path, data: Union[str, bytes]) -> None:
     """Write ``data`` (text as UTF-8 with a final newline) beside ``path``, then rename it into place."""
     tmp = path.with_name(path.name + ".tmp")
-    if isinstance(data, bytes):
-        tmp.write_bytes(data)
-    else:
-        tmp.write_text(data if data.endswith("\n") else data + "\n", encoding="utf-8")
+    with writing(path):
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data if data.endswith("\n") else data + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 import torch
 
-from .._files import read_json
+from .._files import read_json, writing
 from ..datasets.download import manifest_problem, sha256_of
 from ..errors import BabelzooError
 from . import distributed as D
@@ -191,11 +191,13 @@ def write_part(directory: Path, name: str, obj: Any) -> None:
 
     skeleton, tensors = encode(obj)
     json_path = directory / f"{name}.json"
-    json_path.write_text(json.dumps(skeleton, allow_nan=True), encoding="utf-8")
+    with writing(json_path):
+        json_path.write_text(json.dumps(skeleton, allow_nan=True), encoding="utf-8")
     _fsync_file(json_path)
     if tensors:
         path = directory / f"{name}.safetensors"
-        save_file(tensors, str(path), metadata={"format": "pt"})
+        with writing(path):
+            save_file(tensors, str(path), metadata={"format": "pt"})
         _fsync_file(path)
 
 
@@ -232,10 +234,12 @@ def write_model(directory: Path, state: Mapping[str, torch.Tensor], config_json:
     from safetensors.torch import save_file
 
     path = directory / "model.safetensors"
-    save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(path), metadata={"format": "pt"})
+    with writing(path):
+        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(path), metadata={"format": "pt"})
     _fsync_file(path)
     if config_json is not None:
-        (directory / "config.json").write_text(config_json, encoding="utf-8")
+        with writing(directory / "config.json"):
+            (directory / "config.json").write_text(config_json, encoding="utf-8")
         _fsync_file(directory / "config.json")
 
 
@@ -319,7 +323,8 @@ class CheckpointManager:
                     _fsync_file(path)
         files = {p.name: {"size": p.stat().st_size, "sha256": sha256_of(p)} for p in sorted(tmp.iterdir())
                  if p.is_file()}
-        (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}, indent=1), encoding="utf-8")
+        with writing(tmp / MANIFEST):
+            (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}, indent=1), encoding="utf-8")
         _fsync_file(tmp / MANIFEST)
         _fsync_dir(tmp)
 

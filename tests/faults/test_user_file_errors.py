@@ -232,3 +232,57 @@ def test_builtin_errors_for_user_mistakes_are_babelzoo_errors_with_their_old_bas
     for cls, base in ((TokenCacheError, RuntimeError), (DeviceUnavailable, RuntimeError), (MissingFont, RuntimeError),
                       (InputTypeError, TypeError)):
         assert issubclass(cls, BabelzooError) and issubclass(cls, base), cls
+
+
+@pytest.fixture
+def file_size_limit():
+    """Writes past ``limit`` bytes fail as on a full disk (EFBIG instead of ENOSPC), in this process."""
+    import resource
+    import signal
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    def limit(size: int) -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+
+    yield limit
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    signal.signal(signal.SIGXFSZ, handler)
+
+
+def test_a_full_disk_while_writing_outputs_names_the_file(tmp_path, capsys, file_size_limit):
+    from babelzoo.train.checkpoint import write_model, write_part
+    from babelzoo.zoo.pretrained import save_weights
+
+    recipe = write_recipe(tmp_path)
+    file_size_limit(100_000)  # the tokenizer's sentencepiece.model is the first file past it
+    try:
+        code = main(["pretrain", "--config", str(recipe)])
+        big = {"w": torch.ones(50_000)}
+        for write, name in ((lambda: write_model(tmp_path, big, None), "model.safetensors"),
+                            (lambda: write_part(tmp_path, "optimizer", big), "optimizer.safetensors"),
+                            (lambda: save_weights(big, tmp_path / "w.safetensors"), "w.safetensors")):
+            with pytest.raises(OSError) as err:
+                write()
+            assert err.value.filename == str(tmp_path / name) and err.value.errno == 27, err.value
+    finally:
+        file_size_limit(2 ** 62)
+    err = capsys.readouterr().err
+    assert (code, err) == (2, f"babelzoo pretrain: [Errno 27] File too large: '{tmp_path}/run/tokenizer/"
+                              f"sentencepiece.model'\n")
+
+
+def test_a_full_disk_that_names_no_file_is_still_one_line(capsys):
+    import errno
+
+    from babelzoo.errors import run_command
+
+    def main(argv):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    assert run_command("pretrain", main, []) == 2
+    assert capsys.readouterr().err == ("babelzoo pretrain: No space left on device while writing; free space (or "
+                                       "raise the file size limit) and run again\n")
+    with pytest.raises(OSError):  # any other OSError that names no file is a bug, with its traceback
+        run_command("pretrain", lambda argv: (_ for _ in ()).throw(OSError(errno.EBADF, "Bad file descriptor")), [])
