@@ -281,6 +281,18 @@ def check(value: Any, hint: Any, where: Where) -> Any:
     return _read(value, hint, where, strict=True)
 
 
+def coerce_options(func: Callable, options: Mapping[str, Any], where: Where) -> dict[str, Any]:
+    """Keyword ``options`` for ``func`` (an objective's constructor, a tokenizer's ``train``), each
+    read against its annotation as a config field is (:func:`coerce`); an option ``func`` does
+    not annotate, or whose annotations do not resolve (a plug-in's), is passed as given."""
+    try:
+        hints = typing.get_type_hints(func, include_extras=True)
+    except (NameError, TypeError):
+        return dict(options)
+    return {key: coerce(value, hints[key], where.key(str(key))) if key in hints and key != "return" else value
+            for key, value in options.items()}
+
+
 def check_fields(obj: Any, label: Optional[str] = None, strict: bool = False) -> None:
     """Check (``strict``) or coerce every field of a dataclass instance against its annotation,
     in place (frozen dataclasses too): call it first in ``__post_init__``. Errors read

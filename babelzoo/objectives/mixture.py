@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import typing
 from typing import Annotated, Any, Mapping, Optional, Sequence
 
 import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..typed import Range, Where, coerce
+from ..typed import Range, Where, coerce, coerce_options
 from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from .base import OBJECTIVES, Loss, Objective
 from .examples import ExampleError
@@ -78,13 +77,7 @@ def objective_options(name: str, options: Mapping[str, Any], where: Optional[Whe
         prefix = f"{where}: " if where else ""
         raise ConfigError(f"{prefix}unknown option(s) {unknown} for objective {name!r}; "
                           f"valid options: {', '.join(valid)}")
-    try:
-        hints = typing.get_type_hints(cls.__init__, include_extras=True)
-    except (NameError, TypeError):  # a plug-in's annotations that do not resolve: take the options as given
-        return dict(options)
-    where = where or Where(label="objectives.").key(name)
-    return {key: coerce(value, hints[key], where.key(key)) if key in hints else value
-            for key, value in options.items()}
+    return coerce_options(cls.__init__, options, where or Where(label="objectives.").key(name))
 
 
 def check_spec(spec: Any, where: Where = Where(label="objectives.")) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..typed import Seed, Where, YAMLRefused, build, check_fields, load_yaml, read_yaml, unknown_key
+from ..typed import Seed, Where, YAMLRefused, build, check_fields, coerce_options, load_yaml, read_yaml, unknown_key
 from ..zoo.config import ConfigError
 
 OPTIMIZERS = ("lamb", "adamw")
@@ -252,10 +252,15 @@ def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
     kept = {key: line for key, line in lines.items()
             if not any(key == c or key.startswith((f"{c}.", f"{c}[")) for c in changed)}
     cfg = TrainConfig.from_dict(apply_overrides(data, overrides), where=str(path), lines=kept)
-    if cfg.objectives:  # each objective's options too, before any data is read
+    # the objectives' and the tokenizer's options too, before any data is read
+    if cfg.objectives:
         from ..objectives.mixture import check_spec
 
         check_spec(cfg.objectives, Where("objectives", str(path), kept, "TrainConfig."))
+    if "vocab_size" in cfg.tokenizer:  # sentencepiece training options
+        from ..datasets.spm import SentencePieceTokenizer
+
+        coerce_options(SentencePieceTokenizer.train, cfg.tokenizer, Where("tokenizer", str(path), kept, "TrainConfig."))
     return cfg
 
 

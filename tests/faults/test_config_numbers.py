@@ -51,6 +51,8 @@ def pretrain(tmp_path, capsys, *overrides: str, recipe: str = RECIPE) -> tuple[i
     ("objectives.tlm.weight=.inf", "TrainConfig.objectives.tlm.weight=inf must be a finite number"),
     ("objectives.tlm.weight=0", "TrainConfig.objectives.tlm.weight=0 must be positive"),
     ("objectives.tlm=3", "TrainConfig.objectives.tlm=3 must be a mapping of options"),
+    ("tokenizer={vocab_size: 100, alpha: .nan}", "TrainConfig.tokenizer.alpha=nan must be a finite number"),
+    ("tokenizer={vocab_size: 1e4}", "TrainConfig.tokenizer.vocab_size='1e4' must be an integer, got str"),
 ])
 def test_a_set_value_no_run_can_use_is_one_line_before_anything_is_read(tmp_path, capsys, override, message):
     code, err, out = pretrain(tmp_path, capsys, override)
