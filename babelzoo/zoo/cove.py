@@ -15,6 +15,7 @@ from .config import ModelConfig
 from .cove_config import CoVeConfig
 from .generation import Generates, GenerationSettings
 from .layers import Dropout, attend, build_attention_mask, init_weights
+from .layers.masks import check_mask_shapes
 from .pretrained import Checkpointed
 from .seq2seq import Seq2SeqOutput
 
@@ -61,6 +62,7 @@ class CoVeModel(Generates, Checkpointed, nn.Module):
         if input_ids.shape[1] > text.max_positions:
             raise InputError(f"the source input has {input_ids.shape[1]} positions but the model holds "
                              f"{text.max_positions} (CoVeConfig.max_positions); shorten it")
+        check_mask_shapes(input_ids, attention_mask)
         if attention_mask is None:
             attention_mask = input_ids.ne(text.pad_token_id).long()
         lengths = attention_mask.sum(dim=1).clamp(min=1).cpu()
@@ -102,12 +104,16 @@ class CoVeModel(Generates, Checkpointed, nn.Module):
         if decoder_input_ids.shape[1] > text.max_positions:
             raise InputError(f"the target input has {decoder_input_ids.shape[1]} positions but the model holds "
                              f"{text.max_positions} (CoVeConfig.max_positions); shorten it")
+        check_mask_shapes(decoder_input_ids, decoder_attention_mask,
+                          names=("decoder_input_ids", "decoder_attention_mask"))
         if attention_mask is None and input_ids is not None:
             attention_mask = input_ids.ne(text.pad_token_id).long()
         if encoder_last_hidden is None:
             if input_ids is None:
                 raise InputError("give input_ids (the source) or encoder_last_hidden")
             encoder_last_hidden = self.encode(input_ids, attention_mask)
+        elif attention_mask is not None:
+            check_mask_shapes(encoder_last_hidden, attention_mask, names=("encoder_last_hidden", "attention_mask"))
         mask = build_attention_mask(attention_mask)
         state, states = None, []
         for t in range(decoder_input_ids.shape[1]):

@@ -13,6 +13,7 @@ from ..errors import ConfigError, InputError
 from .config import ModelConfig
 from .family import family_of
 from .layers import LayerStack, Packing, Pooler, init_weights, pool
+from .layers.masks import check_mask_shapes
 from .pretrained import Checkpointed
 
 
@@ -152,6 +153,8 @@ class BabelModel(Checkpointed, nn.Module):
         if output_positions is not None and output_hidden_states:
             raise InputError("output_positions returns the selected positions of the last layer only; "
                              "it cannot be combined with output_hidden_states")
+        check_mask_shapes(input_ids if input_ids is not None else inputs_embeds, attention_mask, visible,
+                          ("input_ids" if input_ids is not None else "inputs_embeds", "attention_mask"))
         if attention_mask is None and input_ids is not None:
             attention_mask = input_ids.ne(self.config.text.pad_token_id).long()
         if entities is not None and self.knowledge is None:

@@ -124,6 +124,10 @@ def check_state(model: nn.Module, state: Mapping[str, torch.Tensor], source: str
     unexpected = sorted(set(state) - set(expected) - tied_keys(model))
     shapes = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(expected[k].shape)}"
               for k in sorted(set(state) & set(expected)) if tuple(state[k].shape) != tuple(expected[k].shape)]
+    # loading copies values into the model's tensors, converting silently: int64 token counts
+    # would become float weights, float weights would be truncated into an integer buffer
+    kinds = [f"{k}: checkpoint {_dtype_name(state[k])} for the model's {_dtype_name(expected[k])}"
+             for k in sorted(set(state) & set(expected)) if _dtype_kind(state[k]) != _dtype_kind(expected[k])]
     problems = []
     if missing:
         problems.append(f"missing keys ({len(missing)}): {', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''}")
@@ -132,8 +136,23 @@ def check_state(model: nn.Module, state: Mapping[str, torch.Tensor], source: str
                         f"{', '.join(unexpected[:20])}{' ...' if len(unexpected) > 20 else ''}")
     if shapes:
         problems.append(f"shape mismatches ({len(shapes)}): {'; '.join(shapes[:20])}")
+    if kinds:
+        problems.append(f"dtype mismatches ({len(kinds)}; a floating-point tensor cannot be loaded from integer, bool "
+                        f"or complex values, nor an integer one from floats): {'; '.join(kinds[:20])}")
     if problems:
         raise CheckpointError(f"{source} does not match the model: " + " | ".join(problems))
+
+
+def _dtype_name(tensor: torch.Tensor) -> str:
+    return str(tensor.dtype).removeprefix("torch.")
+
+
+def _dtype_kind(tensor: torch.Tensor) -> str:
+    if tensor.dtype == torch.bool:
+        return "bool"
+    if tensor.is_complex():
+        return "complex"
+    return "floating" if tensor.is_floating_point() else "integer"
 
 
 def load_state_strict(model: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> None:

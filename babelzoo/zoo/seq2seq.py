@@ -32,6 +32,7 @@ from .layers import (
     init_weights,
     make_norm,
 )
+from .layers.masks import check_mask_shapes
 from .pretrained import Checkpointed
 from .seq2seq_config import Seq2SeqConfig
 
@@ -212,6 +213,7 @@ class Seq2SeqModel(Generates, Checkpointed, nn.Module):
     # --- forward -------------------------------------------------------------------------------
     def encode(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The encoder's output [B, S, H] for source ids [B, S]."""
+        check_mask_shapes(input_ids, attention_mask)
         if attention_mask is None:
             attention_mask = self.default_mask(input_ids)
         return self.encoder(self.word(input_ids), attention_mask)
@@ -238,12 +240,16 @@ class Seq2SeqModel(Generates, Checkpointed, nn.Module):
         if decoder_input_ids is None:
             raise InputError(f"model {self.config.architecture!r} needs decoder_input_ids (the target shifted right "
                              f"behind the start token; see babelzoo.zoo.seq2seq.shift_right)")
+        check_mask_shapes(decoder_input_ids, decoder_attention_mask,
+                          names=("decoder_input_ids", "decoder_attention_mask"))
         if encoder_last_hidden is None:
             if input_ids is None:
                 raise InputError("give input_ids (the source) or encoder_last_hidden")
             if attention_mask is None:
                 attention_mask = self.default_mask(input_ids)
             encoder_last_hidden = self.encode(input_ids, attention_mask)
+        elif attention_mask is not None:
+            check_mask_shapes(encoder_last_hidden, attention_mask, names=("encoder_last_hidden", "attention_mask"))
         memory = self.decoder.memory(encoder_last_hidden)
         hidden = self.decoder(self.word(decoder_input_ids), memory, key_mask(attention_mask), decoder_attention_mask)
         return Seq2SeqOutput(self.logits(hidden), encoder_last_hidden, hidden, attention_mask)

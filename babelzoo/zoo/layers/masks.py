@@ -7,6 +7,27 @@ from typing import Optional
 
 import torch
 
+from ...errors import InputError
+
+
+def check_mask_shapes(inputs: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                      visible: Optional[torch.Tensor] = None, names: tuple[str, str] = ("input_ids", "attention_mask")
+                      ) -> None:
+    """Refuse a padding mask that is not [B, L] for ``inputs`` [B, L] (or embeddings [B, L, E]),
+    and a visibility matrix that is neither [B, L, L] nor [L, L]: either would broadcast against
+    the attention scores and silently mask other positions than meant."""
+    batch, length = inputs.shape[:2]
+    shape = [batch, length]
+    given = f"{names[0]} has shape {list(inputs.shape)}"
+    if attention_mask is not None and list(attention_mask.shape) != shape:
+        hint = ("; a [B, L, L] matrix of which position may see which goes in visible="
+                if list(attention_mask.shape) == [batch, length, length] else "")
+        raise InputError(f"{names[1]} has shape {list(attention_mask.shape)} but {given}: the mask must be "
+                         f"[{batch}, {length}] (1 = token, 0 = padding){hint}")
+    if visible is not None and list(visible.shape) not in ([batch, length, length], [length, length]):
+        raise InputError(f"visible has shape {list(visible.shape)} but {given}: the visibility matrix must be "
+                         f"[{batch}, {length}, {length}] or [{length}, {length}]")
+
 
 def causal_visibility(length: int, device=None) -> torch.Tensor:
     """[L, L] bool: position i sees positions j <= i (GPT-style language modelling)."""
