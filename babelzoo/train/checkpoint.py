@@ -249,6 +249,15 @@ def read_model(directory: Path) -> dict[str, torch.Tensor]:
     return load_file(str(directory / "model.safetensors"))
 
 
+def _manifest_step(directory: Path) -> Optional[int]:
+    """The step ``manifest.json`` records, or None when it cannot say (missing or unreadable)."""
+    try:
+        step = json.loads((directory / MANIFEST).read_text(encoding="utf-8")).get("step")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
 def verify(directory: Path) -> None:
     """Raise :class:`CheckpointCorrupted` unless every file in the manifest is present with
     the recorded size and sha256."""
@@ -268,10 +277,21 @@ class CheckpointManager:
     def path(self, step: int) -> Path:
         return self.root / f"step-{step:08d}"
 
-    def steps(self) -> list[int]:
+    def _named(self) -> list[tuple[int, Path]]:
+        """(step in the name, folder) of every ``step-NNNNNNNN`` folder, by step."""
         if not self.root.is_dir():
             return []
-        return sorted(int(m.group(1)) for p in self.root.iterdir() if (m := PATTERN.match(p.name)) and p.is_dir())
+        return sorted((int(m.group(1)), p) for p in self.root.iterdir() if (m := PATTERN.match(p.name)) and p.is_dir())
+
+    def misnamed(self) -> list[tuple[Path, int, int]]:
+        """(folder, step in its name, step its manifest records) of checkpoint folders renamed to
+        another step: resuming from one would restart at its real step on every run."""
+        return [(p, n, m) for n, p in self._named() if (m := _manifest_step(p)) is not None and m != n]
+
+    def steps(self) -> list[int]:
+        """Steps of the checkpoint folders whose name agrees with their manifest's step (a folder
+        whose manifest cannot say is kept: :func:`verify` reports it)."""
+        return [n for n, p in self._named() if (m := _manifest_step(p)) is None or m == n]
 
     def save(self, step: int, shared: Callable[[], dict[str, Any]], rank_parts: dict[str, Any],
              model: Callable[[], tuple[dict[str, torch.Tensor], Optional[str]]],
@@ -337,6 +357,10 @@ class CheckpointManager:
         Raises :class:`CheckpointCorrupted` when checkpoints exist but none verifies."""
         chosen, problems = None, []
         if self.rank == 0:
+            for path, named, recorded in self.misnamed():
+                warnings.warn(f"checkpoint folder {path} is named for step {named}, but its {MANIFEST} records step "
+                              f"{recorded}; skipped (rename it {self.path(recorded).name} to resume from it)",
+                              RuntimeWarning, stacklevel=2)
             for step in reversed(self.steps()):
                 try:
                     verify(self.path(step))

@@ -85,3 +85,20 @@ def test_when_no_checkpoint_verifies_resume_stops_with_every_reason(tmp_path):
     with pytest.warns(RuntimeWarning):
         with pytest.raises(CheckpointCorrupted, match="no usable checkpoint .*step-00000006.*step-00000003"):
             fit(tmp_path / "run")
+
+
+def test_a_checkpoint_folder_renamed_to_another_step_is_skipped_with_a_warning(tmp_path):
+    fit(tmp_path / "run")
+    checkpoints = tmp_path / "run" / "checkpoints"
+    renamed = checkpoints / "step-99999999"
+    (checkpoints / "step-00000006").rename(renamed)
+    message = (f"checkpoint folder {renamed} is named for step 99999999, but its manifest.json records step 6; "
+               "skipped \\(rename it step-00000006 to resume from it\\)")
+    with pytest.warns(RuntimeWarning, match=message):
+        summary = fit(tmp_path / "run")
+    assert summary["resumed_from"].endswith("step-00000003") and summary["steps_this_run"] == 3
+    # the next run resumes from the step-6 checkpoint it wrote, and the renamed folder is left as it was
+    with pytest.warns(RuntimeWarning, match=message):
+        again = fit(tmp_path / "run")
+    assert again["resumed_from"].endswith("step-00000006") and again["steps_this_run"] == 0
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["step-00000003", "step-00000006", "step-99999999"]
