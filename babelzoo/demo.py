@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .errors import UsageError, command
+from .errors import ArgumentParser, UsageError, command
 
 DEMO_LANGS = ("en", "de", "fr", "es", "ru", "zh-CN", "ja", "ar")
 TATOEBA_OF = {"de": "deu", "fr": "fra", "es": "spa", "ru": "rus", "zh-CN": "cmn", "ja": "jpn", "ar": "ara"}
@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="babelzoo demo", description="The whole pipeline on embedded data: "
+    parser = ArgumentParser(prog="babelzoo demo", description="The whole pipeline on embedded data: "
                                      "corpora and a tokenizer, pre-training (the recipe demo), a leaderboard.")
     parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="run folder (default runs/demo)")
     parser.add_argument("--steps", type=int, default=3000, help="optimizer steps (default 3000)")

@@ -14,11 +14,11 @@ import json
 import sys
 from typing import Sequence
 
-from ..errors import command
+from ..errors import ArgumentParser, command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="babelzoo finetune", description="Fine-tune from a recipe, select on the "
+    parser = ArgumentParser(prog="babelzoo finetune", description="Fine-tune from a recipe, select on the "
                                      "source language's dev set, test on every language's test file.")
     parser.add_argument("--config", required=True, help="recipe file, or the name of a shipped recipe")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

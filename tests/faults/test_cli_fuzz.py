@@ -180,8 +180,6 @@ def test_malformed_input_is_one_line_and_exit_2_and_touches_nothing(d, capsys, a
     assert fragment.format(d=d) in err, err
 
 
-@pytest.mark.xfail(strict=True, reason="babelzoo demo and babelzoo finetune build their parsers with "
-                                       "argparse.ArgumentParser, which prints its usage text before the error")
 @pytest.mark.parametrize("argv, fragment", USAGE_TEXT, ids=lambda value: " ".join(value)[:60]
                          if isinstance(value, list) else None)
 def test_a_command_line_argparse_cannot_parse_is_one_line(d, capsys, argv, fragment):

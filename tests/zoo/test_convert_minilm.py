@@ -115,11 +115,12 @@ def test_cli_round_trip_back_to_transformers(model, tmp_path, capsys):
 
 
 def test_cli_reports_errors(tmp_path, capsys):
-    (tmp_path / "config.json").write_text('{"model_type": "gpt2"}')
-    assert convert_main(["--from-hf", str(tmp_path), "--to", str(tmp_path / "out")]) == 2
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text('{"model_type": "gpt2"}')
+    assert convert_main(["--from-hf", str(tmp_path / "hf"), "--to", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("babelzoo convert: ") and "unknown Hugging Face model_type 'gpt2'" in err
-    assert convert_main(["--from-hf", str(tmp_path)]) == 2  # no --to: one line, as every user error
+    assert convert_main(["--from-hf", str(tmp_path / "hf")]) == 2  # no --to: one line, as every user error
     assert capsys.readouterr().err == ("babelzoo convert: --from-hf needs --to OUT_DIR (and takes neither --from nor "
                                        "--family) (see babelzoo convert --help)\n")
 
