@@ -18,11 +18,36 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from typing import Generic, Iterator, TypeVar
+from typing import Generic, Iterable, Iterator, TypeVar
 
 from .errors import BabelzooError
 
 T = TypeVar("T")
+
+
+def close_matches(name: str, known: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """Up to ``n`` of ``known`` that look like ``name``, closest first; never ``name`` itself (a
+    name that is there was not misspelt: its error has another cause, which the caller names)."""
+    return difflib.get_close_matches(name, [k for k in known if k != name], n=n, cutoff=cutoff)
+
+
+def choices_hint(name: str, known: Iterable[str], what: str = "one", listing: str = "known",
+                 quote=repr, limit: int = 0) -> str:
+    """The tail of an "unknown ``name``" message: the close matches as "did you mean" and the
+    names there are, kept coherent: a suggestion is always one of the names listed, never the name
+    asked for, and a single name is not both suggested and listed (nor suggested for a name
+    nothing like it). ``limit`` > 0 lists that many names at most."""
+    known = list(known)
+    if not known:
+        return f" ({listing}: none)"
+    close = close_matches(name, known)
+    if len(known) == 1:
+        only = f"the only {what} {listing}"
+        return f"; did you mean {quote(known[0])}? ({only})" if close else f"; {only} is {quote(known[0])}"
+    hint = f"; did you mean {', '.join(map(quote, close))}?" if close else ""
+    shown = known[:limit] if limit else known
+    more = ", ..." if len(shown) < len(known) else ""
+    return f"{hint} ({listing}: {', '.join(shown)}{more})"
 
 
 class RegistryError(BabelzooError, KeyError):
@@ -59,9 +84,7 @@ class Registry(Generic[T]):
             raise RegistryError(self.unknown_message(name)) from None
 
     def unknown_message(self, name: str) -> str:
-        close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-        return f"unknown {self.kind} {name!r}{hint} (known: {', '.join(sorted(self._entries)) or 'none'})"
+        return f"unknown {self.kind} {name!r}" + choices_hint(name, sorted(self._entries), self.kind)
 
     def list(self, pattern: str | None = None) -> list[str]:
         """Sorted names, optionally filtered by a shell-style wildcard such as ``"xlm*"``."""

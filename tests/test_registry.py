@@ -1,6 +1,6 @@
 import pytest
 
-from babelzoo.registry import Registry, RegistryError
+from babelzoo.registry import Registry, RegistryError, choices_hint, close_matches
 
 
 def make():
@@ -37,6 +37,19 @@ def test_unknown_name_suggests_close_matches():
     message = str(err.value)
     assert message.startswith("unknown widget 'xlmr_tiy'; did you mean 'xlmr_tiny'")
     assert "known: xlm_base, xlm_tiny, xlmr_tiny" in message
+
+
+def test_suggestions_and_the_names_listed_agree():
+    """A suggestion is one of the names listed, never the name asked for; a single name is stated
+    as the only one, not both suggested and listed; a far-off name gets no suggestion."""
+    one = Registry("language")
+    one.register(lambda: None, name="deu")
+    assert one.unknown_message("de") == "unknown language 'de'; did you mean 'deu'? (the only language known)"
+    assert one.unknown_message("zzz") == "unknown language 'zzz'; the only language known is 'deu'"
+    assert Registry("language").unknown_message("de") == "unknown language 'de' (known: none)"
+    assert make().unknown_message("bert") == "unknown widget 'bert' (known: xlm_base, xlm_tiny, xlmr_tiny)"
+    assert close_matches("xlmr_tiny", ["xlmr_tiny", "xlmr_tin", "bert"]) == ["xlmr_tin"]
+    assert choices_hint("deu", ["deu", "fra"]) == " (known: deu, fra)"
 
 
 def test_duplicate_registration_is_an_error():

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Iterator, Literal, Optional, Sequence
 
 from ..errors import BabelzooError, ConfigError
+from ..registry import choices_hint
 
 EmptyPolicy = Literal["skip", "error", "keep"]
 EMPTY_POLICIES = ("skip", "error", "keep")
@@ -329,10 +330,9 @@ def _dataset_dir(data_dir: str | Path, name: str) -> Path:
 
 
 def _unknown(what: str, value: str, known: Sequence[str], where: Path) -> CorpusError:
-    close = difflib.get_close_matches(value, known, n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
-    return CorpusError(f"no {what} {value!r} in {where}{hint} (available: {shown or 'none'})")
+    """``value`` is none of ``known`` (the callers check what is there the same way they list it)."""
+    return CorpusError(f"no {what} {value!r} in {where}"
+                       + choices_hint(value, list(known), "one", "available", quote=str, limit=20))
 
 
 TATOEBA_FILES = "tatoeba.XXX-eng.XXX"  # how the test sets' files are named, for messages
@@ -356,8 +356,11 @@ def tatoeba_pairs(data_dir: str | Path, lang: str, empty: EmptyPolicy = "skip") 
     used by XTREME, Hu et al. 2020). ``data_dir`` is the data root or the ``tatoeba`` folder."""
     folder = _dataset_dir(data_dir, "tatoeba")
     src, tgt = tatoeba_files(folder, lang)
-    if not src.exists() or not tgt.exists():
+    if not src.exists():
         raise _unknown("Tatoeba language", lang, tatoeba_languages(folder), folder)
+    if not tgt.exists():
+        raise CorpusError(f"{tgt}: missing (the English side of the {lang} Tatoeba test set, whose "
+                          f"{src.name} is there)")
     return read_parallel(src, tgt, lang, "eng", empty=empty)
 
 

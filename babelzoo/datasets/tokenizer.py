@@ -582,6 +582,8 @@ def load_tokenizer(directory: Union[str, Path]) -> Optional[Tokenizer]:
     WordPiece, ``sentencepiece.bpe.model`` as XLM-R, ``spiece.model`` (+ ``tokenizer_config.json``)
     as ALBERT.
     """
+    if not str(directory).strip():  # Path("") is the working directory: never what was meant
+        raise TokenizerError("no tokenizer folder given (the path is empty)")
     directory = Path(directory)
     meta_path = saved_metadata(directory)
     if meta_path is not None:
@@ -597,7 +599,7 @@ def load_tokenizer(directory: Union[str, Path]) -> Optional[Tokenizer]:
         tokenizer._check_saved(meta_path, meta)
         trimmed_from = meta.get("options", {}).get("trimmed_from")
         if trimmed_from is not None:
-            if not isinstance(trimmed_from, int) or isinstance(trimmed_from, bool) or trimmed_from < tokenizer.vocab_size:
+            if type(trimmed_from) is not int or trimmed_from < tokenizer.vocab_size:
                 raise TokenizerError(f"{meta_path}: options.trimmed_from must be the vocabulary size before "
                                      f"trimming (an integer >= {tokenizer.vocab_size}), got {trimmed_from!r}")
             tokenizer.trimmed_from = trimmed_from

@@ -75,15 +75,22 @@ class ModelSpec:
         return build(cls, data, where, what="model spec")
 
 
-def _tokenizer_from(source: str):
-    from ..datasets.tokenizer import TokenizerError, load_tokenizer
+def _tokenizer_from(source: Optional[str], model: str):
+    """The tokenizer ``tokenizer:`` names for ``model``: a zoo model's, or a folder's."""
+    from ..datasets.tokenizer import META_FILE, TokenizerError, load_tokenizer
     from ..zoo.factory import create_model, list_models
 
+    if not source:
+        raise ConfigError(f"model {model!r}: no tokenizer given; set `tokenizer:` to a tokenizer folder or a zoo "
+                          "model name")
     if source in list_models():
         return create_model(source, pretrained=True).tokenizer
+    if not Path(source).is_dir():
+        raise TokenizerError(f"model {model!r}: tokenizer: {source}: no such folder (nor a zoo model name)")
     tokenizer = load_tokenizer(Path(source))
     if tokenizer is None:
-        raise TokenizerError(f"no tokenizer found in {source}")
+        raise TokenizerError(f"model {model!r}: tokenizer: {source}: no tokenizer files there ({META_FILE}, "
+                             "vocab.txt, sentencepiece.bpe.model or spiece.model)")
     return tokenizer
 
 
@@ -135,9 +142,9 @@ def build_encoder(spec: ModelSpec, data_dir: Optional[Path] = None, log: Callabl
             raise ConfigError(f"model {spec.name!r}: overrides {sorted(spec.overrides)} apply to zoo and random "
                               f"models; a checkpoint is evaluated as it was saved")
         model = from_pretrained(spec.source)
-        tokenizer = getattr(model, "tokenizer", None) or (spec.tokenizer and _tokenizer_from(spec.tokenizer))
+        tokenizer = getattr(model, "tokenizer", None) or (spec.tokenizer and _tokenizer_from(spec.tokenizer, spec.name))
     else:
-        tokenizer = _tokenizer_from(spec.tokenizer or "")
+        tokenizer = _tokenizer_from(spec.tokenizer, spec.name)
         model = create_model(spec.source, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.specials.pad,
                              **spec.overrides)
     if tokenizer is None:
