@@ -19,7 +19,11 @@ package's ``e5.c``)::
 Q4_0 stores each run of 32 weights as an fp16 scale d and 16 bytes of 4-bit values q; byte j
 holds weight j in its low nibble and weight j + 16 in its high nibble, and w = (q − 8)·d.
 :func:`load_e5` dequantises everything into float32 and returns a :class:`BabelModel` whose
-``tokenizer`` reproduces the package's tokenizer exactly.
+``tokenizer`` reads the file's vocabulary and runs it as Hugging Face's ``XLMRobertaTokenizer``
+does, the tokenizer e5 was trained with. The package's own engine agrees on real text and parts
+from it on a few inputs: it keeps a ``▁`` for a text without words and after trailing space,
+splits special tokens written in the text into pieces, and gives one ``<unk>`` per unknown
+character rather than one per run.
 """
 
 from __future__ import annotations
@@ -264,7 +268,8 @@ def e5_state_dict(e5: E5File) -> dict[str, torch.Tensor]:
 
 
 def e5_tokenizer(e5: E5File):
-    """The file's unigram tokenizer as a babelzoo :class:`~babelzoo.datasets.unigram.UnigramTokenizer`."""
+    """The file's unigram vocabulary as a babelzoo :class:`~babelzoo.datasets.unigram.UnigramTokenizer`
+    (XLM-R's tokenization, see the module docstring)."""
     from ..datasets.unigram import UnigramTokenizer
 
     return UnigramTokenizer(e5.pieces, e5.scores, e5.normalisation, bos=e5.bos, eos=e5.eos, pad=e5.pad,
