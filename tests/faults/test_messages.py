@@ -8,8 +8,8 @@ import pytest
 from babelzoo.datasets.labelled import LabelError, read_sib200
 from babelzoo.datasets.text import CorpusError, tatoeba_pairs
 from babelzoo.datasets.tokenizer import TokenizerError, load_tokenizer
-from babelzoo.evaluation.leaderboard import ModelSpec, build_encoder
 from babelzoo.errors import ConfigError
+from babelzoo.evaluation.leaderboard import ModelSpec, build_encoder
 
 
 def test_a_tatoeba_set_without_its_english_side_says_so(tmp_path):
@@ -49,8 +49,8 @@ def test_a_sib200_folder_without_test_tsv_names_what_it_lacks(tmp_path):
     (None, "model 'scratch': no tokenizer given; set `tokenizer:` to a tokenizer folder or a zoo model name"),
     ("", "model 'scratch': no tokenizer given; set `tokenizer:` to a tokenizer folder or a zoo model name"),
     ("{tmp}/nothing", "model 'scratch': tokenizer: {tmp}/nothing: no such folder (nor a zoo model name)"),
-    ("{tmp}", "model 'scratch': tokenizer: {tmp}: no tokenizer files there (babelzoo_tokenizer.json, vocab.txt, "
-              "sentencepiece.bpe.model or spiece.model)"),
+    ("{tmp}", ("model 'scratch': tokenizer: {tmp}: no tokenizer files there (babelzoo_tokenizer.json, vocab.txt, "
+               "sentencepiece.bpe.model or spiece.model)")),
 ])
 def test_a_missing_tokenizer_names_the_path_or_says_none_was_given(tmp_path, tokenizer, message):
     fields = {"name": "scratch", "kind": "random", "source": "xlmr_tiny"}
