@@ -61,15 +61,17 @@ def user_message(err: BaseException) -> str | None:
     return None
 
 
-def run_command(name: str, main: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:
-    """Run a subcommand's ``main(argv)``; a user error becomes one line on stderr and exit 2."""
+def run_command(name: str, main: Callable[[Sequence[str]], int | None], argv: Sequence[str],
+                prog: str | None = None) -> int:
+    """Run a subcommand's ``main(argv)``; a user error becomes one line on stderr, headed by
+    ``prog`` (default ``babelzoo NAME``), and exit 2."""
     try:
         return int(main(argv) or 0)
     except (BabelzooError, OSError) as err:
         message = user_message(err)
         if message is None:
             raise
-        print(f"babelzoo {name}: {message}", file=sys.stderr)
+        print(f"{prog or f'babelzoo {name}'}: {message}", file=sys.stderr)
         return USER_ERROR
 
 

@@ -5,7 +5,7 @@ same thing from an installed package; here its usage lines and error lines name 
 
 import sys
 
-from babelzoo.errors import USER_ERROR, BabelzooError, user_message
+from babelzoo.errors import run_command
 from babelzoo.evaluation.cli import build_parser, run_eval
 
 PROG = "python -m benchmarks.leaderboard"
@@ -13,14 +13,7 @@ PROG = "python -m benchmarks.leaderboard"
 
 def main(argv=None) -> int:
     """``babelzoo eval`` under this name: a user error is one line and exit 2, as there."""
-    try:
-        return run_eval(build_parser(PROG).parse_args(argv))
-    except (BabelzooError, OSError) as err:
-        message = user_message(err)
-        if message is None:
-            raise
-        print(f"{PROG}: {message}", file=sys.stderr)
-        return USER_ERROR
+    return run_command("eval", lambda args: run_eval(build_parser(PROG).parse_args(args)), argv, prog=PROG)
 
 
 if __name__ == "__main__":
