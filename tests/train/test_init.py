@@ -136,6 +136,7 @@ def test_bad_init_is_refused_with_its_line(tmp_path, teacher_dir, capsys, init, 
 
 def test_a_tokenizer_larger_than_the_weights_vocabulary_is_refused(tmp_path, teacher_dir, capsys):
     path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(teacher_dir[1])},
-                          tokenizer={"vocab_size": 400, "model_type": "unigram"})
+                          tokenizer={"vocab_size": 400, "model_type": "unigram"})  # the weights embed 300
     assert pretrain_main(["--config", str(path)]) == 2
-    assert "the tokenizer has 400 pieces, but the weights of 'xlm_tiny' embed 300" in capsys.readouterr().err
+    assert ("model_overrides.vocab_size=300: the model would embed 300 pieces, but the tokenizer has 400"
+            in capsys.readouterr().err)
