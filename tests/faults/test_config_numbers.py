@@ -77,19 +77,16 @@ def test_the_edges_of_each_range_are_accepted(tmp_path, capsys):
     assert '"seed": 4294967295' in out and '"max_grad_norm": 0.0' in out and '"max_length": 1000' in out
 
 
-def test_a_leaderboard_config_is_held_to_the_same_numbers(tmp_path, capsys):
-    (tmp_path / "board.yaml").write_text("tasks: [tatoeba]\nseed: 4294967296\nmodels:\n"
-                                         "  - {name: a, kind: peer, source: muse_v3, max_length: .inf}\n",
-                                         encoding="utf-8")
+@pytest.mark.parametrize("board, message", [
+    ("tasks: [tatoeba]\nseed: 4294967296\nmodels:\n  - {name: a, kind: peer, source: muse_v3, max_length: .inf}\n",
+     "board.yaml:2 LeaderboardConfig.seed=4294967296 must be in [0, 4294967295]"),
+    ("tasks: [tatoeba]\nmodels:\n  - {name: a, kind: peer, source: muse_v3, max_length: .inf}\n",
+     "board.yaml:3 LeaderboardConfig.models[0].max_length=inf must be an integer, got float"),
+])
+def test_a_leaderboard_config_is_held_to_the_same_numbers(tmp_path, capsys, board, message):
+    (tmp_path / "board.yaml").write_text(board, encoding="utf-8")
     assert main(["eval", "--config", str(tmp_path / "board.yaml"), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == (f"babelzoo eval: {tmp_path}/board.yaml:2 LeaderboardConfig.seed=4294967296 "
-                                       f"must be in [0, 4294967295]\n")
-    (tmp_path / "board.yaml").write_text("tasks: [tatoeba]\nmodels:\n"
-                                         "  - {name: a, kind: peer, source: muse_v3, max_length: .inf}\n",
-                                         encoding="utf-8")
-    assert main(["eval", "--config", str(tmp_path / "board.yaml"), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == (f"babelzoo eval: {tmp_path}/board.yaml:3 LeaderboardConfig.models[0]."
-                                       f"max_length=inf must be an integer, got float\n")
+    assert capsys.readouterr().err == f"babelzoo eval: {tmp_path}/{message}\n"
     assert not (tmp_path / "out").exists()
 
 
