@@ -54,6 +54,7 @@ ENTRY_POINT_GROUP = "babelzoo.data_sources"
 BUILTIN_SOURCES = {
     **dict.fromkeys(["catalog_text", "catalog_pairs", "catalog_documents", "catalog_parallel_documents"],
                     "babelzoo.sources.embedded"),
+    "adaptation_pairs": "babelzoo.sources.adaptation",
     "emoji_images": "babelzoo.sources.emoji",
     "emoji_speech": "babelzoo.sources.espeak",
     "kb_facts": "babelzoo.knowledge.sources",

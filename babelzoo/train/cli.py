@@ -44,11 +44,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import fnmatch
 import hashlib
 import importlib
 import json
 import sys
-import fnmatch
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
@@ -91,6 +91,8 @@ def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list
         sources = []
         for i, spec in enumerate(entry):
             source = parse_source(spec, at.key(i))
+            if cfg.languages is not None and getattr(source, "languages", None) == "auto":
+                source.languages = list(cfg.languages)  # the run's languages replace the source's rule
             check_consumes(name if registered == name else f"{name} ({registered})", consumes, source)
             # a source several objectives name (a YAML anchor) is one object: read, tokenised once
             sources.append(shared.setdefault((source.kind, repr(asdict(source))), source))
@@ -323,6 +325,11 @@ def _say(reports: Sequence[str]) -> None:
 def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
     """(model, objectives, data, tokenizer) described by a recipe (``recipe``: its file, for
     messages that name the line)."""
+    return build_run_and_sources(cfg, recipe)[0]
+
+
+def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path] = None):
+    """:func:`build_run`'s tuple, and the data sources it read (their records go with the model)."""
     import torch
 
     from ..datasets.sources import BuildContext, EmptySource
@@ -385,7 +392,7 @@ def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
     built = {id(source): source.dataset(context) for source in unique}
     datasets = {name: [built[id(source)] for source in items] for name, (items, _) in sources.items()}
     data = combine(datasets, {name: alpha for name, (_, alpha) in sources.items()}, cfg.seed)
-    return model, objectives, data[name] if single else data, tokenizer
+    return (model, objectives, data[name] if single else data, tokenizer), unique
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -417,7 +424,7 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
 
     def attempt():
         try:
-            return build_run(cfg, path)
+            return build_run_and_sources(cfg, path)
         except (ConfigError, ValueError, OSError) as err:
             print(f"babelzoo pretrain: {err}", file=sys.stderr)
             return None
@@ -430,8 +437,13 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
             run = attempt()
         if D.any_rank(run is None):
             return 2
-        model, objectives, data, tokenizer = run
-        Trainer(model, objectives, data, cfg, tokenizer=tokenizer).fit()
+        (model, objectives, data, tokenizer), sources = run
+        summary = Trainer(model, objectives, data, cfg, tokenizer=tokenizer).fit()
+        if cfg.model_dir and info.is_main:
+            from .model_card import write_trained_model
+
+            folder = write_trained_model(model, tokenizer, cfg, summary, sources)
+            print(f"babelzoo pretrain: the trained model is in {folder}", file=sys.stderr)
         return 0
     finally:
         D.shutdown(info)

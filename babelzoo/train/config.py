@@ -68,6 +68,12 @@ class TrainConfig:
     data: dict = field(default_factory=dict)
     # the fine-tuning task of `babelzoo finetune` (babelzoo.finetune.recipe.TaskSpec)
     task: dict = field(default_factory=dict)
+    # the languages the run is for: a data source that picks its own (``languages: auto``, as
+    # ``adaptation_pairs`` does) takes these instead, e.g. ``--set languages=[bre,eus]``
+    languages: Optional[list[str]] = None
+    # after training, write the final model and its tokenizer to output_dir/<model_dir>, loadable
+    # by babelzoo.from_pretrained, with a model card (README.md) and what each source records
+    model_dir: Optional[str] = None
     # --- run ------------------------------------------------------------------------------------
     output_dir: str = "runs/default"
     seed: Seed = 0

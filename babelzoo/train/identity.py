@@ -10,6 +10,7 @@ the list of differences, since continuing would silently mix two runs.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -19,13 +20,14 @@ from typing import Any, Mapping, Optional
 
 from .._files import read_json_object
 from ..zoo.config import ConfigError
+from .config import TrainConfig
 
 # TrainConfig fields a resumed run may change: where and how it runs, logs and checkpoints, how
 # long it trains (max_steps, upward only), the learning rate and the evaluation cadence.
 RESUMABLE = frozenset({
     "output_dir", "device", "num_workers", "distributed", "find_unused_parameters", "keep_cpu_buffers", "compile",
     "max_steps", "lr", "eval_every", "patience", "checkpoint_every", "keep_checkpoints", "resume",
-    "log_every", "progress", "tensorboard", "measure_mfu", "peak_flops", "max_seconds", "budget_clock",
+    "log_every", "progress", "tensorboard", "measure_mfu", "peak_flops", "max_seconds", "budget_clock", "model_dir",
 })
 
 
@@ -106,7 +108,11 @@ def check_same_run(where: str, saved: Mapping[str, Any], current: Mapping[str, A
     from ``saved`` outside :data:`RESUMABLE` (keys: ``config``, ``model``, ``objectives``, ``data``)."""
     lines: list[str] = []
     if saved.get("config") is not None:
-        lines += differences(saved["config"], current["config"], RESUMABLE)
+        # a setting added to TrainConfig after the checkpoint was written has its default there
+        defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
+        before = {**{k: v for k, v in defaults.items() if k not in saved["config"] and k in current["config"]},
+                  **saved["config"]}
+        lines += differences(before, current["config"], RESUMABLE)
         max_steps = current["config"].get("max_steps")
         if isinstance(max_steps, int) and max_steps < step:
             lines.append(f"max_steps: {max_steps} is below the checkpoint's step {step} (it may only grow)")

@@ -182,12 +182,16 @@ def replace_directory(directory: str | Path, write: Callable[[Path], None], what
         raise CheckpointError(str(err)) from None
 
 
-def save_pretrained(model, directory: str | Path, tokenizer=None) -> Path:
-    """``model.safetensors``, ``config.json`` and the tokenizer's files, replacing whatever
-    model ``directory`` held (see :func:`replace_directory`)."""
+def save_pretrained(model, directory: str | Path, tokenizer=None, extra_files: Optional[Mapping[str, str]] = None
+                    ) -> Path:
+    """``model.safetensors``, ``config.json`` and the tokenizer's files (and ``extra_files``,
+    name → text, such as a model card), replacing whatever model ``directory`` held (see
+    :func:`replace_directory`)."""
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
 
     def write(folder: Path) -> None:
+        for name, text in (extra_files or {}).items():
+            _atomic_write(folder / name, lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8"))
         save_weights(model_state(model), folder / WEIGHTS_NAME)
         _atomic_write(folder / CONFIG_NAME, lambda tmp: model.config.to_json(tmp))
         quantization = getattr(model, "quantization", None)

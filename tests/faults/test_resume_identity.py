@@ -91,3 +91,24 @@ def test_objectives_built_in_python_are_compared_too(tmp_path):
                       progress=False, tensorboard=False, measure_mfu=False, device="cpu", objectives=spec)
     with pytest.raises(ResumeMismatch, match=r"objectives\.mixture\.weights\.mlm: 1\.0 \(checkpoint\) → 2\.0"):
         Trainer(model, other, {"mlm": corpus(tmp_path, SENTENCES)}, cfg).fit()
+
+
+def test_a_checkpoint_from_before_a_setting_existed_resumes_with_its_default(tmp_path):
+    """A checkpoint written before TrainConfig gained ``languages`` and ``model_dir`` has neither
+    in its trainer.json; the new settings at their defaults are the same run."""
+    import json
+
+    from babelzoo.datasets.download import sha256_of
+
+    run(tmp_path)
+    state = tmp_path / "run" / "checkpoints" / "step-00000004" / "trainer.json"
+    saved = json.loads(state.read_text(encoding="utf-8"))
+    assert saved["config"].pop("languages") is None and saved["config"].pop("model_dir") is None
+    state.write_text(json.dumps(saved), encoding="utf-8")
+    manifest = state.with_name("manifest.json")
+    record = json.loads(manifest.read_text(encoding="utf-8"))
+    record["files"]["trainer.json"] = {"size": state.stat().st_size, "sha256": sha256_of(state)}
+    manifest.write_text(json.dumps(record), encoding="utf-8")
+    assert run(tmp_path, max_steps=6)["resumed_from"].endswith("step-00000004")
+    with pytest.raises(ResumeMismatch, match=r"languages: None \(checkpoint\) → \['bre'\] \(now\)"):
+        run(tmp_path, max_steps=8, languages=["bre"])

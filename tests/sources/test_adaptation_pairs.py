@@ -1,0 +1,157 @@
+"""The adaptation data: English–X pairs from catalogs and CLDR, the rule that picks languages,
+the test-sentence filter on the way to the batches, and the model folder a run leaves."""
+
+import json
+
+import pytest
+import yaml
+
+import babelzoo
+from babelzoo.datasets.heldout import HeldOutSentences
+from babelzoo.sources.adaptation import (
+    AdaptationPairs,
+    catalog_tag,
+    cldr_pairs,
+    e5_small_accuracy,
+    language_pairs,
+    select_languages,
+)
+from babelzoo.train.cli import build_run, build_run_and_sources, pretrain_main
+from babelzoo.train.config import load_recipe
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+PO_HEADER = 'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+PLANTED = ("I am tired.", "Me zo skuizh.")  # a Tatoeba sentence, planted in a catalog
+
+
+def write_catalog(root, locale, pairs, name="app"):
+    path = root / "locale" / locale / "LC_MESSAGES" / f"{name}.po"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = "".join(f'msgid "{en}"\nmsgstr "{x}"\n\n' for en, x in pairs)
+    path.write_text(PO_HEADER + body, encoding="utf-8")
+    return path
+
+
+BRETON = [("Open the file", "Digeriñ ar restr"), ("Close the window", "Serriñ ar prenestr"),
+          ("Save", "Enrollañ"), ("Delete the note", "Dilemel an notenn"), ("Search", "Klask"),
+          ("Same", "same"), PLANTED]
+
+
+@pytest.fixture()
+def data_dir(tmp_path):
+    folder = tmp_path / "data" / "tatoeba"
+    folder.mkdir(parents=True)
+    # the catalog's English side differs from the test sentence in case and spacing only
+    (folder / "tatoeba.bre-eng.eng").write_text("i am  TIRED.\nWhere is the station?\n", encoding="utf-8")
+    (folder / "tatoeba.bre-eng.bre").write_text("Skuizh on.\nPelec'h emañ ar gar?\n", encoding="utf-8")
+    return tmp_path / "data"
+
+
+def test_tatoeba_codes_map_to_the_tags_catalogs_use():
+    assert [catalog_tag(c) for c in ("bre", "lvs", "est", "gle", "gla", "kab", "eus", "uzb", "swh")] == \
+        ["br", "lv", "et", "ga", "gd", "kab", "eu", "uz", "sw"]
+
+
+def test_cldr_pairs_are_english_names_beside_the_languages_own():
+    pairs = set(cldr_pairs("br"))
+    assert ("January", "Genver") in pairs and ("Monday", "Lun") in pairs and ("France", "Frañs") in pairs
+    assert ("yesterday", "dec\u02bch") in pairs  # CLDR writes the modifier letter apostrophe
+    assert cldr_pairs("xx-unknown") == []
+
+
+def test_language_pairs_drop_test_sentences_and_same_text_and_count_by_source(tmp_path, data_dir):
+    write_catalog(tmp_path / "cat", "br", BRETON)
+    held = HeldOutSentences.from_data_dir(data_dir)
+    got = language_pairs("bre", [], cldr=False, heldout=held, paths=[str(tmp_path / "cat")])
+    assert sorted(got.pairs) == sorted(BRETON[:5])
+    assert (got.tag, got.removed_as_test, got.same_text, got.by_source) == ("br", 1, 1, {"gettext": 5, "cldr": 0})
+
+
+def test_the_rule_picks_weak_languages_with_enough_pairs(tmp_path):
+    scores = e5_small_accuracy()
+    assert scores["bre"] < 0.12 and scores["cor"] < 0.12 and scores["deu"] > 0.9
+    catalogs = tmp_path / "cat"
+    write_catalog(catalogs, "br", [(f"Message number {i}", f"Kemennadenn niverenn {i}") for i in range(30)])
+    write_catalog(catalogs, "kw", [(f"Message number {i}", f"Messach niver {i}") for i in range(29)])
+    write_catalog(catalogs, "de", [(f"Message number {i}", f"Nachricht Nummer {i}") for i in range(50)])
+    chosen, looked = select_languages(0.12, 30, [], False, HeldOutSentences.of(()), [str(catalogs)])
+    assert chosen == ["bre"]  # Cornish (cor) is weaker but has 29 pairs; German is not weak
+    assert {code: len(p.pairs) for code, p in looked.items() if p.pairs} == {"cor": 29, "bre": 30}
+    assert set(looked) == {code for code, acc in scores.items() if acc < 0.12}
+
+
+def recipe(tmp_path, data_dir, **changes):
+    catalogs = tmp_path / "cat"
+    write_catalog(catalogs, "br", BRETON)
+    write_catalog(catalogs, "de", [("Open the file", "Datei öffnen"), ("Save", "Speichern"), ("Search", "Suchen")])
+    spec = {"model": "xlm_tiny",
+            "model_overrides": {"hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "max_positions": 64},
+            "tokenizer": {"vocab_size": 48, "model_type": "unigram"},
+            "objectives": {"translation_ranking": {"max_length": 24}},
+            "data": {"translation_ranking": [{"kind": "adaptation_pairs", "languages": "auto", "min_pairs": 3,
+                                              "threshold": 0.1, "packages": [], "paths": [str(catalogs)],
+                                              "cldr": False, "exclude": str(data_dir), "anchors": ["de"],
+                                              "anchor_pairs": 2}]},
+            "output_dir": str(tmp_path / "run"), "model_dir": "model", "max_steps": 2, "batch_size": 4,
+            "checkpoint_every": 2, "progress": False, "tensorboard": False, "measure_mfu": False, **changes}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def decoded_examples(data, tokenizer):
+    """Every example the run's batches are drawn from, as text."""
+    parts = getattr(data, "datasets", None) or [data]
+    texts = []
+    for part in parts:
+        for i in range(len(part)):
+            example = part[i]
+            texts += [tokenizer.decode(example.src), tokenizer.decode(example.tgt)]
+    return texts
+
+
+def test_a_planted_test_sentence_never_reaches_a_batch(tmp_path, data_dir):
+    path = recipe(tmp_path, data_dir)
+    _, _, data, tokenizer = build_run(load_recipe(path), path)
+    texts = decoded_examples(data, tokenizer)
+    assert len(texts) == 2 * (5 + 2)  # Breton's 5 pairs and 2 German anchors
+    assert not any("tired" in t.lower() or "skuizh" in t.lower() for t in texts)
+    assert any("Digeriñ ar restr" in t for t in texts)
+
+
+def test_a_run_leaves_a_loadable_model_with_its_record_and_card(tmp_path, data_dir):
+    path = recipe(tmp_path, data_dir)
+    assert pretrain_main(["--config", str(path)]) == 0
+    folder = tmp_path / "run" / "model"
+    record = json.loads((folder / "adaptation.json").read_text(encoding="utf-8"))
+    assert record["languages"] == ["bre"] and record["tags"] == ["br"]
+    assert record["pairs"]["bre"] == {"tag": "br", "sources": {"gettext": 5, "cldr": 0}, "available": 5, "used": 5,
+                                      "removed_as_test": 1, "same_text": 1}
+    assert record["anchors"]["de"]["used"] == 2 and record["removed_as_test"] == 1
+    assert record["run"]["steps"] == 2 and record["run"]["budget"]["max_steps"] == 2
+    assert record["rule"].startswith("Tatoeba languages where multilingual-e5-small scores below 0.1")
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "Adapted languages (1, Tatoeba codes): bre." in card and "| bre | br | 5 | 5 | gettext 5, cldr 0 | 1 |" in card
+    assert "2 optimizer steps of 4 examples" in card
+    model = babelzoo.from_pretrained(folder)
+    assert model.tokenizer is not None and model.config.text.hidden_size == 32
+
+
+def test_the_runs_languages_replace_the_rule(tmp_path, data_dir):
+    path = recipe(tmp_path, data_dir)
+    cfg = load_recipe(path, ["languages=[bre]", "data.translation_ranking=" + json.dumps(
+        [{**yaml.safe_load(path.read_text(encoding="utf-8"))["data"]["translation_ranking"][0], "threshold": 0.01}])])
+    _, sources = build_run_and_sources(cfg, path)  # 0.01 alone would pick no language
+    assert sources[0].record["languages"] == ["bre"] and sources[0].record["rule"] == "given"
+
+
+def test_unknown_language_codes_are_refused_with_the_known_ones(tmp_path, data_dir):
+    path = recipe(tmp_path, data_dir, languages=["br"])
+    with pytest.raises(babelzoo.errors.ConfigError, match=r"\['br'\] are not Tatoeba codes \(known: afr, amh"):
+        build_run(load_recipe(path), path)
+
+
+def test_a_source_needs_exclude_stated(tmp_path):
+    with pytest.raises(TypeError):
+        AdaptationPairs()  # exclude has no default: a recipe says which data dir, or null
