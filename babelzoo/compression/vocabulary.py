@@ -35,21 +35,44 @@ Texts = Union[Iterable[str], Mapping[str, Iterable[str]]]
 VOCABULARY_KEYS = ("embeddings.word.weight", "lm_head.decoder.weight", "lm_head.bias")
 
 
-def _text_list(items, where: str, lang: Optional[str] = None) -> list[str]:
+def _text_list(items, where: str, lang: Optional[str], caller: str) -> list[str]:
     """``items`` (``texts``, or the texts of language ``lang``) as a list of texts; one string
     (which would be read one character at a time) or anything but strings is an error."""
     if isinstance(items, (str, bytes)):
         example = items[:40] if isinstance(items, str) else items[:40].decode("utf-8", "replace")
         fix = (f"e.g. [{example!r}], or {{language: [texts]}}" if lang is None
                else f"e.g. {{{lang!r}: [{example!r}]}}")
-        raise InputError(f"trim_vocabulary: {where} is one string ({example!r}); pass an iterable of texts, {fix}")
+        raise InputError(f"{caller}: {where} is one string ({example!r}); pass an iterable of texts, {fix}")
     if not isinstance(items, Iterable):
-        raise InputError(f"trim_vocabulary: {where} must be an iterable of texts, got {type(items).__name__}")
+        raise InputError(f"{caller}: {where} must be an iterable of texts, got {type(items).__name__}")
     texts = list(items)
     for i, text in enumerate(texts):
         if not isinstance(text, str):
-            raise InputError(f"trim_vocabulary: {where}[{i}] is {type(text).__name__}, not a text (str)")
+            raise InputError(f"{caller}: {where}[{i}] is {type(text).__name__}, not a text (str)")
     return texts
+
+
+def text_list(texts: Iterable[str], caller: str) -> list[str]:
+    """One language's ``texts`` (an iterable of strings) as a list without blank texts; one
+    string or a ``{language: texts}`` mapping is an error."""
+    if isinstance(texts, Mapping):
+        raise InputError(f"{caller}: texts maps {len(texts)} language(s) to texts; pass one language's texts")
+    return [t for t in _text_list(texts, "texts", None, caller) if t.strip()]
+
+
+def texts_by_language(texts: Texts, caller: str) -> dict[Optional[str], list[str]]:
+    """``texts`` (an iterable of strings, or ``{language: strings}``) as ``{language: texts}``
+    without blank texts (``{None: texts}`` for a plain iterable). A language with no text is an
+    error (it would be silently left out), and so is one string (iterating over it would read
+    its characters); ``caller`` names the function in messages."""
+    if not isinstance(texts, Mapping):
+        return {None: text_list(texts, caller)}
+    streams = {}
+    for lang, items in texts.items():
+        streams[lang] = [t for t in _text_list(items, f"texts[{lang!r}]", lang, caller) if t.strip()]
+        if not streams[lang]:
+            raise InputError(f"{caller}: language {lang!r} has no text")
+    return streams
 
 
 def used_pieces(tokenizer: Tokenizer, texts: Texts, batch_size: int = 1024) -> list[int]:
@@ -57,16 +80,7 @@ def used_pieces(tokenizer: Tokenizer, texts: Texts, batch_size: int = 1024) -> l
     :meth:`~babelzoo.datasets.tokenizer.Tokenizer.subset_required`. ``texts``: an iterable of
     strings, or ``{language: strings}`` (a language with no text is an error: it would be silently
     left out). One string is refused: iterating over it would keep the pieces of its characters."""
-    if isinstance(texts, Mapping):
-        streams = {}
-        for lang, items in texts.items():
-            items = [t for t in _text_list(items, f"texts[{lang!r}]", lang) if t.strip()]
-            if not items:
-                raise InputError(f"trim_vocabulary: language {lang!r} has no text to keep pieces for")
-            streams[lang] = items
-        texts = [t for items in streams.values() for t in items]
-    else:
-        texts = [t for t in _text_list(texts, "texts") if t.strip()]
+    texts = [t for items in texts_by_language(texts, "trim_vocabulary").values() for t in items]
     if not texts:
         raise InputError("trim_vocabulary: no text given; the trimmed vocabulary would hold special tokens only")
     used: set[int] = set()

@@ -154,6 +154,17 @@ class Tokenizer(ABC):
         backend's segmentation depends on."""
         return self.specials.all_special()
 
+    def with_pieces(self, pieces: Sequence[str], scores: Sequence[float]) -> "Tokenizer":
+        """This tokenizer with ``pieces`` added after its last id, each with its segmentation
+        score (:func:`~babelzoo.compression.extend_vocabulary`). Backends whose segmentation can
+        take scored pieces override it."""
+        raise TokenizerError(f"{self.kind} tokenizers cannot take new pieces (supported: unigram vocabularies)")
+
+    def best_path(self, text: str) -> tuple[list[int], float]:
+        """The ids of the best segmentation of ``text`` as one stretch of characters (no
+        normalisation, no split into words) and its score; backends that score pieces override it."""
+        raise TokenizerError(f"{self.kind} tokenizers do not score segmentations (supported: unigram vocabularies)")
+
     def _trimmed(self, small: "Tokenizer") -> "Tokenizer":
         """``small`` (a :meth:`subset` of this tokenizer), marked as trimmed from the full vocabulary."""
         small.trimmed_from = self.trimmed_from or self.vocab_size

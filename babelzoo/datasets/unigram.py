@@ -19,6 +19,7 @@ the tokenizer the model was trained with:
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -135,6 +136,46 @@ class UnigramTokenizer(FastTokenizer):
                                  bos=new[self.bos], eos=new[self.eos], pad=new[self.pad], unk=new[self.unk],
                                  mask=new[self.mask], max_length=self.max_length)
         return self._trimmed(small)
+
+    @functools.cached_property
+    def lowest_score(self) -> float:
+        """The lowest score of a piece; Viterbi scores an unknown character 10 below it
+        (sentencepiece's unknown penalty)."""
+        return min(s for i, s in enumerate(self.scores) if i != self.unk)
+
+    def best_path(self, text: str) -> tuple[list[int], float]:
+        """The ids Viterbi picks for ``text`` taken as one word's characters (no normalisation,
+        no whitespace split: a leading ``▁`` is matched as written) and their summed score, an
+        unknown run scoring :attr:`lowest_score` − 10 per character."""
+        tokens = self.backend.model.tokenize(text)
+        unknown = self.lowest_score - 10.0
+        return ([t.id for t in tokens],
+                sum(len(t.value) * unknown if t.id == self.unk else self.scores[t.id] for t in tokens))
+
+    def with_pieces(self, pieces: Sequence[str], scores: Sequence[float]) -> "UnigramTokenizer":
+        """This vocabulary with ``pieces`` appended (ids from :attr:`vocab_size` on), Viterbi
+        scoring each with its entry of ``scores``. A word whose characters hold none of the new
+        pieces segments exactly as before: its lattice is unchanged, and so is the unknown
+        penalty, which is why a score below the lowest old one is refused."""
+        pieces, scores = list(pieces), [float(s) for s in scores]
+        if len(pieces) != len(scores):
+            raise TokenizerError(f"with_pieces: {len(pieces)} pieces but {len(scores)} scores")
+        lowest = self.lowest_score
+        taken = set(self.vocab)
+        for piece, score in zip(pieces, scores):
+            if not isinstance(piece, str) or not piece or any(c.isspace() for c in piece):
+                raise TokenizerError(f"with_pieces: {piece!r} is not a piece (a non-empty text without whitespace)")
+            if piece in taken:
+                raise TokenizerError(f"with_pieces: {piece!r} is already in the vocabulary")
+            if not lowest <= score <= 0.0:
+                raise TokenizerError(f"with_pieces: {piece!r} has score {score}; a score lies in [{lowest:.4f}, 0] "
+                                     "(below the lowest old score the unknown penalty would move)")
+            taken.add(piece)
+        grown = UnigramTokenizer(self.vocab + pieces, self.scores + scores, self.normalisation, bos=self.bos,
+                                 eos=self.eos, pad=self.pad, unk=self.unk, mask=self.mask, max_length=self.max_length)
+        if self.trimmed_from is not None:  # the trimmed-away pieces are still missing
+            grown.trimmed_from = self.trimmed_from + len(pieces)
+        return grown
 
     # ---- persistence ----------------------------------------------------------------------------
 

