@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import ClassVar, Optional, Sequence, Union
 
 from ..datasets.heldout import HeldOutSentences, normalise_sentence
-from ..datasets.sources import CorpusSource, expand_path, register_source
+from ..datasets.sources import CorpusSource, Split, expand_path, register_source
 from ..errors import ConfigError
 from .catalogs import gettext_corpus
+from .embedded import is_heldout
 
 E5_TATOEBA = Path(__file__).with_name("e5_small_tatoeba.json")
 DEFAULT_PACKAGES = ("gramps", "django", "pycountry")
@@ -163,7 +164,9 @@ class AdaptationPairs(CorpusSource):
     """``{kind: adaptation_pairs, languages: auto | [bre, eus, ...], exclude: DATA_DIR}``: English–X
     pairs of the languages to adapt to, from installed packages (the module docstring), with
     every sentence of the test sets under ``exclude`` removed; one corpus per language, capped at
-    ``max_pairs`` (a seeded sample). ``anchors`` (catalog tags such as ``de``) add up to
+    ``max_pairs`` (a seeded sample). ``split: heldout`` gives instead the tenth of the pairs that
+    training never reads (chosen by the English side, :func:`~babelzoo.sources.embedded.is_heldout`),
+    a development set for choosing settings without looking at a test set. ``anchors`` (catalog tags such as ``de``) add up to
     ``anchor_pairs`` pairs each of languages the model already serves well, so that training on
     the new ones does not pull the others out of place."""
 
@@ -179,6 +182,7 @@ class AdaptationPairs(CorpusSource):
     cldr: bool = True
     anchors: list[str] = field(default_factory=list)
     anchor_pairs: int = 300
+    split: Split = "train"
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -243,13 +247,14 @@ class AdaptationPairs(CorpusSource):
                        "pairs": {}, "anchors": {}}
         for group, cap in (("pairs", self.max_pairs), ("anchors", self.anchor_pairs)):
             for lp in adapted if group == "pairs" else anchors:
-                pairs = _sample(lp.pairs, cap, self.seed)
+                split = [p for p in lp.pairs if is_heldout(p[0]) == (self.split == "heldout")]
+                pairs = _sample(split, cap, self.seed)
                 source = f"{lp.code}: " + ", ".join(f"{k} {v}" for k, v in lp.by_source.items())
                 report = ReadReport((source,), len(lp.pairs), len(pairs), len(lp.pairs) - len(pairs))
                 corpora.append(ParallelCorpus("en", lp.tag, pairs, report))
                 self.record[group][lp.code] = {"tag": lp.tag, "sources": lp.by_source, "available": len(lp.pairs),
-                                               "used": len(pairs), "removed_as_test": lp.removed_as_test,
-                                               "same_text": lp.same_text}
+                                               self.split: len(split), "used": len(pairs),
+                                               "removed_as_test": lp.removed_as_test, "same_text": lp.same_text}
         self.record["removed_as_test"] = sum(v["removed_as_test"] for g in ("pairs", "anchors")
                                              for v in self.record[g].values())
         return corpora

@@ -87,7 +87,7 @@ def recipe(tmp_path, data_dir, **changes):
     write_catalog(catalogs, "de", [("Open the file", "Datei öffnen"), ("Save", "Speichern"), ("Search", "Suchen")])
     spec = {"model": "xlm_tiny",
             "model_overrides": {"hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "max_positions": 64},
-            "tokenizer": {"vocab_size": 48, "model_type": "unigram"},
+            "tokenizer": {"vocab_size": 40, "model_type": "unigram"},
             "objectives": {"translation_ranking": {"max_length": 24}},
             "data": {"translation_ranking": [{"kind": "adaptation_pairs", "languages": "auto", "min_pairs": 3,
                                               "threshold": 0.1, "packages": [], "paths": [str(catalogs)],
@@ -115,9 +115,18 @@ def test_a_planted_test_sentence_never_reaches_a_batch(tmp_path, data_dir):
     path = recipe(tmp_path, data_dir)
     _, _, data, tokenizer = build_run(load_recipe(path), path)
     texts = decoded_examples(data, tokenizer)
-    assert len(texts) == 2 * (5 + 2)  # Breton's 5 pairs and 2 German anchors
+    assert len(texts) == 2 * (4 + 2)  # Breton's 4 training pairs and 2 German anchors
     assert not any("tired" in t.lower() or "skuizh" in t.lower() for t in texts)
-    assert any("Digeriñ ar restr" in t for t in texts)
+    assert any("Serriñ ar prenestr" in t for t in texts)
+    assert not any("Digeriñ" in t for t in texts)  # "Open the file" is in the held-out tenth
+
+
+def test_the_heldout_split_is_the_tenth_training_never_reads(tmp_path, data_dir):
+    write_catalog(tmp_path / "cat", "br", BRETON)
+    options = dict(exclude=str(data_dir), languages=["bre"], packages=[], paths=[str(tmp_path / "cat")], cldr=False)
+    train, heldout = AdaptationPairs(**options).read(), AdaptationPairs(**options, split="heldout").read()
+    assert heldout[0].pairs == [("Open the file", "Digeriñ ar restr")]
+    assert sorted(train[0].pairs) == sorted(BRETON[1:5])
 
 
 def test_a_run_leaves_a_loadable_model_with_its_record_and_card(tmp_path, data_dir):
@@ -126,13 +135,13 @@ def test_a_run_leaves_a_loadable_model_with_its_record_and_card(tmp_path, data_d
     folder = tmp_path / "run" / "model"
     record = json.loads((folder / "adaptation.json").read_text(encoding="utf-8"))
     assert record["languages"] == ["bre"] and record["tags"] == ["br"]
-    assert record["pairs"]["bre"] == {"tag": "br", "sources": {"gettext": 5, "cldr": 0}, "available": 5, "used": 5,
-                                      "removed_as_test": 1, "same_text": 1}
+    assert record["pairs"]["bre"] == {"tag": "br", "sources": {"gettext": 5, "cldr": 0}, "available": 5, "train": 4,
+                                      "used": 4, "removed_as_test": 1, "same_text": 1}
     assert record["anchors"]["de"]["used"] == 2 and record["removed_as_test"] == 1
     assert record["run"]["steps"] == 2 and record["run"]["budget"]["max_steps"] == 2
     assert record["rule"].startswith("Tatoeba languages where multilingual-e5-small scores below 0.1")
     card = (folder / "README.md").read_text(encoding="utf-8")
-    assert "Adapted languages (1, Tatoeba codes): bre." in card and "| bre | br | 5 | 5 | gettext 5, cldr 0 | 1 |" in card
+    assert "Adapted languages (1, Tatoeba codes): bre." in card and "| bre | br | 5 | 4 | gettext 5, cldr 0 | 1 |" in card
     assert "2 optimizer steps of 4 examples" in card
     model = babelzoo.from_pretrained(folder)
     assert model.tokenizer is not None and model.config.text.hidden_size == 32
