@@ -70,9 +70,11 @@ PACKAGES = tuple(AdaptationPairs.__dataclass_fields__["packages"].default_factor
 def head_commit() -> str:
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "babelzoo", "benchmarks/"
-                            + Path(__file__).name], capture_output=True, text=True).stdout.strip()
-    return commit + ("+uncommitted changes" if dirty else "")
+    # the code this script runs: the package's modules and the script itself (not recipes)
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "babelzoo/*.py",
+                            "benchmarks/" + Path(__file__).name], capture_output=True, text=True).stdout.split()
+    changed = [path for path in dirty if path.endswith(".py")]
+    return commit + (f"+uncommitted changes to {', '.join(changed)}" if changed else "")
 
 
 def machine() -> str:
