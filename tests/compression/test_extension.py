@@ -67,7 +67,8 @@ def test_new_pieces_are_used_where_they_fit_and_nothing_else_changes(tiny_unigra
         words = grown.normalize(text)
         assert not any(p.piece in words for p in learned), text  # the premise: no new piece's characters
         assert grown.encode(text) == tok.encode(text), text
-    assert grown.encode("xyz") == [0, 5, 3, 21, 3, 2]  # ▁ <unk> y <unk>: the unknown penalty did not move
+    assert grown.encode("xyz") == [0, 5, 3, 21, 3, 2]  # ▁ <unk> y <unk>
+    assert grown.lowest_score == tok.lowest_score == -6.5  # so the unknown penalty did not move
     batch = grown.batch_encode(OTHER, padding=False, return_tensors=None)["input_ids"]
     assert batch == tok.batch_encode(OTHER, padding=False, return_tensors=None)["input_ids"]
 
