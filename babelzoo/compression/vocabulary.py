@@ -35,13 +35,14 @@ Texts = Union[Iterable[str], Mapping[str, Iterable[str]]]
 VOCABULARY_KEYS = ("embeddings.word.weight", "lm_head.decoder.weight", "lm_head.bias")
 
 
-def _text_list(items, where: str, lang: Optional[str], caller: str) -> list[str]:
+def _text_list(items, where: str, lang: Optional[str], caller: str, by_language: bool = True) -> list[str]:
     """``items`` (``texts``, or the texts of language ``lang``) as a list of texts; one string
-    (which would be read one character at a time) or anything but strings is an error."""
+    (which would be read one character at a time) or anything but strings is an error, whose fix
+    offers ``{language: texts}`` where the caller takes it (``by_language``)."""
     if isinstance(items, (str, bytes)):
         example = items[:40] if isinstance(items, str) else items[:40].decode("utf-8", "replace")
-        fix = (f"e.g. [{example!r}], or {{language: [texts]}}" if lang is None
-               else f"e.g. {{{lang!r}: [{example!r}]}}")
+        fix = (f"e.g. {{{lang!r}: [{example!r}]}}" if lang is not None
+               else f"e.g. [{example!r}]" + (", or {language: [texts]}" if by_language else ""))
         raise InputError(f"{caller}: {where} is one string ({example!r}); pass an iterable of texts, {fix}")
     if not isinstance(items, Iterable):
         raise InputError(f"{caller}: {where} must be an iterable of texts, got {type(items).__name__}")
@@ -57,7 +58,7 @@ def text_list(texts: Iterable[str], caller: str) -> list[str]:
     string or a ``{language: texts}`` mapping is an error."""
     if isinstance(texts, Mapping):
         raise InputError(f"{caller}: texts maps {len(texts)} language(s) to texts; pass one language's texts")
-    return [t for t in _text_list(texts, "texts", None, caller) if t.strip()]
+    return [t for t in _text_list(texts, "texts", None, caller, by_language=False) if t.strip()]
 
 
 def texts_by_language(texts: Texts, caller: str) -> dict[Optional[str], list[str]]:
@@ -66,7 +67,7 @@ def texts_by_language(texts: Texts, caller: str) -> dict[Optional[str], list[str
     error (it would be silently left out), and so is one string (iterating over it would read
     its characters); ``caller`` names the function in messages."""
     if not isinstance(texts, Mapping):
-        return {None: text_list(texts, caller)}
+        return {None: [t for t in _text_list(texts, "texts", None, caller) if t.strip()]}
     streams = {}
     for lang, items in texts.items():
         streams[lang] = [t for t in _text_list(items, f"texts[{lang!r}]", lang, caller) if t.strip()]

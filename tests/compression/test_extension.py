@@ -139,7 +139,9 @@ def test_what_cannot_be_extended_is_refused(model, tiny_unigram):
         learn_pieces(wordpiece, TEXTS)
     with pytest.raises(TokenizerError, match="wordpiece tokenizers cannot take new pieces"):
         wordpiece.with_pieces(["ab"], [-1.0])
-    with pytest.raises(InputError, match=r"learn_pieces: texts is one string \('kebab'\)"):
+    # one language's texts: the fix offers no {language: texts}, which learn_pieces refuses
+    with pytest.raises(InputError, match=r"learn_pieces: texts is one string \('kebab'\); pass an iterable of "
+                                         r"texts, e\.g\. \['kebab'\]$"):
         learn_pieces(tok, "kebab")
     with pytest.raises(InputError, match="learn_pieces: texts maps 1 language"):
         learn_pieces(tok, {"x": TEXTS})
