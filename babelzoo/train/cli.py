@@ -51,7 +51,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import ArgumentParser, InputError, command
 from ..typed import Where, build, check_fields, read_yaml
@@ -258,7 +258,11 @@ class InitSpec:
     feed-forward layer to this many neurons, those of largest weight magnitude
     (:func:`~babelzoo.compression.prune_ffn`); ``freeze``: parameter names (shell
     patterns, as ``model.named_parameters()`` spells them) that keep their initial values, with no
-    gradient and no optimizer state (a student that keeps its teacher's word embeddings)::
+    gradient and no optimizer state (a student that keeps its teacher's word embeddings);
+    ``freeze_pieces_of``: languages (as the run's sources name them, e.g. ``[en]``) whose pieces
+    keep their word-embedding rows: every piece the run's text of these languages uses gets no
+    gradient (with ``weight_decay: 0`` its row stays exactly as it was), so training moves only
+    the pieces of the other languages::
 
         model: multilingual_e5_small
         init: {pretrained: true, layers: [0, 2, 4, 6, 8, 10], freeze: [embeddings.word.*]}
@@ -270,6 +274,7 @@ class InitSpec:
     layers: Optional[list[int]] = None
     intermediate_size: Optional[int] = None
     freeze: list[str] = field(default_factory=list)
+    freeze_pieces_of: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         check_fields(self, "init")
@@ -277,9 +282,11 @@ class InitSpec:
             raise ConfigError("init.pretrained=False starts from nothing: remove init for random weights")
 
 
-def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, specials):
+def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, specials, tokenizer=None,
+                  texts: Optional[Callable[[], Mapping[str, list[str]]]] = None):
     """A fresh copy of the pretrained weights ``cfg.init`` names (see :class:`InitSpec`), checked
-    against the tokenizer's ``specials``."""
+    against the tokenizer's ``specials``; ``tokenizer`` and ``texts`` (the run's text by
+    language) serve ``freeze_pieces_of``."""
     from ..compression import prune_ffn, prune_layers
 
     init = build(InitSpec, cfg.init, where, what="init")
@@ -300,7 +307,30 @@ def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, spec
                           f"(tokenizer: {{from_model: {cfg.model}}})")
     model.requires_grad_(True)
     freeze_parameters(model, init.freeze, where.key("freeze"))
+    if init.freeze_pieces_of:
+        by_lang = texts() if texts is not None else {}
+        missing = [lang for lang in init.freeze_pieces_of if not by_lang.get(lang)]
+        if missing:
+            raise ConfigError(f"{where.key('freeze_pieces_of')}: the run has no text of {missing} (its languages: "
+                              f"{', '.join(sorted(by_lang)) or 'none'})")
+        freeze_pieces(model, tokenizer, [s for lang in init.freeze_pieces_of for s in by_lang[lang]])
     return model.train()
+
+
+def freeze_pieces(model, tokenizer, sentences: Sequence[str]) -> int:
+    """Mask the word-embedding gradient of every piece ``sentences`` use (and of the special
+    tokens); returns how many rows are held. The mask is a gradient hook on the weight, so the
+    rows stay as they were under an optimizer without weight decay."""
+    import torch
+
+    weight = dict(model.named_parameters())["embeddings.word.weight"]
+    held = torch.zeros(weight.shape[0], dtype=torch.bool)
+    for ids in (tokenizer.encode(s) for s in sentences):
+        held[ids] = True
+    held[list(tokenizer.specials.special)] = True
+    keep = (~held).to(weight.dtype).unsqueeze(-1)
+    weight.register_hook(lambda grad: grad * keep.to(grad.device, grad.dtype))
+    return int(held.sum())
 
 
 def freeze_parameters(model, patterns: Sequence[str], where: Where) -> None:
@@ -371,7 +401,7 @@ def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path] = None):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         if cfg.init:
-            model = initial_model(cfg, where.key("init"), models, specials)
+            model = initial_model(cfg, where.key("init"), models, specials, tokenizer, texts)
         else:
             model = create_model(cfg.model, **{"vocab_size": specials.vocab_size, "pad_token_id": specials.pad,
                                                **cfg.model_overrides})

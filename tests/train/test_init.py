@@ -140,3 +140,40 @@ def test_a_tokenizer_larger_than_the_weights_vocabulary_is_refused(tmp_path, tea
     assert pretrain_main(["--config", str(path)]) == 2
     assert ("model_overrides.vocab_size=300: the model would embed 300 pieces, but the tokenizer has 400"
             in capsys.readouterr().err)
+
+
+def test_freeze_pieces_of_keeps_every_row_english_uses_and_trains_the_others(tmp_path, teacher_dir):
+    babel = pytest.importorskip("babel")
+    from babelzoo.zoo.pretrained import from_pretrained
+
+    folder, checkpoint = teacher_dir
+    en, de = babel.Locale.parse("en").territories, babel.Locale.parse("de").territories
+    codes = sorted(set(en) & set(de))[:200]
+    (tmp_path / "en.txt").write_text("\n".join(en[c] for c in codes) + "\n", encoding="utf-8")
+    (tmp_path / "de.txt").write_text("\n".join(de[c] for c in codes) + "\n", encoding="utf-8")
+    path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(checkpoint), "freeze_pieces_of": ["en"]},
+                          objectives={"translation_ranking": {"max_length": 24}},
+                          data={"translation_ranking": [{"kind": "parallel", "src": str(tmp_path / "en.txt"),
+                                                         "tgt": str(tmp_path / "de.txt"), "src_lang": "en",
+                                                         "tgt_lang": "de"}]},
+                          optimizer="adamw", weight_decay=0.0, lr=1e-2, max_steps=3, checkpoint_every=3,
+                          # pieces of both languages, in the checkpoint's 300 rows
+                          tokenizer={"vocab_size": 250, "model_type": "unigram"})
+    assert pretrain_main(["--config", str(path)]) == 0
+    before = from_pretrained(checkpoint).state_dict()["embeddings.word.weight"]
+    trained = from_pretrained(tmp_path / "run" / "checkpoints" / "step-00000003")
+    after = trained.state_dict()["embeddings.word.weight"]
+    tokenizer = trained.tokenizer
+    english = {i for c in codes for i in tokenizer.encode(en[c])} | set(tokenizer.specials.special)
+    german = {i for c in codes for i in tokenizer.encode(de[c])} - english
+    assert len(english) > 20 and len(german) > 20
+    held = sorted(english)
+    assert torch.equal(after[held], before[held])  # not one English piece moved
+    changed = {i for i in range(after.shape[0]) if not torch.equal(after[i], before[i])}
+    assert len(changed) >= 8 and changed <= german  # what trained: German-only pieces, and nothing else
+
+
+def test_freeze_pieces_of_a_language_the_run_lacks_is_refused(tmp_path, teacher_dir):
+    path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(teacher_dir[1]), "freeze_pieces_of": ["en"]})
+    with pytest.raises(Exception, match=r"freeze_pieces_of: the run has no text of \['en'\] \(its languages: de\)"):
+        build_run(load_recipe(path), path)
