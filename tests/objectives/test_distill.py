@@ -248,9 +248,11 @@ def test_mismatched_teachers_are_refused(teacher):
 
 # --- learning: a student mimics a fixed teacher on real text -------------------------------------
 
+# (optimiser steps, largest allowed end/start ratio of the held loss); each trains until its held
+# loss is clearly past its bound (the ratio reached: distill_mlm 0.724, distill_sentence 0.040)
 @pytest.mark.slow
-@pytest.mark.parametrize("name, ratio", [("distill_mlm", 0.8), ("distill_sentence", 0.1)])
-def test_a_student_learns_its_teacher_on_real_text(name, ratio, parallel, specials, tiny, one_thread):
+@pytest.mark.parametrize("name, steps, ratio", [("distill_mlm", 100, 0.8), ("distill_sentence", 50, 0.1)])
+def test_a_student_learns_its_teacher_on_real_text(name, steps, ratio, parallel, specials, tiny, one_thread):
     torch.manual_seed(0)
     teacher = tiny("xlm_tiny", num_layers=4, hidden_size=64, intermediate_size=128).eval()
     student = tiny("xlm_tiny", num_layers=2, hidden_size=32 if name == "distill_mlm" else 64, intermediate_size=64)
@@ -261,7 +263,7 @@ def test_a_student_learns_its_teacher_on_real_text(name, ratio, parallel, specia
     held_batch = objective.prepare([examples[i] for i in torch.randperm(len(examples))[:64].tolist()])
     start = held_loss(student, objective, held_batch)
     optimizer = torch.optim.AdamW([*student.parameters(), *objective.parameters()], lr=2e-3)
-    for _ in range(200):
+    for _ in range(steps):
         picks = torch.randint(len(examples), (16,)).tolist()
         loss = objective(student, objective.prepare([examples[i] for i in picks]))
         optimizer.zero_grad()

@@ -1,8 +1,8 @@
-"""Every objective learns: 200 optimiser steps on a tiny XLM model (2 layers, width 64; XLNet's
-for the permutation LM, which needs two-stream attention; the RNN-era sentence encoders on the
-tiny BiGRU or InferSent BiLSTM at width 64) over real parallel text (Django's gettext catalogs,
-English → German/French/Spanish) bring its loss on a fixed held batch clearly below the starting
-value.
+"""Every objective learns: up to 200 optimiser steps on a tiny XLM model (2 layers, width 64;
+XLNet's for the permutation LM, which needs two-stream attention; the RNN-era sentence encoders
+on the tiny BiGRU or InferSent BiLSTM at width 64) over real parallel text (Django's gettext
+catalogs, English → German/French/Spanish) bring its loss on a fixed held batch clearly below
+the starting value.
 
 The held batch is prepared once (fixed masks, pairs and negatives) and scored with dropout off
 before and after training, so the two numbers are comparable.
@@ -15,18 +15,32 @@ import torch
 
 from babelzoo.objectives import Sentence, build_objective
 
-STEPS = 200
-
-# (batch size, largest allowed end/start loss ratio). Token-level objectives start near
-# log|V| ≈ 6.9; the sentence-pair classifiers start at log 2 ≈ 0.69. NSP's held loss after the
-# 200 steps varies with the initial weights (0.693 → 0.57–0.61 over init seeds 0–4), so its
-# bound asks that it learns at all, not how fast.
+# (batch size, optimiser steps, largest allowed end/start loss ratio). Token-level objectives
+# start near log|V| ≈ 6.9; the sentence-pair classifiers start at log 2 ≈ 0.69. Each objective
+# trains until its held loss is clearly past its bound (steps in multiples of 25; the trailing
+# comment is the end/start ratio it reaches); MLM and NSP near theirs slowly and train all 200.
+# NSP's held loss varies with the initial weights (0.693 → 0.57–0.61 after 200 steps over init
+# seeds 0–4), so its bound asks that it learns at all, not how fast.
 SETTINGS = {
-    "mlm": (16, 0.85), "mmlm": (16, 0.85), "tlm": (16, 0.85), "clmlm": (8, 0.88), "clm": (16, 0.75),
-    "clwr": (16, 0.75), "rtd": (16, 0.75), "nsp": (16, 0.9), "sop": (16, 0.5),
-    "clpc": (32, 0.9), "xlco": (16, 0.5), "translation_ranking": (16, 0.92), "sbo": (16, 0.85),
-    "unilm": (16, 0.85), "glm": (16, 0.85), "plm": (16, 0.88),
-    "skip_thoughts": (8, 0.85), "quick_thoughts": (16, 0.5), "infersent": (16, 0.6),
+    "mlm": (16, 200, 0.85),  # 0.817
+    "mmlm": (16, 200, 0.85),  # 0.817
+    "tlm": (16, 100, 0.85),  # 0.812
+    "clmlm": (8, 75, 0.88),  # 0.814
+    "clm": (16, 125, 0.75),  # 0.698
+    "clwr": (16, 100, 0.75),  # 0.705
+    "rtd": (16, 50, 0.75),  # 0.587
+    "nsp": (16, 200, 0.9),  # 0.879
+    "sop": (16, 50, 0.5),  # 0.012
+    "clpc": (32, 150, 0.9),  # 0.723
+    "xlco": (16, 50, 0.5),  # 0.188
+    "translation_ranking": (16, 125, 0.92),  # 0.861
+    "sbo": (16, 100, 0.85),  # 0.831
+    "unilm": (16, 100, 0.85),  # 0.792
+    "glm": (16, 50, 0.85),  # 0.714
+    "plm": (16, 100, 0.88),  # 0.841
+    "skip_thoughts": (8, 100, 0.85),  # 0.779
+    "quick_thoughts": (16, 125, 0.5),  # 0.390
+    "infersent": (16, 100, 0.6),  # 0.469
 }
 # The model each objective trains: xlm_tiny unless named here. XLNet's permutation LM needs its
 # two-stream attention; the sentence encoders of the RNN era train the recurrent encoders they
@@ -69,7 +83,7 @@ def held_loss(model, objective, batch) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SETTINGS))
 def test_objective_learns_on_real_parallel_text(name, data, specials, tiny, one_thread, train_on):
-    batch_size, ratio = SETTINGS[name]
+    batch_size, steps, ratio = SETTINGS[name]
     examples = data[name]
     torch.manual_seed(0)
     model = tiny(MODELS.get(name, "xlm_tiny"), hidden_size=64, intermediate_size=128)
@@ -77,7 +91,7 @@ def test_objective_learns_on_real_parallel_text(name, data, specials, tiny, one_
     held = [examples[i] for i in torch.randperm(len(examples))[:64].tolist()]
     held_batch = objective.prepare(held)
     start = held_loss(model, objective, held_batch)
-    train_on(model, objective, examples, steps=STEPS, batch_size=batch_size, lr=1e-3)
+    train_on(model, objective, examples, steps=steps, batch_size=batch_size, lr=1e-3)
     end = held_loss(model, objective, held_batch)
     print(f"{name}: held loss {start:.3f} -> {end:.3f}")
     assert end < ratio * start, f"{name}: held loss {start:.3f} -> {end:.3f} (needed < {ratio * start:.3f})"

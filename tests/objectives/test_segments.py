@@ -1,7 +1,7 @@
 """The segment objectives (segment_mlm, segment_clm): streams, segments and labels by hand, the
 loss against a segment-by-segment reference with the memory carried by hand, gradients
 truncated at segment boundaries, the memory-free baseline on any encoder, and learning on real
-documents (Django's catalogs grouped by source file) in 200 steps."""
+documents (Django's catalogs grouped by source file) in under 100 steps."""
 
 from __future__ import annotations
 
@@ -162,9 +162,11 @@ def held_loss(net, objective, batch) -> float:
     return value
 
 
+# (optimiser steps, largest allowed end/start ratio of the held loss); each trains until its held
+# loss is clearly past its bound (the ratio reached: segment_mlm 0.767, segment_clm 0.634)
 @pytest.mark.slow
-@pytest.mark.parametrize("name,ratio", [("segment_mlm", 0.85), ("segment_clm", 0.75)])
-def test_segment_objective_learns_on_real_documents(name, ratio, documents, specials, one_thread):
+@pytest.mark.parametrize("name,steps,ratio", [("segment_mlm", 75, 0.85), ("segment_clm", 100, 0.75)])
+def test_segment_objective_learns_on_real_documents(name, steps, ratio, documents, specials, one_thread):
     torch.manual_seed(0)
     net = babelzoo.create_model("transformer_xl_tiny", vocab_size=specials.vocab_size, hidden_size=64,
                                 intermediate_size=128, dropout=0.0, attention_dropout=0.0)
@@ -173,7 +175,7 @@ def test_segment_objective_learns_on_real_documents(name, ratio, documents, spec
     held_batch = objective.prepare([documents[i] for i in torch.randperm(len(documents))[:16].tolist()])
     start = held_loss(net, objective, held_batch)
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3)
-    for _ in range(200):
+    for _ in range(steps):
         picks = torch.randint(len(documents), (8,)).tolist()
         loss = objective(net, objective.prepare([documents[i] for i in picks]))
         optimizer.zero_grad()
