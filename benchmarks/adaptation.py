@@ -1,0 +1,736 @@
+"""Adapting multilingual-e5-small to the languages it serves poorly: the shipped recipe, its
+ablations and sentence-transformers' multilingual distillation, on one benchmark run.
+
+    BABELZOO_DATA_DIR=../shared/data python benchmarks/adaptation.py --work runs/adaptation
+
+Arms (``--arms``, in this order by default; every trained arm uses the recipe's pairs source,
+steps, batch, learning rate, warm-up and maximum length, and ``--max-steps``/``--langs`` apply
+to all of them):
+
+- ``e5``: multilingual-e5-small as loaded, no training.
+- ``recipe``: ``babelzoo pretrain --config adapt_e5_small`` as shipped (only ``output_dir`` and,
+  when asked, ``max_steps`` and ``languages`` set), run as a user runs it.
+- ``distill``: the recipe without anchor languages (``distill_sentence`` on the adapted pairs).
+- ``+ranking``: ``distill`` plus ``translation_ranking`` (LaBSE's additive-margin ranking) on the
+  same pairs, the two losses summed every step.
+- ``+tlm``: ``distill`` plus ``tlm`` on the same pairs (e5 gains a fresh tied MLM head).
+- ``st``: the peer. The same e5 weights exported by babelzoo to Hugging Face's layout, loaded by
+  sentence-transformers as Transformer + mean Pooling and trained by its own loop with its
+  ``MSELoss`` (Reimers & Gurevych 2020, as its ``make_multilingual`` example: the labels are a
+  frozen copy's vectors of the English side, both sides learn them) on exactly the pairs the
+  recipe reads, in the order babelzoo draws them (its α-sampling plan), with the recipe's
+  optimiser settings. Its saved folder is imported by babelzoo and evaluated like every arm.
+
+The ablations are ``--set`` overrides derived from the shipped recipe (:func:`arm_overrides`),
+recorded with each arm. Every arm is evaluated by the leaderboard's own tasks with e5's
+protocol (``"query: "`` prefix, mean of the last layer over real tokens, cosine, accuracy@1):
+Tatoeba on the adapted languages (full test files) and on every other Tatoeba language
+(``--other-limit`` sentences each); with ``--sib200``, SIB-200 zero-shot topic accuracy (the
+``sib200_e5_small`` fine-tuning recipe from the arm's model: English train, English dev) and
+``flores_retrieval`` for the adapted languages SIB-200 holds.
+
+Each arm trains into ``--work``/ARM (its model in ARM/model) and is reused when the run is
+started again with the same settings, so a long run can be resumed arm by arm; the results
+(``--out``.json, .md, .png) are rewritten after every arm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from a checkout
+    sys.path.insert(0, str(REPO))
+
+from babelzoo._files import write_json_atomic  # noqa: E402
+from benchmarks._results import write_results  # noqa: E402
+
+RECIPE = "adapt_e5_small"
+OBJECTIVE = "distill_sentence"  # the recipe's objective, whose data entry holds the pairs source
+E5 = "multilingual_e5_small"
+PREFIX = "query: "
+EVAL_MAX_LENGTH = 512  # e5's own limit: no test sentence is cut
+FINETUNE_RECIPE = "sib200_e5_small"
+ARMS = ("e5", "recipe", "distill", "+ranking", "+tlm", "st")
+RECIPE_ARMS = ("recipe", "distill", "+ranking", "+tlm")
+# the added objectives of the ablations: pooling and length as distill_sentence's (TLM: both sides);
+# ranking with scale 20 (sentence-transformers' MultipleNegativesRankingLoss's), since a softmax over
+# bare cosines (scale 1) barely separates a pretrained encoder's candidates
+ADDED = {"+ranking": ("translation_ranking", {"max_length": 64, "pooling": "mean", "use_language_ids": False,
+                                              "scale": 20.0}),
+         "+tlm": ("tlm", {"max_length": 128, "use_language_ids": False})}
+# SIB-200 (Flores) folder codes whose Tatoeba file is named otherwise
+SIB_TO_TATOEBA = {"arb": "ara", "zho": "cmn"}
+# targets, in accuracy points (1 point = 0.01)
+ADAPTED_GAIN, WORST_DROP, OTHER_DROP, THROUGHPUT = 0.05, -0.01, -0.005, 1.3
+
+
+# --- the arms as recipe overrides ---------------------------------------------------------------------
+
+def base_overrides(output_dir: str | Path, max_steps: Optional[int], langs: Optional[Sequence[str]]) -> list[str]:
+    """What every recipe arm sets: its folder and, when asked, the steps and languages."""
+    out = [f"output_dir={output_dir}"]
+    if max_steps is not None:
+        out.append(f"max_steps={max_steps}")
+    if langs:
+        out.append(f"languages=[{','.join(langs)}]")
+    return out
+
+
+def arm_overrides(arm: str, recipe: Mapping[str, Any]) -> list[str]:
+    """The ``--set`` overrides that turn the shipped recipe (its raw mapping) into ``arm``.
+    Values are JSON, which the recipe loader reads as YAML."""
+    if arm == "recipe":
+        return []
+    if arm not in RECIPE_ARMS:
+        raise ValueError(f"{arm!r} is not trained by the recipe (recipe arms: {', '.join(RECIPE_ARMS)})")
+    entry = recipe["data"][OBJECTIVE]
+    sources = [{k: v for k, v in s.items() if k not in ("anchors", "anchor_pairs")} for s in entry["sources"]]
+    pairs = {**entry, "sources": sources}
+    out = [f"data.{OBJECTIVE}.sources={json.dumps(sources)}"]
+    if arm in ADDED:
+        name, options = ADDED[arm]
+        out += ["mixture=sum", f"objectives.{name}={json.dumps(options)}", f"data.{name}={json.dumps(pairs)}"]
+        if name == "tlm":
+            out.append("model_overrides.mlm_head=true")
+    return out
+
+
+def read_shipped_recipe() -> dict:
+    from babelzoo.train.config import read_recipe, recipe_path
+
+    return read_recipe(recipe_path(RECIPE))[0]
+
+
+# --- running things -----------------------------------------------------------------------------------
+
+def timed_child(command: list[str], log_file: Path, env: Mapping[str, str]) -> dict[str, float]:
+    """Run ``command`` with its output in ``log_file``; its wall and CPU seconds (children's
+    user + system time). A failure stops the benchmark with the log's end."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    with open(log_file, "w", encoding="utf-8") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env}, cwd=REPO)
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        tail = log_file.read_text(encoding="utf-8", errors="replace")[-3000:]
+        raise SystemExit(f"{shlex.join(command)} failed (exit {done.returncode}); end of {log_file}:\n{tail}")
+    return {"wall_s": wall, "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}
+
+
+class Run:
+    """One benchmark run: its options, folders and the recipe's pairs (read once, when needed)."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.work = Path(args.work).resolve()
+        self.data_dir = Path(args.data_dir).resolve()
+        self.langs = None if args.langs == "auto" else args.langs.split(",")
+        self.env = {"BABELZOO_DATA_DIR": str(self.data_dir), "OMP_NUM_THREADS": str(args.threads)}
+        os.environ["BABELZOO_DATA_DIR"] = str(self.data_dir)  # the recipe's ${BABELZOO_DATA_DIR}
+        self._pairs = None
+
+    def recipe_config(self):
+        """The ``recipe`` arm's TrainConfig (what the st arm copies)."""
+        from babelzoo.train.config import load_recipe, recipe_path
+
+        return load_recipe(recipe_path(RECIPE), self.overrides("recipe", read_shipped_recipe()))
+
+    def overrides(self, arm: str, recipe: dict) -> list[str]:
+        return base_overrides(self.work / arm, self.args.max_steps, self.langs) + arm_overrides(arm, recipe)
+
+    def pairs(self):
+        """(the recipe's pairs source after reading, its corpora with the prefix, α, config)."""
+        if self._pairs is None:
+            from babelzoo.train.cli import parse_data
+
+            cfg = self.recipe_config()
+            (source,), alpha = parse_data(cfg)[OBJECTIVE]
+            self._pairs = (source, source.corpora(), alpha, cfg)
+        return self._pairs
+
+    def adapted(self) -> list[str]:
+        if self.langs:
+            return list(self.langs)
+        return list(self.pairs()[0].record["languages"])
+
+
+# --- training ---------------------------------------------------------------------------------------
+
+def recipe_command(run: Run, arm: str) -> list[str]:
+    overrides = run.overrides(arm, read_shipped_recipe())
+    return [sys.executable, "-m", "babelzoo", "pretrain", "--config", RECIPE,
+            *[part for item in overrides for part in ("--set", item)]]
+
+
+def arm_settings(run: Run, arm: str) -> Optional[dict]:
+    """What an arm's training depends on (None: the e5 arm trains nothing)."""
+    if arm in RECIPE_ARMS:
+        return {"command": recipe_command(run, arm)[3:], "threads": run.args.threads}
+    if arm == "st":
+        cfg = run.recipe_config()
+        return {"recipe": RECIPE, "max_steps": cfg.max_steps, "languages": run.langs, "threads": run.args.threads}
+    return None
+
+
+def settings_guard(folder: Path, settings: dict) -> None:
+    """An arm folder trained with other settings is not silently reused."""
+    path = folder / "settings.json"
+    if path.is_file():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        if before != settings:
+            raise SystemExit(f"{folder} was trained with other settings ({path}: {before}); give another --work "
+                             f"or remove that folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, settings)
+
+
+def trained(folder: Path) -> Optional[dict]:
+    """The training record of an arm whose model is complete, else None."""
+    record = folder / "train.json"
+    if (folder / "model" / "config.json").is_file() and record.is_file():
+        return json.loads(record.read_text(encoding="utf-8"))
+    return None
+
+
+def train_recipe_arm(run: Run, arm: str) -> dict:
+    """``babelzoo pretrain`` for ``arm`` (resumed from its checkpoints, or skipped when its model
+    is there); its measured record."""
+    folder = run.work / arm
+    command = recipe_command(run, arm)
+    settings_guard(folder, arm_settings(run, arm))
+    done = trained(folder)
+    if done is not None:
+        return done
+    measured = timed_child(command, folder / "train.log", run.env)
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    record = {"command": "babelzoo " + shlex.join(command[3:]), "overrides": command[7::2],
+              "steps": summary["steps"], "tokens": summary["tokens"], "tokens_per_s": summary["tokens_per_s"],
+              "train_time_s": summary["train_time_s"], "final_loss": summary.get("final_loss"), **measured}
+    write_json_atomic(folder / "train.json", record)
+    return record
+
+
+def st_examples(run: Run) -> tuple[list[tuple[str, str]], int]:
+    """The recipe's training pairs in the order its trainer draws them, one list of steps × batch
+    pairs; and the steps. The source's corpora are one dataset, one after another, and the
+    recipe's α samples over its sources, as ``babelzoo pretrain`` composes them
+    (:func:`babelzoo.train.cli.combine`, :class:`babelzoo.train.data.BatchPlan`)."""
+    from babelzoo.train.cli import combine
+    from babelzoo.train.data import SINGLE, BatchPlan
+
+    _, corpora, alpha, cfg = run.pairs()
+    data = combine({OBJECTIVE: [[pair for c in corpora for pair in c.pairs]]}, {OBJECTIVE: alpha}, cfg.seed)[OBJECTIVE]
+    dataset, order = data if isinstance(data, tuple) else (data, None)
+    plan = BatchPlan(SINGLE, len(dataset), cfg.batch_size, 1, 1, cfg.seed, order.epoch_order if order else None)
+    return [dataset[i] for step in range(cfg.max_steps) for i in plan.indices(step, 0, 0)], cfg.max_steps
+
+
+def export_e5(directory: Path):
+    """e5's weights in Hugging Face's BERT layout with its tokenizer's ``tokenizer.json`` (what
+    ``AutoTokenizer`` reads); returns babelzoo's copy of the model."""
+    from babelzoo.zoo.convert import export_hf
+    from babelzoo.zoo.factory import create_model
+
+    model = create_model(E5, pretrained=True)
+    tokenizer = model.tokenizer
+    del model.tokenizer  # a unigram tokenizer is refused beside a BERT config; written below
+    export_hf(model, directory, family="bert")
+    tokenizer.save_hf(directory)
+    model.tokenizer = tokenizer
+    return model
+
+
+def train_st_arm(run: Run) -> dict:
+    """sentence-transformers' multilingual distillation on the recipe's pairs (module docstring)."""
+    import numpy as np
+    import sentence_transformers as st
+    from sentence_transformers import InputExample, SentenceTransformer
+    from sentence_transformers.sentence_transformer import losses, modules
+    from torch.utils.data import DataLoader
+
+    folder = run.work / "st"
+    cfg = run.recipe_config()
+    options = cfg.objectives[OBJECTIVE]
+    settings_guard(folder, arm_settings(run, "st"))
+    done = trained(folder)
+    if done is not None:
+        return done
+    wall, cpu = time.perf_counter(), time.process_time()
+    pairs, steps = st_examples(run)
+    e5 = export_e5(folder / "init")
+    max_length = options.get("max_length", 128)
+
+    def load() -> SentenceTransformer:
+        # no pooler: e5 has none, and BertModel would add a random one that mean pooling never reads
+        word = modules.Transformer(str(folder / "init"), max_seq_length=max_length,
+                                   model_kwargs={"add_pooling_layer": False})
+        return SentenceTransformer(modules=[word, modules.Pooling(word.get_embedding_dimension(), "mean")],
+                                   device="cpu")
+
+    student, teacher = load(), load().eval()
+    label_start = time.perf_counter()
+    english = list(dict.fromkeys(en for en, _ in pairs))
+    vectors = teacher.encode(english, batch_size=64, convert_to_numpy=True, normalize_embeddings=False,
+                             show_progress_bar=False)
+    label_s = time.perf_counter() - label_start
+    label_of = dict(zip(english, vectors.astype(np.float32)))
+    examples = [InputExample(texts=[en, x], label=label_of[en]) for en, x in pairs]
+    loader = DataLoader(examples, batch_size=cfg.batch_size, shuffle=False)
+    torch.manual_seed(cfg.seed)
+    fit_start = time.perf_counter()
+    # old_fit: sentence-transformers' own training loop, which needs neither `datasets` nor
+    # `accelerate` (its Trainer and `fit` do); same AdamW, warm-up + linear decay and clipping
+    student.old_fit(train_objectives=[(loader, losses.MSELoss(student))], epochs=1, steps_per_epoch=steps,
+                    scheduler="WarmupLinear", warmup_steps=cfg.warmup_steps, optimizer_class=torch.optim.AdamW,
+                    optimizer_params={"lr": cfg.lr, "betas": tuple(cfg.betas), "eps": cfg.eps},
+                    weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, show_progress_bar=False)
+    fit_s = time.perf_counter() - fit_start
+    student.save(str(folder / "hf"))
+    lengths = student.tokenizer([t for pair in pairs for t in pair], truncation=True, max_length=max_length)
+    tokens = sum(len(ids) for ids in lengths["input_ids"])  # real tokens of both sides, as babelzoo counts
+    record = {"trainer": "SentenceTransformer.old_fit", "loss": "MSELoss", "sentence_transformers": st.__version__,
+              "steps": steps, "tokens": tokens, "label_s": label_s, "fit_s": fit_s,
+              "tokens_per_s": tokens / (label_s + fit_s), "fit_tokens_per_s": tokens / fit_s,
+              "labelled_sentences": len(english), "wall_s": time.perf_counter() - wall,
+              "cpu_s": time.process_time() - cpu}
+    to_babelzoo(folder / "hf", folder / "model", e5.tokenizer)
+    write_json_atomic(folder / "train.json", record)
+    return record
+
+
+def to_babelzoo(hf_dir: Path, target: Path, tokenizer) -> None:
+    """The peer's saved folder as a babelzoo checkpoint (babelzoo's import of a Hugging Face
+    folder), with e5's tokenizer, which the folder's ``tokenizer.json`` encodes."""
+    from babelzoo.zoo.pretrained import from_pretrained
+
+    model = from_pretrained(hf_dir)
+    model.tokenizer = tokenizer
+    model.save_pretrained(target)
+
+
+# --- evaluation -----------------------------------------------------------------------------------------
+
+def by_language(results) -> dict[str, dict[str, float]]:
+    """``{lang: {"en2x", "x2en", "mean"}}`` from the retrieval tasks' rows."""
+    table: dict[str, dict[str, float]] = {}
+    for r in results:
+        src, tgt = r.protocol["direction"].split("->")
+        english = src in ("eng", "en", "eng_Latn")
+        table.setdefault(tgt if english else src, {})["en2x" if english else "x2en"] = r.value
+    for row in table.values():
+        row["mean"] = (row["en2x"] + row["x2en"]) / 2
+    return table
+
+
+def mean_of(table: Mapping[str, Mapping[str, float]], key: str = "mean") -> Optional[float]:
+    return sum(row[key] for row in table.values()) / len(table) if table else None
+
+
+def sib200_targets(adapted: Sequence[str], present: Sequence[str]) -> list[str]:
+    """The SIB-200 folders (``khm_Khmr``) of the adapted Tatoeba languages."""
+    return [lang for lang in present if SIB_TO_TATOEBA.get(lang.split("_")[0], lang.split("_")[0]) in adapted]
+
+
+def evaluate(run: Run, arm: str, model_dir: Optional[Path], adapted: list[str], others: list[str],
+             sib: list[str], log: Callable[[str], None]) -> dict:
+    from babelzoo.evaluation.encoders import CachedEncoder
+    from babelzoo.evaluation.leaderboard import ModelSpec, build_encoder
+    from babelzoo.evaluation.tasks import TaskContext, load_tasks
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    where = {"kind": "zoo", "source": E5} if model_dir is None else {"kind": "checkpoint", "source": str(model_dir)}
+    spec = ModelSpec.from_dict({"name": arm, **where, "prefix": PREFIX, "max_length": EVAL_MAX_LENGTH})
+    encoder = CachedEncoder(build_encoder(spec))
+    tasks = load_tasks()
+    limit = run.args.other_limit or None
+    out: dict[str, Any] = {"protocol": encoder.protocol, "seconds": {"load": time.perf_counter() - wall}}
+    parts = [("tatoeba", "tatoeba", TaskContext(run.data_dir, adapted, log=log))]
+    if others:
+        parts.append(("other", "tatoeba", TaskContext(run.data_dir, others, limit=limit, log=lambda m: None)))
+    if sib:
+        parts.append(("flores", "flores_retrieval", TaskContext(run.data_dir, sib, log=log)))
+    for key, task, context in parts:
+        start = time.perf_counter()
+        out[key] = by_language(tasks.get(task)(encoder, context))
+        out["seconds"][key] = time.perf_counter() - start
+    out.update(adapted_mean=mean_of(out["tatoeba"]), other_mean=mean_of(out.get("other", {})), other_limit=limit,
+               eval_wall_s=time.perf_counter() - wall, eval_cpu_s=time.process_time() - cpu)
+    return out
+
+
+def sib200_command(run: Run, arm: str, model_dir: Optional[Path], sib: list[str]) -> list[str]:
+    """``babelzoo finetune --config sib200_e5_small`` from the arm's model, tested on English and
+    the adapted languages SIB-200 holds."""
+    tests = {lang: f"${{BABELZOO_DATA_DIR}}/sib200/{lang}/test.tsv" for lang in ["eng_Latn", *sib]}
+    sets = [f"output_dir={run.work / arm / 'sib200'}", f"task.test={json.dumps(tests)}", *run.args.sib200_set]
+    if model_dir is not None:
+        sets.append(f"task.init={model_dir}")
+    return [sys.executable, "-m", "babelzoo", "finetune", "--config", FINETUNE_RECIPE,
+            "--data-dir", str(run.data_dir), *[part for item in sets for part in ("--set", item)]]
+
+
+def sib200_finetune(run: Run, arm: str, command: list[str]) -> dict:
+    """SIB-200 zero-shot accuracy of one fine-tuning run (:func:`sib200_command`)."""
+    folder = run.work / arm / "sib200"
+    folder.mkdir(parents=True, exist_ok=True)
+    measured = timed_child(command, run.work / arm / "sib200.log", run.env)
+    result = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    return {"accuracy": {lang: row["accuracy"] for lang, row in result["test"].items()}, "dev": result.get("dev"),
+            "command": "babelzoo " + shlex.join(command[3:]), **measured}
+
+
+def saved(path: Path, key: Any) -> Optional[dict]:
+    """A result saved by :func:`keep` with this ``key``, else None."""
+    if path.is_file():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("key") == key:
+            return data["result"]
+    return None
+
+
+def keep(path: Path, key: Any, result: dict) -> dict:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {"key": key, "result": result})
+    return result
+
+
+# --- the report -------------------------------------------------------------------------------------------
+
+def points(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{100 * x:+.1f}"
+
+
+def targets(report: Mapping[str, Any]) -> list[dict]:
+    """Each target with, per trained arm, (measured, pass) in accuracy points or ×; arms or
+    baselines not in the report are left out."""
+    arms = report["arms"]
+    e5 = arms.get("e5", {}).get("eval")
+    trained = [a for a in arms if a != "e5" and arms[a].get("eval")]
+    rows = []
+
+    def row(name: str, wanted: str, values: dict) -> None:
+        rows.append({"target": name, "wanted": wanted, "values": values})
+
+    if e5:
+        gain, worst, other = {}, {}, {}
+        for arm in trained:
+            ev = arms[arm]["eval"]
+            gain[arm] = ev["adapted_mean"] - e5["adapted_mean"]
+            drops = [ev["tatoeba"][lang]["mean"] - e5["tatoeba"][lang]["mean"] for lang in e5["tatoeba"]
+                     if lang in ev["tatoeba"]]
+            worst[arm] = min(drops) if drops else None
+            if ev.get("other_mean") is not None and e5.get("other_mean") is not None:
+                other[arm] = ev["other_mean"] - e5["other_mean"]
+        row("adapted mean − e5", f"≥ {points(ADAPTED_GAIN)}", {a: (v, v >= ADAPTED_GAIN) for a, v in gain.items()})
+        row("worst adapted language − e5", f"≥ {points(WORST_DROP)}",
+            {a: (v, v >= WORST_DROP) for a, v in worst.items() if v is not None})
+        row("other languages' mean − e5", f"≥ {points(OTHER_DROP)}",
+            {a: (v, v >= OTHER_DROP) for a, v in other.items()})
+    recipe, peer = arms.get("recipe", {}), arms.get("st", {})
+    if recipe.get("eval") and peer.get("eval"):
+        v = recipe["eval"]["adapted_mean"] - peer["eval"]["adapted_mean"]
+        row("recipe − st on the adapted mean", f"≥ {points(0.0)}", {"recipe": (v, v >= 0)})
+    if recipe.get("train") and peer.get("train"):
+        v = recipe["train"]["tokens_per_s"] / peer["train"]["tokens_per_s"]
+        row("training tokens/s, recipe ÷ st", f"≥ {THROUGHPUT:.1f}×", {"recipe": (v, v >= THROUGHPUT)})
+    return rows
+
+
+def _cell(target: dict, value: float) -> str:
+    return f"{value:.2f}×" if target["wanted"].endswith("×") else points(value)
+
+
+def target_lines(report: Mapping[str, Any]) -> list[str]:
+    rows = targets(report)
+    arms = [a for a in report["arms"] if a != "e5" and report["arms"][a].get("eval")]
+    if not rows or not arms:
+        return ["No targets: they need the e5 arm and at least one trained arm."]
+    lines = ["| target | wanted | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
+    for t in rows:
+        cells = [f"{_cell(t, t['values'][a][0])} {'pass' if t['values'][a][1] else 'miss'}" if a in t["values"]
+                 else "" for a in arms]
+        lines.append(f"| {t['target']} | {t['wanted']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _pct(x: Optional[float]) -> str:
+    return "" if x is None else f"{100 * x:.1f}"
+
+
+def _seconds(x: Optional[float]) -> str:
+    return "" if x is None else f"{x:,.0f}"
+
+
+def steps_warning(arms: Mapping[str, Any]) -> list[str]:
+    """A line when the trained arms did not all train the same number of steps (a recipe's
+    ``max_seconds`` budget can stop it first)."""
+    steps = {name: arm["train"]["steps"] for name, arm in arms.items() if arm.get("train")}
+    if len(set(steps.values())) <= 1:
+        return []
+    return ["", "Not every arm trained the same number of steps: "
+            + ", ".join(f"{name} {n}" for name, n in steps.items()) + "."]
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    arms, adapted = report["arms"], report["languages"]
+    limit = report["settings"]["other_limit"]
+    other = (f"the first {limit} sentence pairs of each of the other Tatoeba languages (--other-limit {limit})" if limit
+             else "every sentence of the other Tatoeba languages (--other-limit 0)")
+    s = report["settings"]
+    lines = ["# Adapting multilingual-e5-small (`adapt_e5_small`)", "", f"`{report['command']}`", "",
+             f"Commit {report['commit']}; {report['machine']['threads']} threads on {report['machine']['cpu']}.",
+             f"Every trained arm: {s['max_steps']} steps of {s['batch_size']} pairs, lr {s['lr']:g}, "
+             f"{s['warmup_steps']} warm-up steps, max length {s['max_length']}, fp32.",
+             f"Adapted languages ({len(adapted)}): {', '.join(adapted)}; accuracy@1 in %, mean of en→x and x→en, "
+             f"full test files. Other languages: {other}.", "", "## Targets", "", *target_lines(report),
+             *steps_warning(arms), "",
+             "## Arms", "",
+             "| arm | adapted mean | other mean | steps | train tokens/s | train wall s | train CPU s | eval wall s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, arm in arms.items():
+        ev, tr = arm.get("eval") or {}, arm.get("train") or {}
+        tps = f"{tr['tokens_per_s']:,.0f}" if tr.get("tokens_per_s") else ""
+        lines.append(f"| {name} | {_pct(ev.get('adapted_mean'))} | {_pct(ev.get('other_mean'))} | "
+                     f"{tr.get('steps', '')} | {tps} | {_seconds(tr.get('wall_s'))} | {_seconds(tr.get('cpu_s'))} | "
+                     f"{_seconds(ev.get('eval_wall_s'))} |")
+    evaluated = [a for a in arms if arms[a].get("eval")]
+    lines += ["", "## Tatoeba per adapted language", "",
+              "| language | e5 (shipped reference) | " + " | ".join(evaluated) + " |",
+              "|---|---:|" + "---:|" * len(evaluated)]
+    for lang in adapted:
+        ref = report.get("reference", {}).get(lang)
+        lines.append(f"| {lang} | {_pct(ref)} | " + " | ".join(
+            _pct(arms[a]["eval"]["tatoeba"].get(lang, {}).get("mean")) for a in evaluated) + " |")
+    sib = [a for a in evaluated if arms[a].get("sib200") or arms[a]["eval"].get("flores")]
+    if sib:
+        langs = sorted({lang for a in sib for lang in (arms[a].get("sib200") or {}).get("accuracy", {})}
+                       | {lang for a in sib for lang in arms[a]["eval"].get("flores", {})})
+        lines += ["", "## SIB-200 (zero-shot topic accuracy, fine-tuned on English) and Flores retrieval", "",
+                  "| arm | " + " | ".join(f"SIB-200 {lang}" for lang in langs) + " | "
+                  + " | ".join(f"Flores {lang}" for lang in langs if lang != "eng_Latn") + " |",
+                  "|---|" + "---:|" * (2 * len(langs) - ("eng_Latn" in langs))]
+        for a in sib:
+            acc = (arms[a].get("sib200") or {}).get("accuracy", {})
+            flores = arms[a]["eval"].get("flores", {})
+            lines.append(f"| {a} | " + " | ".join(_pct(acc.get(lang)) for lang in langs) + " | "
+                         + " | ".join(_pct(flores.get(lang, {}).get("mean")) for lang in langs if lang != "eng_Latn")
+                         + " |")
+    lines += ["", "## Notes", "", *[f"- {note}" for note in report.get("notes", [])]]
+    return "\n".join(lines) + "\n"
+
+
+NOTES = [
+    "The ablations are `--set` overrides of the shipped recipe (each arm's `train.overrides`): `distill` drops the "
+    "anchor languages; `+ranking` and `+tlm` add an objective on the same pairs to `distill`, summed every step.",
+    "st: sentence-transformers' `old_fit` loop (its `SentenceTransformerTrainer` and `fit` need `datasets` and "
+    "`accelerate`) with `MSELoss`; the teacher's labels are computed once before training, as its example does, and "
+    "its tokens/s counts that labelling time with the training loop's (babelzoo's steps run the teacher inside). "
+    "Its MSE is babelzoo's distillation loss divided by 2 × 384 (a mean over coordinates and sides), so the same "
+    "max_grad_norm clips differently.",
+    "Tokens are the real (non-padding) tokens of both sides of every training pair, for every arm.",
+]
+
+
+def plot(report: Mapping[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = [a for a in report["arms"] if report["arms"][a].get("eval")]
+    groups = [*report["languages"], "adapted mean", "other mean"]
+
+    def value(arm: str, group: str) -> float:
+        ev = report["arms"][arm]["eval"]
+        if group == "adapted mean":
+            return ev["adapted_mean"] or 0.0
+        if group == "other mean":
+            return ev.get("other_mean") or 0.0
+        return ev["tatoeba"].get(group, {}).get("mean", 0.0)
+
+    width = 0.8 / max(len(arms), 1)
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.3 * len(groups) * len(arms)), 4.5))
+    for i, arm in enumerate(arms):
+        ax.bar([g + i * width for g in range(len(groups))], [100 * value(arm, g) for g in groups], width, label=arm)
+    ax.set_xticks([g + width * (len(arms) - 1) / 2 for g in range(len(groups))], groups, rotation=45, ha="right")
+    ax.set_ylabel("Tatoeba accuracy@1 (%)")
+    ax.set_title("multilingual-e5-small adapted: Tatoeba per adapted language")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# --- main ---------------------------------------------------------------------------------------------------
+
+def machine(threads: int) -> dict[str, Any]:
+    import sentence_transformers
+    import transformers
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or platform.machine()
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "sentence_transformers": sentence_transformers.__version__, "threads": threads, "cpus": os.cpu_count(),
+            "cpu": cpu, "platform": platform.platform()}
+
+
+def head_commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+
+    return git("rev-parse", "HEAD") + ("+uncommitted changes" if git("status", "--porcelain", "--", "babelzoo") else "")
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python benchmarks/adaptation.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", default=os.environ.get("BABELZOO_DATA_DIR", str(REPO.parent / "shared" / "data")))
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+    parser.add_argument("--langs", default="auto", help="Tatoeba codes to adapt to, comma-separated (default: the "
+                                                        "recipe's rule)")
+    parser.add_argument("--max-steps", type=int, default=None, help="training steps (default: the recipe's)")
+    parser.add_argument("--other-limit", type=int, default=200,
+                        help="sentence pairs per other Tatoeba language (0: all)")
+    parser.add_argument("--work", default=str(REPO / "runs" / "adaptation"), help="the arms' folders")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "adaptation"),
+                        help="writes OUT.json, OUT.md and OUT.png")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--sib200", action="store_true", help="also SIB-200 zero-shot (one fine-tuning per arm) "
+                                                              "and Flores retrieval, for adapted languages it holds")
+    parser.add_argument("--sib200-set", action="append", default=[], metavar="KEY=VALUE",
+                        help=f"an override of the {FINETUNE_RECIPE} recipe for every arm (e.g. task.epochs=2)")
+    args = parser.parse_args(argv)
+    arms = [a for a in args.arms.split(",") if a]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms:
+        parser.error(f"--arms: unknown {unknown}; choose from {', '.join(ARMS)}")
+    if args.other_limit < 0 or args.threads < 1 or (args.max_steps is not None and args.max_steps < 1):
+        parser.error("--other-limit must be ≥ 0, --threads and --max-steps ≥ 1")
+    args.arm_list = arms
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from babelzoo.datasets.labelled import sib200_languages
+    from babelzoo.datasets.text import tatoeba_languages
+    from babelzoo.sources.adaptation import e5_small_accuracy
+
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    run = Run(args)
+    cfg = run.recipe_config()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    adapted = run.adapted()
+    others = [lang for lang in tatoeba_languages(run.data_dir) if lang not in adapted]
+    sib = sib200_targets(adapted, sib200_languages(run.data_dir)) if args.sib200 else []
+    reference = e5_small_accuracy()
+    report: dict[str, Any] = {
+        "suite": "adaptation",
+        "command": shlex.join(["python", "benchmarks/adaptation.py", *(sys.argv[1:] if argv is None else argv)]),
+        "commit": head_commit(), "machine": machine(args.threads),
+        "settings": {"recipe": RECIPE, "max_steps": cfg.max_steps, "batch_size": cfg.batch_size, "lr": cfg.lr,
+                     "warmup_steps": cfg.warmup_steps, "max_length": cfg.objectives[OBJECTIVE].get("max_length"),
+                     "init": cfg.init, "langs": args.langs, "other_limit": args.other_limit, "sib200": args.sib200,
+                     "sib200_set": args.sib200_set, "data_dir": str(run.data_dir)},
+        "languages": adapted, "other_languages": others, "sib200_languages": sib,
+        "reference": {lang: reference[lang] for lang in adapted if lang in reference}, "arms": {},
+        "notes": [*NOTES, f"Every recipe arm starts from `init: {json.dumps(cfg.init)}`; st trains every weight, as "
+                          "sentence-transformers' example does, so the throughput ratio compares the two methods as "
+                          "run, not the same computation."]}
+    if args.sib200 and not sib:
+        report["notes"].append(f"--sib200: none of the adapted languages is in {run.data_dir / 'sib200'}.")
+
+    def save() -> None:
+        write_results(out.with_suffix(".json"), report, markdown(report))
+        if any(arm.get("eval") for arm in report["arms"].values()):
+            plot(report, out.with_suffix(".png"))
+
+    for arm in ARMS:
+        if arm in args.arm_list:
+            run_arm(run, arm, report["arms"].setdefault(arm, {}), adapted, others, sib, save)
+        else:
+            entry = earlier_arm(run, arm, adapted, others, sib)
+            if entry is None:
+                continue
+            report["arms"][arm] = entry
+        data = run.work / "recipe" / "model" / "adaptation.json"
+        if arm == "recipe" and data.is_file():  # what its pairs source read: languages, pairs, test sentences removed
+            report["data"] = json.loads(data.read_text(encoding="utf-8"))
+        save()
+    print(markdown(report))
+    return 0
+
+
+def model_of(run: Run, arm: str) -> Optional[Path]:
+    return None if arm == "e5" else run.work / arm / "model"
+
+
+def eval_key(run: Run, arm: str, adapted: list[str], others: list[str], sib: list[str]) -> dict:
+    return {"adapted": adapted, "others": others, "other_limit": run.args.other_limit, "flores": sib,
+            "data_dir": str(run.data_dir), "model": str(model_of(run, arm))}
+
+
+def run_arm(run: Run, arm: str, entry: dict, adapted: list[str], others: list[str], sib: list[str],
+            save: Callable[[], None]) -> None:
+    """Train (or reuse) and evaluate (or reuse) one arm into ``entry``, calling ``save`` once it
+    has trained; says what it did."""
+    start = time.perf_counter()
+    if arm in RECIPE_ARMS:
+        entry["train"] = train_recipe_arm(run, arm)
+    elif arm == "st":
+        entry["train"] = train_st_arm(run)
+    if entry.get("train"):
+        t = entry["train"]
+        print(f"[{arm}] trained: {t['steps']} steps, {t['tokens_per_s']:,.0f} tokens/s, {t['wall_s']:.0f}s wall, "
+              f"{t['cpu_s']:.0f}s CPU", flush=True)
+        save()
+    folder, key = run.work / arm, eval_key(run, arm, adapted, others, sib)
+    entry["eval"] = saved(folder / "eval.json", key) or keep(folder / "eval.json", key, evaluate(
+        run, arm, model_of(run, arm), adapted, others, sib, lambda m: print(f"[{arm}] {m.strip()}", flush=True)))
+    if sib:
+        command = sib200_command(run, arm, model_of(run, arm), sib)
+        entry["sib200"] = (saved(folder / "sib200.json", command[3:])
+                           or keep(folder / "sib200.json", command[3:], sib200_finetune(run, arm, command)))
+    ev = entry["eval"]
+    print(f"[{arm}] adapted mean {_pct(ev['adapted_mean'])}, other mean {_pct(ev['other_mean'])}; evaluated in "
+          f"{ev['eval_wall_s']:.0f}s wall, {ev['eval_cpu_s']:.0f}s CPU ({time.perf_counter() - start:.0f}s here)",
+          flush=True)
+
+
+def earlier_arm(run: Run, arm: str, adapted: list[str], others: list[str], sib: list[str]) -> Optional[dict]:
+    """An arm not asked for this time, as an earlier run with the same settings left it in
+    ``--work`` (so a run resumed arm by arm reports every arm), else None."""
+    folder, settings = run.work / arm, arm_settings(run, arm)
+    entry: dict[str, Any] = {}
+    if settings is not None:
+        path = folder / "settings.json"
+        if not path.is_file() or json.loads(path.read_text(encoding="utf-8")) != settings or trained(folder) is None:
+            return None
+        entry["train"] = trained(folder)
+    entry["eval"] = saved(folder / "eval.json", eval_key(run, arm, adapted, others, sib))
+    if entry["eval"] is None:
+        return None
+    if sib:
+        result = saved(folder / "sib200.json", sib200_command(run, arm, model_of(run, arm), sib)[3:])
+        if result is not None:
+            entry["sib200"] = result
+    return entry
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""benchmarks/adaptation.py: the arms derived from the shipped recipe, the targets and the
+Markdown made from a results dict, the SIB-200 language match (no model is trained here)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from babelzoo.evaluation.tasks import Result
+from babelzoo.train.cli import parse_data
+from babelzoo.train.config import load_recipe, recipe_path
+from benchmarks import adaptation as A
+
+
+def arm_config(arm, tmp_path):
+    overrides = A.base_overrides(tmp_path / arm, 7, ["bre", "eus"]) + A.arm_overrides(arm, A.read_shipped_recipe())
+    return load_recipe(recipe_path(A.RECIPE), overrides)
+
+
+def test_recipe_arm_is_the_shipped_recipe_with_its_folder_steps_and_languages(tmp_path):
+    shipped = load_recipe(recipe_path(A.RECIPE)).to_dict()
+    got = arm_config("recipe", tmp_path).to_dict()
+    changed = {k: got[k] for k in shipped if shipped[k] != got[k]}
+    assert changed == {"output_dir": str(tmp_path / "recipe"), "max_steps": 7, "languages": ["bre", "eus"]}
+
+
+@pytest.mark.parametrize("arm, objectives, mlm_head", [("distill", ["distill_sentence"], None),
+                                                        ("+ranking", ["distill_sentence", "translation_ranking"], None),
+                                                        ("+tlm", ["distill_sentence", "tlm"], True)])
+def test_ablations_drop_the_anchors_and_add_an_objective_on_the_same_pairs(tmp_path, arm, objectives, mlm_head):
+    cfg = arm_config(arm, tmp_path)
+    shipped = load_recipe(recipe_path(A.RECIPE))
+    assert list(cfg.objectives) == objectives and cfg.mixture == "sum"
+    assert cfg.objectives["distill_sentence"] == shipped.objectives["distill_sentence"]
+    assert cfg.model_overrides.get("mlm_head") is mlm_head
+    ours, theirs = cfg.to_dict(), shipped.to_dict()
+    changed = sorted(k for k in theirs if ours[k] != theirs[k])
+    assert changed == sorted({"output_dir", "max_steps", "languages", "data"}  # init (what is frozen) is kept
+                             | ({"objectives"} if len(objectives) > 1 else set())
+                             | ({"model_overrides"} if mlm_head else set()))
+    data = parse_data(cfg)  # every source built and checked against its objective; nothing read
+    sources = {name: items for name, (items, _) in data.items()}
+    (distill,) = sources["distill_sentence"]
+    assert (distill.kind, distill.anchors, distill.languages, distill.prefix) == ("adaptation_pairs", [],
+                                                                                  ["bre", "eus"], "query: ")
+    assert all(items == [distill] and items[0] is distill for items in sources.values())  # one source, read once
+    assert {name: alpha for name, (_, alpha) in data.items()} == {name: 0.5 for name in objectives}
+
+
+def test_an_arm_the_recipe_does_not_train_is_refused():
+    with pytest.raises(ValueError, match="'st' is not trained by the recipe"):
+        A.arm_overrides("st", A.read_shipped_recipe())
+
+
+def test_an_arm_folder_trained_with_other_settings_is_not_reused(tmp_path):
+    A.settings_guard(tmp_path / "recipe", {"command": ["pretrain", "a"], "threads": 2})
+    A.settings_guard(tmp_path / "recipe", {"command": ["pretrain", "a"], "threads": 2})  # the same: reused
+    with pytest.raises(SystemExit, match="was trained with other settings"):
+        A.settings_guard(tmp_path / "recipe", {"command": ["pretrain", "b"], "threads": 2})
+    assert json.loads((tmp_path / "recipe" / "settings.json").read_text()) == {"command": ["pretrain", "a"],
+                                                                               "threads": 2}
+
+
+def test_a_saved_result_is_reused_only_under_its_key(tmp_path):
+    path = tmp_path / "arm" / "eval.json"
+    assert A.saved(path, {"other_limit": 200}) is None
+    assert A.keep(path, {"other_limit": 200}, {"adapted_mean": 0.5}) == {"adapted_mean": 0.5}
+    assert A.saved(path, {"other_limit": 200}) == {"adapted_mean": 0.5}
+    assert A.saved(path, {"other_limit": 0}) is None
+
+
+def test_sib200_folders_of_the_adapted_languages():
+    present = ["arb_Arab", "eng_Latn", "khm_Khmr", "swh_Latn", "zho_Hans"]
+    assert A.sib200_targets(["khm", "bre", "ara"], present) == ["arb_Arab", "khm_Khmr"]
+    assert A.sib200_targets(["bre"], present) == []
+
+
+def test_rows_of_both_directions_make_one_language():
+    def row(direction, value):
+        return Result("tatoeba", "m", f"acc@1 {direction}", value, {"direction": direction})
+
+    rows = [row("eng->bre", 0.25), row("bre->eng", 0.35),
+            row("eng_Latn->khm_Khmr", 0.5), row("khm_Khmr->eng_Latn", 0.7)]
+    assert A.by_language(rows) == {"bre": {"en2x": 0.25, "x2en": 0.35, "mean": 0.3},
+                                   "khm_Khmr": {"en2x": 0.5, "x2en": 0.7, "mean": 0.6}}
+
+
+def arm(tatoeba, other, tokens_per_s=None):
+    tatoeba = {lang: {"mean": v} for lang, v in tatoeba.items()}
+    other = {lang: {"mean": v} for lang, v in other.items()}
+    ev = {"tatoeba": tatoeba, "other": other, "adapted_mean": A.mean_of(tatoeba), "other_mean": A.mean_of(other),
+          "eval_wall_s": 61.0}
+    train = {"steps": 600, "tokens_per_s": tokens_per_s, "wall_s": 2000.0, "cpu_s": 3900.0} if tokens_per_s else None
+    return {"eval": ev, **({"train": train} if train else {})}
+
+
+def report():
+    return {"command": "python benchmarks/adaptation.py --arms e5,recipe,st", "commit": "abc",
+            "machine": {"threads": 2, "cpu": "a CPU"},
+            "settings": {"max_steps": 600, "batch_size": 32, "lr": 1e-4, "warmup_steps": 50, "max_length": 64,
+                         "other_limit": 200},
+            "languages": ["bre", "eus"], "reference": {"bre": 0.0915, "eus": 0.598}, "notes": ["a note"],
+            "arms": {"e5": arm({"bre": 0.10, "eus": 0.60}, {"deu": 0.97, "fra": 0.93}),
+                     "recipe": arm({"bre": 0.33, "eus": 0.61}, {"deu": 0.962, "fra": 0.93}, tokens_per_s=2700.0),
+                     "st": arm({"bre": 0.26, "eus": 0.58}, {"deu": 0.95, "fra": 0.92}, tokens_per_s=2000.0)}}
+
+
+def test_targets_of_a_results_dict():
+    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in A.targets(report())}
+    assert got == {"adapted mean − e5": {"recipe": (0.12, True), "st": (0.07, True)},
+                   "worst adapted language − e5": {"recipe": (0.01, True), "st": (-0.02, False)},
+                   "other languages' mean − e5": {"recipe": (-0.004, True), "st": (-0.015, False)},
+                   "recipe − st on the adapted mean": {"recipe": (0.05, True)},
+                   "training tokens/s, recipe ÷ st": {"recipe": (1.35, True)}}
+
+
+def test_markdown_of_a_results_dict():
+    text = A.markdown(report())
+    for line in ["| target | wanted | recipe | st |",
+                 "| adapted mean − e5 | ≥ +5.0 | +12.0 pass | +7.0 pass |",
+                 "| worst adapted language − e5 | ≥ -1.0 | +1.0 pass | -2.0 miss |",
+                 "| other languages' mean − e5 | ≥ -0.5 | -0.4 pass | -1.5 miss |",
+                 "| recipe − st on the adapted mean | ≥ +0.0 | +5.0 pass |  |",
+                 "| training tokens/s, recipe ÷ st | ≥ 1.3× | 1.35× pass |  |",
+                 "| recipe | 47.0 | 94.6 | 600 | 2,700 | 2,000 | 3,900 | 61 |",
+                 "| e5 | 35.0 | 95.0 |  |  |  |  | 61 |",
+                 "| bre | 9.2 | 10.0 | 33.0 | 26.0 |",
+                 "- a note"]:
+        assert line in text.splitlines(), line
+    assert "Other languages: the first 200 sentence pairs of each of the other Tatoeba languages (--other-limit 200)." \
+        in text
+
+
+def test_arms_that_trained_different_steps_are_pointed_out():
+    r = report()
+    assert "Not every arm" not in A.markdown(r)
+    r["arms"]["recipe"]["train"]["steps"] = 312
+    assert "Not every arm trained the same number of steps: recipe 312, st 600." in A.markdown(r).splitlines()
+
+
+def test_no_targets_without_the_e5_arm():
+    r = report()
+    del r["arms"]["e5"]
+    assert [t["target"] for t in A.targets(r)] == ["recipe − st on the adapted mean", "training tokens/s, recipe ÷ st"]
+    r["arms"] = {"recipe": r["arms"]["recipe"]}
+    assert A.target_lines(r) == ["No targets: they need the e5 arm and at least one trained arm."]
+
+
+def test_the_peer_gets_the_pairs_in_the_order_babelzoo_trains_on_them():
+    from types import SimpleNamespace
+
+    from babelzoo.train.cli import combine
+    from babelzoo.train.data import DataStream
+
+    corpora = [SimpleNamespace(pairs=[(f"en {i}", f"br {i}") for i in range(40)]),
+               SimpleNamespace(pairs=[(f"en {i}", f"de {i}") for i in range(8)])]
+    cfg = SimpleNamespace(batch_size=8, seed=3, max_steps=6)
+    run = SimpleNamespace(pairs=lambda: (None, corpora, 0.5, cfg))
+    pairs, steps = A.st_examples(run)
+    flat = [p for c in corpora for p in c.pairs]
+    stream = DataStream(combine({"distill_sentence": [flat]}, {"distill_sentence": 0.5}, 3)["distill_sentence"],
+                        lambda examples: examples, batch_size=8, grad_accum=1, rank=0, world_size=1, seed=3)
+    assert steps == 6 and pairs == [tuple(p) for _ in range(6) for p in stream.next_step()[0]]
+    # α samples over the recipe's sources: with one source, an epoch draws every pair once
+    assert sorted(pairs) == sorted(flat) and pairs != flat
