@@ -2,8 +2,10 @@
 ablations and sentence-transformers' multilingual distillation, on one benchmark run.
 
     BABELZOO_DATA_DIR=../shared/data python benchmarks/adaptation.py --work runs/adaptation
+    python benchmarks/adaptation.py --work runs/adaptation --arms e5,recipe    # one session...
+    python benchmarks/adaptation.py --work runs/adaptation --arms st           # ...and the next
 
-Arms (``--arms``, in this order by default; every trained arm uses the recipe's pairs source,
+Arms (``--arms``, run in this order; every trained arm uses the recipe's pairs source,
 steps, batch, learning rate, warm-up and maximum length, and ``--max-steps``/``--langs`` apply
 to all of them):
 
@@ -30,13 +32,16 @@ Tatoeba on the adapted languages (full test files) and on every other Tatoeba la
 ``flores_retrieval`` for the adapted languages SIB-200 holds.
 
 Each arm trains into ``--work``/ARM (its model in ARM/model) and is reused when the run is
-started again with the same settings, so a long run can be resumed arm by arm; the results
-(``--out``.json, .md, .png) are rewritten after every arm.
+started again with the same settings (the shipped recipe's text included); a run reports every
+arm of ``--work`` made with its settings, so a long run can be resumed arm by arm across
+sessions. The results (``--out``.json, .md, .png) are rewritten as each arm trains and as it is
+evaluated.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -175,12 +180,16 @@ def recipe_command(run: Run, arm: str) -> list[str]:
 
 
 def arm_settings(run: Run, arm: str) -> Optional[dict]:
-    """What an arm's training depends on (None: the e5 arm trains nothing)."""
+    """What an arm's training depends on, the shipped recipe's text included (None: the e5 arm
+    trains nothing)."""
+    from babelzoo.train.config import recipe_path
+
+    recipe = {"recipe_sha256": hashlib.sha256(recipe_path(RECIPE).read_bytes()).hexdigest(),
+              "threads": run.args.threads}
     if arm in RECIPE_ARMS:
-        return {"command": recipe_command(run, arm)[3:], "threads": run.args.threads}
+        return {"command": recipe_command(run, arm)[3:], **recipe}
     if arm == "st":
-        cfg = run.recipe_config()
-        return {"recipe": RECIPE, "max_steps": cfg.max_steps, "languages": run.langs, "threads": run.args.threads}
+        return {"recipe": RECIPE, "max_steps": run.recipe_config().max_steps, "languages": run.langs, **recipe}
     return None
 
 
@@ -190,8 +199,9 @@ def settings_guard(folder: Path, settings: dict) -> None:
     if path.is_file():
         before = json.loads(path.read_text(encoding="utf-8"))
         if before != settings:
-            raise SystemExit(f"{folder} was trained with other settings ({path}: {before}); give another --work "
-                             f"or remove that folder")
+            differ = sorted(k for k in {*before, *settings} if before.get(k) != settings.get(k))
+            raise SystemExit(f"{folder} was trained with other settings ({path} differs in {', '.join(differ)}); "
+                             f"give another --work or remove that folder")
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, settings)
 
@@ -599,7 +609,8 @@ def head_commit() -> str:
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python benchmarks/adaptation.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("BABELZOO_DATA_DIR", str(REPO.parent / "shared" / "data")))
-    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+    parser.add_argument("--arms", default=",".join(ARMS),
+                        help=f"comma-separated, of {', '.join(ARMS)} (run in that order)")
     parser.add_argument("--langs", default="auto", help="Tatoeba codes to adapt to, comma-separated (default: the "
                                                         "recipe's rule)")
     parser.add_argument("--max-steps", type=int, default=None, help="training steps (default: the recipe's)")
@@ -680,9 +691,22 @@ def model_of(run: Run, arm: str) -> Optional[Path]:
     return None if arm == "e5" else run.work / arm / "model"
 
 
+def model_files(run: Run, arm: str) -> Optional[dict]:
+    """Size and time of each file of the arm's model: a model trained again is evaluated again."""
+    model = model_of(run, arm)
+    if model is None or not model.is_dir():
+        return None
+    return {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(model.iterdir()) if p.is_file()}
+
+
 def eval_key(run: Run, arm: str, adapted: list[str], others: list[str], sib: list[str]) -> dict:
+    """What an evaluation depends on: its languages, limit, data and the model."""
     return {"adapted": adapted, "others": others, "other_limit": run.args.other_limit, "flores": sib,
-            "data_dir": str(run.data_dir), "model": str(model_of(run, arm))}
+            "data_dir": str(run.data_dir), "model": str(model_of(run, arm)), "files": model_files(run, arm)}
+
+
+def sib200_key(run: Run, arm: str, sib: list[str]) -> dict:
+    return {"command": sib200_command(run, arm, model_of(run, arm), sib)[3:], "files": model_files(run, arm)}
 
 
 def run_arm(run: Run, arm: str, entry: dict, adapted: list[str], others: list[str], sib: list[str],
@@ -703,9 +727,9 @@ def run_arm(run: Run, arm: str, entry: dict, adapted: list[str], others: list[st
     entry["eval"] = saved(folder / "eval.json", key) or keep(folder / "eval.json", key, evaluate(
         run, arm, model_of(run, arm), adapted, others, sib, lambda m: print(f"[{arm}] {m.strip()}", flush=True)))
     if sib:
-        command = sib200_command(run, arm, model_of(run, arm), sib)
-        entry["sib200"] = (saved(folder / "sib200.json", command[3:])
-                           or keep(folder / "sib200.json", command[3:], sib200_finetune(run, arm, command)))
+        key = sib200_key(run, arm, sib)
+        entry["sib200"] = saved(folder / "sib200.json", key) or keep(folder / "sib200.json", key, sib200_finetune(
+            run, arm, sib200_command(run, arm, model_of(run, arm), sib)))
     ev = entry["eval"]
     print(f"[{arm}] adapted mean {_pct(ev['adapted_mean'])}, other mean {_pct(ev['other_mean'])}; evaluated in "
           f"{ev['eval_wall_s']:.0f}s wall, {ev['eval_cpu_s']:.0f}s CPU ({time.perf_counter() - start:.0f}s here)",
@@ -726,7 +750,7 @@ def earlier_arm(run: Run, arm: str, adapted: list[str], others: list[str], sib: 
     if entry["eval"] is None:
         return None
     if sib:
-        result = saved(folder / "sib200.json", sib200_command(run, arm, model_of(run, arm), sib)[3:])
+        result = saved(folder / "sib200.json", sib200_key(run, arm, sib))
         if result is not None:
             entry["sib200"] = result
     return entry

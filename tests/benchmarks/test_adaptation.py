@@ -56,8 +56,11 @@ def test_an_arm_the_recipe_does_not_train_is_refused():
 def test_an_arm_folder_trained_with_other_settings_is_not_reused(tmp_path):
     A.settings_guard(tmp_path / "recipe", {"command": ["pretrain", "a"], "threads": 2})
     A.settings_guard(tmp_path / "recipe", {"command": ["pretrain", "a"], "threads": 2})  # the same: reused
-    with pytest.raises(SystemExit, match="was trained with other settings"):
-        A.settings_guard(tmp_path / "recipe", {"command": ["pretrain", "b"], "threads": 2})
+    with pytest.raises(SystemExit) as refused:
+        A.settings_guard(tmp_path / "recipe", {"command": ["pretrain", "b"], "threads": 2, "recipe_sha256": "0f"})
+    assert str(refused.value) == (f"{tmp_path / 'recipe'} was trained with other settings ({tmp_path / 'recipe'}/"
+                                  "settings.json differs in command, recipe_sha256); give another --work or remove "
+                                  "that folder")
     assert json.loads((tmp_path / "recipe" / "settings.json").read_text()) == {"command": ["pretrain", "a"],
                                                                                "threads": 2}
 
