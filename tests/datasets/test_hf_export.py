@@ -139,18 +139,31 @@ def tokenizers_by_kind(trained, corpus, tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="module")
+def exported(tokenizers_by_kind, tmp_path_factory):
+    """``(tokenizer, the directory it is saved in, transformers.AutoTokenizer of it)`` of each
+    kind, saved and loaded once (seconds for e5's 250,002 pieces) for the tests that read them."""
+    done = {}
+
+    def get(kind: str):
+        if kind not in done:
+            tok, directory = tokenizers_by_kind(kind), tmp_path_factory.mktemp(f"saved_{kind}")
+            tok.save(directory)
+            done[kind] = tok, directory, transformers.AutoTokenizer.from_pretrained(str(directory))
+        return done[kind]
+    return get
+
+
 def test_sentences_cover_many_scripts(sentences):
     found = {script(s) for s in sentences}
     assert len(sentences) >= 1000 and len(found - {"none"}) >= 8, found
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_auto_tokenizer_gives_the_same_ids(kind, tokenizers_by_kind, sentences, tmp_path):
-    tok = tokenizers_by_kind(kind)
-    tok.save(tmp_path)
+def test_auto_tokenizer_gives_the_same_ids(kind, exported, sentences):
+    tok, directory, auto = exported(kind)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", META_FILE):
-        assert (tmp_path / name).is_file(), name
-    auto = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+        assert (directory / name).is_file(), name
     ours = [tok.encode(s) for s in sentences]
     assert auto(sentences)["input_ids"] == ours
     assert sum(tok.specials.unk in ids for ids in ours) < len(ours) // 2  # BERT's English vocabulary: 41%
@@ -160,14 +173,12 @@ def test_auto_tokenizer_gives_the_same_ids(kind, tokenizers_by_kind, sentences, 
     assert pairs["input_ids"] == [ids for ids, _ in expected]
     assert pairs["token_type_ids"] == [segments for _, segments in expected]
     assert auto.pad_token_id == tok.specials.pad and auto.mask_token_id == tok.specials.mask
-    assert load_tokenizer(tmp_path).encode(sentences[0]) == ours[0]
+    assert load_tokenizer(directory).encode(sentences[0]) == ours[0]
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_tricky_texts_give_the_same_ids(kind, tokenizers_by_kind, tmp_path):
-    tok = tokenizers_by_kind(kind)
-    tok.save(tmp_path)
-    auto = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+def test_tricky_texts_give_the_same_ids(kind, exported):
+    tok, directory, auto = exported(kind)
     ours = [tok.encode(t) for t in TRICKY]
     theirs = auto(TRICKY)["input_ids"]
     wrong = [(t, a, b) for t, a, b in zip(TRICKY, ours, theirs) if a != b]
@@ -175,7 +186,7 @@ def test_tricky_texts_give_the_same_ids(kind, tokenizers_by_kind, tmp_path):
     assert ours[TRICKY.index("")] == [tok.specials.cls, tok.specials.sep]  # nothing between the frame
     assert tok.batch_encode(TRICKY, padding=False, return_tensors=None)["input_ids"] == ours
     assert [tok.encode_pair(x, y)[0] for x, y in itertools.pairwise(TRICKY)] == auto(TRICKY[:-1], TRICKY[1:])["input_ids"]
-    assert load_tokenizer(tmp_path).batch_encode(TRICKY, padding=False, return_tensors=None)["input_ids"] == ours
+    assert load_tokenizer(directory).batch_encode(TRICKY, padding=False, return_tensors=None)["input_ids"] == ours
     # each family takes its own special tokens out of the text whole, and only those
     specials = {tok.id_to_token(i) for i in (tok.specials.cls, tok.specials.sep, tok.specials.unk, tok.specials.mask)}
     for token in specials:
