@@ -15,10 +15,22 @@ ENCODERS = ["xlmr_tiny", "bilstm_tiny", "xlnet_tiny", "modernbert_tiny"]
 SEQ2SEQ = ["bart_tiny", "cove_tiny"]
 
 
+@pytest.fixture(scope="module")
+def built():
+    """Each model in eval mode, built once for the mask shapes it is given (it is only read)."""
+    models = {}
+
+    def get(name: str):
+        if name not in models:
+            models[name] = babelzoo.create_model(name).eval()
+        return models[name]
+    return get
+
+
 @pytest.mark.parametrize("name", ENCODERS + SEQ2SEQ)
 @pytest.mark.parametrize("shape", [(2, 7), (2, 3), (1, 5), (5,), (2, 5, 1)])
-def test_an_all_ones_mask_of_another_shape_is_refused(name, shape):
-    model = babelzoo.create_model(name).eval()
+def test_an_all_ones_mask_of_another_shape_is_refused(name, shape, built):
+    model = built(name)
     ids = torch.randint(5, 50, (2, 5))
     extra = {"decoder_input_ids": torch.randint(5, 50, (2, 4))} if name in SEQ2SEQ else {}
     message = (f"attention_mask has shape {list(shape)} but input_ids has shape [2, 5]: the mask must be [2, 5] "
