@@ -32,6 +32,7 @@ from torch import nn
 from ..errors import InputError
 from ..zoo.factory import build_model
 from ..zoo.pretrained import load_state_strict
+from ..zoo.sentences import share_tokenizer
 
 
 def _check_transformer(model) -> None:
@@ -201,6 +202,5 @@ def _rebuilt(model, config, state):
     with torch.random.fork_rng(devices=[]):
         small = build_model(config)  # every weight is overwritten below
     load_state_strict(small, state, "the pruned model")
-    if getattr(model, "tokenizer", None) is not None:
-        small.tokenizer = model.tokenizer
+    share_tokenizer(model, small)
     return small.train(model.training)

@@ -21,6 +21,7 @@ from torch import nn
 
 from ..errors import InputError
 from ..zoo.layers.quantized import SCHEMES, quantize_linears
+from ..zoo.sentences import attached_tokenizer
 
 
 def quantize(model, scheme: str = "int8", modules: Optional[Iterable[str]] = None, *,
@@ -46,7 +47,7 @@ def quantize(model, scheme: str = "int8", modules: Optional[Iterable[str]] = Non
                          f"quantized; {scheme!r} quantizes weights only")
     if not 0.0 <= alpha <= 1.0:
         raise InputError(f"alpha={alpha} must lie in [0, 1] (SmoothQuant's migration strength)")
-    tokenizer = getattr(model, "tokenizer", None)
+    tokenizer = attached_tokenizer(model)
     quantized = copy.deepcopy(model, {id(tokenizer): tokenizer}).eval()  # the tokenizer is shared, not copied
     scales = None
     if calibration is not None:

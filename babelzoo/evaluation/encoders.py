@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..registry import Registry
-from .metrics import l2_normalise
+from ..zoo.sentences import embed_rows, encode_sentences, language_index
 
 
 class SentenceEncoder(Protocol):
@@ -65,53 +65,23 @@ class BabelEncoder:
         return {"pooling": self.model.sentence_pooling(self.pooling, default="mean"), "layer": self.layer, "prefix": self.prefix, "max_length": self.max_length,
                 "similarity": "cosine", **self.extra}
 
-    def _language_ids(self, lang: Optional[str], shape) -> Optional[torch.Tensor]:
-        text = self.model.config.text
-        if not (self.use_language_ids and text.num_languages and lang):
-            return None
-        index = self.tokenizer.specials.languages.get(lang)
-        return None if index is None or index >= text.num_languages else torch.full(shape, index, dtype=torch.long)
-
     def encode(self, sentences: Sequence[str], lang: Optional[str] = None) -> np.ndarray:
-        """[N, D] L2-normalised float32 vectors, one per sentence, in input order."""
-        texts = [self.prefix + s for s in sentences]
-        rows = self.tokenizer.batch_encode(texts, max_length=self.max_length, padding=False, truncation=True,
-                                           return_tensors=None)["input_ids"]
-        return self.encode_ids(rows, lang)
+        """[N, D] L2-normalised float32 vectors, one per sentence, in input order
+        (:func:`~babelzoo.zoo.sentences.encode_sentences`, which ``model.encode`` runs too)."""
+        return encode_sentences(self.model, self.tokenizer, list(sentences), prefix=self.prefix,
+                                max_length=self.max_length, **self._options(lang))
 
-    @torch.no_grad()
     def encode_ids(self, rows: Sequence[Sequence[int]], lang: Optional[str] = None) -> np.ndarray:
-        """Like :meth:`encode`, from token ids (special tokens included, already truncated).
+        """Like :meth:`encode`, from token ids (special tokens included, already truncated),
+        batched by :func:`~babelzoo.zoo.sentences.sorted_batches`: sorted by token count, each
+        batch padded only to its own longest row. Pooling reads real tokens only, so the result
+        does not depend on how sentences are grouped."""
+        return embed_rows(self.model, rows, self.tokenizer.specials.pad, **self._options(lang))
 
-        Rows are sorted by token count and cut into batches of ``batch_size``, so each batch is
-        padded only to its own longest row: on real sentences of mixed length this removes most
-        of the padding (and its attention and feed-forward work) that batching in input order
-        pays for. A batch whose rows all have one length carries no mask at all, so SDPA takes
-        its fastest kernel. Pooling reads real tokens only, so the result does not depend on how
-        sentences are grouped."""
-        was_training = self.model.training
-        self.model.eval()
-        pad = self.tokenizer.specials.pad
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-        out = np.zeros((len(rows), self.model.config.text.hidden_size), dtype=np.float32)
-        device = next(self.model.parameters()).device
-        for start in range(0, len(order), self.batch_size):
-            index = order[start:start + self.batch_size]
-            width = max(len(rows[i]) for i in index)
-            ids = torch.full((len(index), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(index), width), dtype=torch.long)
-            for r, i in enumerate(index):
-                ids[r, :len(rows[i])] = torch.as_tensor(rows[i], dtype=torch.long)
-                mask[r, :len(rows[i])] = 1
-            ids, mask = ids.to(device), mask.to(device)
-            lang_ids = self._language_ids(lang, ids.shape)
-            states = self.model(ids, attention_mask=mask, language_ids=None if lang_ids is None else lang_ids.to(device),
-                                output_hidden_states=self.layer != -1, unpad=self.unpad)
-            hidden = states.last_hidden if self.layer == -1 else states.hidden_states[self.layer]
-            pooled = self.model.sentence_embedding(hidden, mask, self.pooling, default="mean")
-            out[index] = pooled.float().cpu().numpy()
-        self.model.train(was_training)
-        return l2_normalise(out)
+    def _options(self, lang: Optional[str]) -> dict[str, Any]:
+        language = language_index(self.model, self.tokenizer, lang) if self.use_language_ids else None
+        return dict(batch_size=self.batch_size, layer=self.layer, pooling=self.pooling, language=language,
+                    unpad=self.unpad, normalize=True)
 
 
 class CachedEncoder:

@@ -20,6 +20,7 @@ from torch import nn
 from ..zoo.config import ConfigError, KnowledgeConfig
 from ..zoo.factory import build_model
 from ..zoo.layers.entities import EntityFusion, EntityStream, ErnieFeedForward
+from ..zoo.sentences import share_tokenizer
 from .base import KBError
 
 __all__ = ["EntityFusion", "EntityStream", "ErnieFeedForward", "KnowledgeFusion", "attach_knowledge"]
@@ -103,6 +104,5 @@ def _with_weights_of(new: nn.Module, old: nn.Module) -> nn.Module:
     if first is not None:
         new = new.to(first.device)
     new.train(old.training)
-    if getattr(old, "tokenizer", None) is not None:
-        new.tokenizer = old.tokenizer
+    share_tokenizer(old, new)
     return new

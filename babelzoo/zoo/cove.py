@@ -17,19 +17,23 @@ from .generation import Generates, GenerationSettings
 from .layers import Dropout, attend, build_attention_mask, init_weights
 from .layers.masks import check_mask_shapes
 from .pretrained import Checkpointed
+from .sentences import EncoderDecoderReadsText, encode_or_states
 from .seq2seq import Seq2SeqOutput
 
 State = tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]  # the LSTM's (h, c) and the last attentional state
 
 
-class CoVeModel(Generates, Checkpointed, nn.Module):
+class CoVeModel(EncoderDecoderReadsText, Generates, Checkpointed, nn.Module):
     """CoVe's encoder–decoder; the same forward and ``generate`` as
     :class:`~babelzoo.zoo.seq2seq.Seq2SeqModel`::
 
         model = babelzoo.create_model("cove_tiny", vocab_size=1000)
         out = model(input_ids=src, decoder_input_ids=tgt_in)   # out.logits [B, T, 1000]
         vectors = out.encoder_last_hidden                        # the contextual word vectors
+        sentences = model.encode(["Hello", "Bonjour"])           # with a tokenizer: those, mean-pooled
     """
+
+    encoder_directions = 2  # the bidirectional LSTM's forward states, then its backward states
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -56,8 +60,13 @@ class CoVeModel(Generates, Checkpointed, nn.Module):
     def word_embeddings(self) -> nn.Embedding:
         return self.word
 
-    def encode(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """The encoder's states [B, S, H] (zeros at padding), padding packed away."""
+    def encode(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None, **options):
+        """The encoder's states [B, S, H] (zeros at padding), padding packed away. Given
+        sentences (a str or a list of str) instead, their vectors, with :meth:`ReadsText.encode
+        <babelzoo.zoo.sentences.ReadsText.encode>`'s keyword options."""
+        vectors = encode_or_states(self, input_ids, attention_mask, options)
+        if vectors is not None:
+            return vectors
         text = self.config.text
         if input_ids.shape[1] > text.max_positions:
             raise InputError(f"the source input has {input_ids.shape[1]} positions but the model holds "

@@ -129,7 +129,9 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
 
     ``overrides`` change its config (``hidden_size=128``; other parts as dicts:
     ``vision={"image_size": 64}``). ``pretrained=True`` loads the entry's published weights;
-    ``weights`` loads a checkpoint directory, file or URL instead. Loading is strict.
+    ``weights`` loads a checkpoint directory, file or URL instead. Loading is strict. A model
+    with fresh weights gets the tokenizer its config implies (``model.tokenizer``, built on first
+    use; :mod:`babelzoo.zoo.default_tokenizer`); loaded weights come with their checkpoint's.
 
     ``pretrained`` may also be a Hugging Face Hub id (``org/name``, at ``revision``, through the
     cache at ``cache_dir``; see :func:`~babelzoo.zoo.pretrained.from_pretrained`) or a checkpoint
@@ -184,7 +186,19 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
     model = build_model(entry.config().override(**overrides))
     if weights is not None:
         load_weights_into(model, weights)
+    else:
+        _give_default_tokenizer(model)
     return model
+
+
+def _give_default_tokenizer(model) -> None:
+    """A model with fresh weights reads text with the tokenizer its config implies, built when
+    first used (:mod:`babelzoo.zoo.default_tokenizer`); trained weights come with their own."""
+    from .default_tokenizer import default_tokenizer_for
+    from .sentences import ReadsText
+
+    if isinstance(model, ReadsText):
+        model.default_tokenizer = default_tokenizer_for(model.config.text)
 
 
 # Fields a checkpoint does not fix: they change training, not the weights or the outputs.
@@ -256,6 +270,7 @@ def checkpoint_fit(entry: ModelEntry, found: ModelConfig, overrides: dict[str, A
 
 def _with_text_tower(entry: ModelEntry, text_tower: Any, overrides: dict[str, Any]):
     from .model import BabelModel
+    from .sentences import share_tokenizer
 
     config = entry.config()
     if config.fusion is None:
@@ -277,6 +292,5 @@ def _with_text_tower(entry: ModelEntry, text_tower: Any, overrides: dict[str, An
         raise ConfigError(f"text_tower {tower.config.architecture!r} does not fit {entry.name!r}: missing "
                           f"{missing[:10]}, unexpected {unexpected[:10]}")
     model.tie_weights()
-    if getattr(tower, "tokenizer", None) is not None:
-        model.tokenizer = tower.tokenizer
+    share_tokenizer(tower, model)
     return model

@@ -36,6 +36,7 @@ from ..errors import InputError
 from .config import ConfigError, ModelConfig
 from .layers import Dropout, FeedForward, LayerStack, SelfAttention, attend, build_attention_mask
 from .model import BabelModel, EncoderOutput
+from .sentences import ReadsText, hidden_layer
 from .transformer import TransformerEncoder
 from .transformer_config import TextConfig
 
@@ -104,13 +105,14 @@ class CrossAttentionBlock(nn.Module):
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
 
-class FusionModel(nn.Module):
+class FusionModel(ReadsText, nn.Module):
     """Text + image or text + speech encoder. Build one with :func:`babelzoo.create_model`::
 
         model = babelzoo.create_model("vl_albef_tiny")
         out = model(input_ids, pixel_values=images)          # fused text states
         t, v = model.embed_text(input_ids), model.embed_modality(pixel_values=images)
         similarity = model.logit_scale.exp() * v @ t.T        # CLIP/ITC logits
+        vectors = model.encode(["a red apple"])               # the text tower's, mean-pooled
     """
 
     def __init__(self, config: ModelConfig):
@@ -242,6 +244,22 @@ class FusionModel(nn.Module):
         elif self.mode == "single_stream":
             x = self._run_layers(x, mask, self.config.text.num_layers - self.config.fusion.num_layers)
         return EncoderOutput(x, None, None, mask)
+
+    def sentence_pooling(self, requested: Optional[str] = None, default: str = "cls") -> str:
+        """The text tower's (:meth:`BabelModel.sentence_pooling <babelzoo.zoo.model.BabelModel.sentence_pooling>`)."""
+        return self.text.sentence_pooling(requested, default)
+
+    def sentence_vectors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, layer: int = -1,
+                         pooling: Optional[str] = None, language_ids: Optional[torch.Tensor] = None,
+                         unpad: bool = True) -> torch.Tensor:
+        """[B, H] text vectors (:meth:`encode_text`'s states, as
+        :meth:`BabelModel.sentence_vectors <babelzoo.zoo.model.BabelModel.sentence_vectors>` pools them)."""
+        if self.mode == "single_stream":  # the shared layers run the text padded
+            out = self.encode_text(input_ids, attention_mask, language_ids=language_ids,
+                                   output_hidden_states=layer != -1)
+            return self.text.sentence_embedding(hidden_layer(out, layer, self), attention_mask, pooling, "mean")
+        return self.text.sentence_vectors(input_ids, attention_mask, layer=layer, pooling=pooling,
+                                          language_ids=language_ids, unpad=unpad)
 
     def embed_text(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                    **kwargs) -> torch.Tensor:

@@ -16,6 +16,7 @@ from typing import Callable, Optional
 import torch
 
 from ..errors import InputError
+from .sentences import attached_tokenizer
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 NEG = -1.0e9  # a score that loses every comparison and stays finite in sums
@@ -90,7 +91,7 @@ class Generates:
         """The id of language ``code``'s tag: from the attached tokenizer when it has a tag for
         that language (babelzoo's ``[de]``) or the tag as a token (mBART's ``de_DE``), else from
         the config's ``languages``. An unknown tag is an error naming it."""
-        tokenizer = getattr(self, "tokenizer", None)
+        tokenizer = attached_tokenizer(self)
         if tokenizer is not None:
             tags = getattr(tokenizer.specials, "language_tags", {})
             if code in tags:

