@@ -1,10 +1,11 @@
 """The files babelzoo writes and reads beside weights and results: small JSON files read with
 errors that name the file and line, files written atomically (a failure leaves the earlier file
-whole), and folders babelzoo owns (replaced only when every entry in them is one babelzoo wrote)."""
+whole), and files and folders babelzoo owns (replaced only when babelzoo wrote them)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -112,6 +113,41 @@ def write_json_atomic(path: str | Path, data: Any, indent: int | None = 2, **dum
     made before the file is touched, so data JSON cannot encode leaves the earlier file as it was."""
     text = json.dumps(data, indent=indent, ensure_ascii=False, **dump) + "\n"
     return write_text_atomic(path, text)
+
+
+# --- single files babelzoo owns -------------------------------------------------------------------
+def file_record(path: str | Path) -> Path:
+    """The hidden file beside ``path`` in which babelzoo records writing it: ``.NAME.babelzoo.json``."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.babelzoo.json")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def owned_file(path: str | Path, what: str) -> bool:
+    """True when ``path`` is a file babelzoo wrote as a ``what`` (:func:`write_owned_file`) and
+    that nobody has changed since."""
+    path = Path(path)
+    try:
+        record = json.loads(file_record(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(record, dict) and record.get("what") == what and path.is_file()
+            and record.get("sha256") == _sha256(path))
+
+
+def write_owned_file(path: str | Path, write: Callable[[str], Any], what: str) -> Path:
+    """Write ``path`` atomically (:func:`atomic_write`) and record, beside it, that babelzoo
+    wrote it as a ``what`` (:func:`owned_file`), so that a later run may replace it."""
+    path = atomic_write(path, write)
+    write_json_atomic(file_record(path), {"written_by": "babelzoo", "what": what, "sha256": _sha256(path)}, indent=1)
+    return path
 
 
 # --- folders babelzoo owns ------------------------------------------------------------------------

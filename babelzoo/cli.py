@@ -7,6 +7,7 @@
     babelzoo finetune --config R     fine-tune, select on the source dev set, test every language
     babelzoo convert ...             Hugging Face checkpoint import/export
     babelzoo eval ...                leaderboard tasks on a model
+    babelzoo encode ...              sentence vectors of a file's sentences (.npy or .jsonl)
     babelzoo kb info|link|train-kge  knowledge bases: counts, entity linking, KG embeddings
 
 Each subcommand's implementation is imported only when it runs.
@@ -29,6 +30,7 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "finetune": ("babelzoo.finetune.cli", "finetune_main", "fine-tune from a YAML recipe; zero-shot test on every language"),
     "convert": ("babelzoo.zoo.convert.cli", "convert_main", "import/export Hugging Face checkpoints"),
     "eval": ("babelzoo.evaluation.cli", "eval_main", "run a leaderboard config (task × model matrix)"),
+    "encode": ("babelzoo.encode", "encode_main", "sentence vectors of a file's sentences, one a line (.npy or .jsonl)"),
     "kb": ("babelzoo.knowledge.cli", "kb_main", "knowledge bases: info, entity linking, KG embedding training"),
 }
 

@@ -14,7 +14,7 @@ Order, lowest first (a module may import from its own layer and from those below
 9. ``sources``: the offline sources (installed packages that ship weights, peers and data), which
    register into the registries of the layers below, so no model, objective, trainer or task
    code imports them;
-10. the commands and entry points: ``cli``, ``demo``, ``hub``, ``__main__``, the package itself.
+10. the commands and entry points: ``cli``, ``demo``, ``encode``, ``hub``, ``__main__``, the package itself.
 
 Every ``import`` is counted, at module level and inside functions; only ``if TYPE_CHECKING:``
 blocks (annotations, never executed) are not. Parts found by name at run time go through a
@@ -33,7 +33,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "babelzoo"
 LAYERS = [("errors", "registry", "_lazy", "typed", "_files"), ("datasets",), ("zoo",), ("compression",), ("objectives",), ("train",), ("knowledge",),
-          ("finetune",), ("evaluation",), ("sources",), ("cli", "demo", "hub", "__main__", "")]
+          ("finetune",), ("evaluation",), ("sources",), ("cli", "demo", "encode", "hub", "__main__", "")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
 
