@@ -5,7 +5,7 @@
     babelzoo demo                    the end-to-end main job on embedded data
     babelzoo pretrain --config R     pre-train from a YAML recipe
     babelzoo finetune --config R     fine-tune, select on the source dev set, test every language
-    babelzoo convert ...             Hugging Face checkpoint import/export
+    babelzoo convert ...             Hugging Face checkpoint import/export, ONNX export
     babelzoo eval ...                leaderboard tasks on a model
     babelzoo encode ...              sentence vectors of a file's sentences (.npy or .jsonl)
     babelzoo kb info|link|train-kge  knowledge bases: counts, entity linking, KG embeddings
@@ -28,7 +28,7 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "demo": ("babelzoo.demo", "main", "build corpora and a tokenizer, pre-train, evaluate, print a leaderboard"),
     "pretrain": ("babelzoo.train.cli", "pretrain_main", "pre-train from a YAML recipe"),
     "finetune": ("babelzoo.finetune.cli", "finetune_main", "fine-tune from a YAML recipe; zero-shot test on every language"),
-    "convert": ("babelzoo.zoo.convert.cli", "convert_main", "import/export Hugging Face checkpoints"),
+    "convert": ("babelzoo.deploy.convert_cli", "convert_main", "import/export Hugging Face checkpoints; export to ONNX"),
     "eval": ("babelzoo.evaluation.cli", "eval_main", "run a leaderboard config (task × model matrix)"),
     "encode": ("babelzoo.encode", "encode_main", "sentence vectors of a file's sentences, one a line (.npy or .jsonl)"),
     "kb": ("babelzoo.knowledge.cli", "kb_main", "knowledge bases: info, entity linking, KG embedding training"),

@@ -38,7 +38,6 @@ from .errors import ArgumentParser, BabelzooError, UsageError, command
 
 WHAT = "babelzoo encode output"  # what the record beside an output file says it is
 ONNX_INFO = "babelzoo_onnx.json"  # in a folder holding an ONNX export (babelzoo.deploy.onnx)
-ONNX_CHUNK = 16  # batches an ONNX call encodes between two updates of the progress bar
 
 
 class SentenceFileError(BabelzooError, ValueError):
@@ -222,26 +221,12 @@ def load_model(source: str):
 
 
 def onnx_encoder(folder: Path, args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:
-    """An ONNX export run by :class:`babelzoo.deploy.onnx.OnnxEncoder`, a few batches a call so
-    that the progress bar moves."""
+    """An ONNX export run by :class:`babelzoo.deploy.onnx.OnnxEncoder`, with a progress bar."""
     from .deploy.onnx import OnnxEncoder
-    from .zoo.sentences import progress_bar
 
     encoder = OnnxEncoder(folder, prefix=args.prefix, batch_size=args.batch_size, max_length=args.max_length,
                           pooling=args.pooling, layer=args.layer, normalize=not args.no_normalize)
-    step = args.batch_size * ONNX_CHUNK
-
-    def encode(texts: list[str]) -> np.ndarray:
-        bar, parts = progress_bar(len(texts), True), []
-        for start in range(0, len(texts), step):
-            parts.append(encoder.encode(texts[start:start + step]))
-            if bar is not None:
-                bar.update(len(parts[-1]))
-        if bar is not None:
-            bar.close()
-        return np.concatenate(parts)
-
-    return encode
+    return lambda texts: encoder.encode(texts, progress=True)
 
 
 # --- output ---------------------------------------------------------------------------------------

@@ -5,6 +5,9 @@ Order, lowest first (a module may import from its own layer and from those below
 1. ``errors``, ``registry``, ``_lazy``, ``typed``, ``_files``: the base every part shares;
 2. ``datasets``: text, tokenizers, media and corpora (reads model configs, never imports them);
 3. ``zoo``: configs, layers, families, models, checkpoints, conversion;
+   ``compression``: pruning, quantization, vocabulary trimming and extension;
+   ``deploy``: serving a model outside training code: ONNX export, ONNX Runtime encoders, the
+   ``convert`` command;
 4. ``objectives``: the pre-training and fine-tuning losses;
 5. ``train``: the shared trainer, recipes, distributed running;
 6. ``knowledge``: knowledge bases, linking, KG embeddings (trained by the shared trainer),
@@ -32,7 +35,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "babelzoo"
-LAYERS = [("errors", "registry", "_lazy", "typed", "_files"), ("datasets",), ("zoo",), ("compression",), ("objectives",), ("train",), ("knowledge",),
+LAYERS = [("errors", "registry", "_lazy", "typed", "_files"), ("datasets",), ("zoo",), ("compression",), ("deploy",), ("objectives",), ("train",), ("knowledge",),
           ("finetune",), ("evaluation",), ("sources",), ("cli", "demo", "encode", "hub", "__main__", "")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

@@ -118,6 +118,19 @@ def model_entry(name: str) -> ModelEntry:
     return MODELS.get(name)
 
 
+def load_model(source: str | Path):
+    """A trained model from what a command line names: a registered entry (its published
+    weights, or a fresh model when it has none), or anything :func:`~babelzoo.zoo.pretrained.
+    from_pretrained` reads (a checkpoint folder, Hugging Face folder, archive URL or Hub id)."""
+    from .pretrained import from_pretrained
+
+    _ensure_registered()
+    name = str(source)
+    if name in MODELS and not Path(name).exists():
+        return create_model(name, pretrained=model_entry(name).pretrained is not None)
+    return from_pretrained(source)
+
+
 def model_config(name: str, **overrides: Any) -> ModelConfig:
     return model_entry(name).config().override(**overrides)
 

@@ -20,6 +20,10 @@ class RNNEncoder(nn.Module):
     directions so the output width is always ``hidden_size``. Padding is packed away, so padded
     and unpadded copies of a sentence give the same states on their real tokens."""
 
+    # Why :func:`babelzoo.deploy.export_onnx` refuses this encoder.
+    not_exportable = ("torch.export cannot trace its packed sequences, whose batch size per step depends on the "
+                      "lengths in the batch")
+
     def __init__(self, config: RNNConfig):
         super().__init__()
         self.config = config

@@ -11,7 +11,7 @@ transformers = pytest.importorskip("transformers")
 
 import babelzoo  # noqa: E402
 from babelzoo.zoo.convert import export_hf, import_hf  # noqa: E402
-from babelzoo.zoo.convert.cli import convert_main  # noqa: E402
+from babelzoo.deploy.convert_cli import convert_main  # noqa: E402
 from babelzoo.zoo.factory import build_model  # noqa: E402
 from babelzoo.zoo.pretrained import CheckpointError, model_state  # noqa: E402
 

@@ -14,7 +14,7 @@ transformers = pytest.importorskip("transformers")
 sentence_transformers = pytest.importorskip("sentence_transformers")
 
 from babelzoo.zoo.convert import export_hf, import_hf  # noqa: E402
-from babelzoo.zoo.convert.cli import convert_main  # noqa: E402
+from babelzoo.deploy.convert_cli import convert_main  # noqa: E402
 
 TOL = 1e-5
 MODEL_DIR = package.get_model_path()

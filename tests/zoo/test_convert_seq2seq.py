@@ -181,7 +181,7 @@ def test_a_layout_no_transformers_class_holds_is_not_exported(tmp_path):
 
 
 def test_the_convert_command_round_trips_an_encoder_decoder(tmp_path, capsys):
-    from babelzoo.zoo.convert.cli import convert_main
+    from babelzoo.deploy.convert_cli import convert_main
 
     model = babelzoo.create_model("t5_tiny", vocab_size=101).eval()
     model.save_pretrained(tmp_path / "ckpt")

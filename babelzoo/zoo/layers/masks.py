@@ -10,6 +10,13 @@ import torch
 from ...errors import InputError
 
 
+def exporting() -> bool:
+    """True while ``torch.export`` or ``torch.onnx`` traces the model. Shortcuts that look at
+    the values of a batch (no mask when nothing is padded) would be frozen into the graph as the
+    traced batch took them, so the general path runs instead; it gives the same result."""
+    return torch.compiler.is_exporting() or torch.jit.is_tracing()
+
+
 def check_mask_shapes(inputs: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                       visible: Optional[torch.Tensor] = None, names: tuple[str, str] = ("input_ids", "attention_mask")
                       ) -> None:
@@ -64,7 +71,7 @@ def build_attention_mask(attention_mask: Optional[torch.Tensor] = None,
     mask = None
     if attention_mask is not None:
         keys = attention_mask.bool()
-        if not bool(keys.all()):
+        if exporting() or not bool(keys.all()):
             mask = keys[:, None, None, :]
     if visible is not None:
         vis = visible.bool()
@@ -81,9 +88,11 @@ def build_attention_mask(attention_mask: Optional[torch.Tensor] = None,
     # whose gradient reaches the weights even though no loss reads that row. It sees itself
     # instead (per-query masks) or every position (a key mask shared by all queries).
     empty = ~mask.any(dim=-1, keepdim=True)
-    if bool(empty.any()):
+    if exporting() or bool(empty.any()):  # a no-op where no row is empty
         if mask.shape[-2] > 1:
             mask = mask | (empty & torch.eye(mask.shape[-1], dtype=torch.bool, device=mask.device))
         else:
             mask = mask | empty
+    if exporting() and mask.shape[-2] == 1:  # ONNX's Attention takes a [.., queries, keys] mask
+        mask = mask.expand(*mask.shape[:-2], mask.shape[-1], mask.shape[-1])
     return mask
