@@ -202,22 +202,19 @@ def load_encoder(args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:
 
 
 def load_model(source: str):
-    """A model from a folder or Hub id, or a registered entry: its published weights, or fresh
-    weights from seed 0 (said on stderr) when it has none."""
+    """:func:`babelzoo.zoo.factory.load_model`; a registered entry without published weights
+    encodes with fresh weights from seed 0, said on stderr."""
     import torch
 
-    from .zoo.factory import create_model, model_entry
+    from .zoo.factory import load_model as load
+    from .zoo.factory import model_entry
     from .zoo.hub_ids import looks_like_hub_id
-    from .zoo.pretrained import from_pretrained
 
-    if Path(source).exists() or looks_like_hub_id(source):
-        return from_pretrained(source)
-    entry = model_entry(source)  # an unknown name: an error with the names it may have meant
-    if entry.pretrained is None:
+    if not (Path(source).exists() or looks_like_hub_id(source)) and model_entry(source).pretrained is None:
         print(f"babelzoo encode: {source} has no pretrained weights; encoding with fresh weights (seed 0)",
               file=sys.stderr)
         torch.manual_seed(0)
-    return create_model(source, pretrained=entry.pretrained is not None)
+    return load(source)
 
 
 def onnx_encoder(folder: Path, args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:

@@ -119,16 +119,17 @@ def model_entry(name: str) -> ModelEntry:
 
 
 def load_model(source: str | Path):
-    """A trained model from what a command line names: a registered entry (its published
-    weights, or a fresh model when it has none), or anything :func:`~babelzoo.zoo.pretrained.
-    from_pretrained` reads (a checkpoint folder, Hugging Face folder, archive URL or Hub id)."""
+    """A trained model from what a command line names: a folder or Hub id (anything
+    :func:`~babelzoo.zoo.pretrained.from_pretrained` reads), else a registered entry: its
+    published weights, or fresh weights when it has none. An unknown name is an error that lists
+    the names it may have meant."""
+    from .hub_ids import looks_like_hub_id
     from .pretrained import from_pretrained
 
-    _ensure_registered()
-    name = str(source)
-    if name in MODELS and not Path(name).exists():
-        return create_model(name, pretrained=model_entry(name).pretrained is not None)
-    return from_pretrained(source)
+    if Path(source).exists() or looks_like_hub_id(str(source)):
+        return from_pretrained(source)
+    entry = model_entry(str(source))
+    return create_model(entry.name, pretrained=entry.pretrained is not None)
 
 
 def model_config(name: str, **overrides: Any) -> ModelConfig:
