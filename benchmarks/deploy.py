@@ -234,8 +234,9 @@ def run_model(name: str, model, args, work: Path, calibration: list[str], log) -
 
 
 def markdown(report: dict[str, Any]) -> str:
-    lines = ["| path | sentences/s | speed × fp32 (same runtime) | cosine to babelzoo fp32 (mean / min) | Tatoeba mean | "
-             "Δ vs babelzoo fp32 |", "|---|---:|---:|---:|---:|---:|"]
+    header = ("| path | sentences/s | speed × fp32 (same runtime) | cosine to babelzoo fp32 (mean / min) | "
+              "Tatoeba mean | Δ vs babelzoo fp32 |")
+    lines = [header, "|---|---:|---:|---:|---:|---:|"]
     rows = {r["arm"]: r for r in report["rows"]}
     for r in report["rows"]:
         model = r["arm"].split(" babelzoo ")[0].split(" transformers ")[0]
@@ -248,11 +249,11 @@ def markdown(report: dict[str, Any]) -> str:
                   else "(the same model)")
         lines.append(f"| {r['arm']} | {r['sentences_per_s']:.1f} | {speedup:.2f}× | {cosine} | {acc:.2f} | {delta:+.2f} |")
     lines += ["", *targets(rows)]
-    lines += ["", f"Machine: {report['machine'].get('cpu')}, {report['machine']['threads']} threads; "
-              f"load average before/after {report['load_average_before']} / {report['load_average_after']}.",
-              f"Tatoeba: {', '.join(LANGS)}, {report['limit']} pairs each. Speed: {report['speed_sentences']} "
-              f"sentences, median of {report['repeats']} interleaved repeats, batch {report['batch_size']}.",
-              f"Command: `{report['command']}`"]
+    machine_line = (f"Machine: {report['machine'].get('cpu')}, {report['machine']['threads']} threads; load average "
+                    f"before/after {report['load_average_before']} / {report['load_average_after']}.")
+    protocol = (f"Tatoeba: {', '.join(LANGS)}, {report['limit']} pairs each. Speed: {report['speed_sentences']} "
+                f"sentences, median of {report['repeats']} interleaved repeats, batch {report['batch_size']}.")
+    lines += ["", machine_line, protocol, f"Command: `{report['command']}`"]
     return "\n".join(lines) + "\n"
 
 
