@@ -76,6 +76,28 @@ def writing(path: str | Path) -> Iterator[None]:
 
 
 # --- atomic files ---------------------------------------------------------------------------------
+def umask() -> int:
+    """The process's umask, read without changing it where the OS shows it (Linux's
+    ``/proc/self/status``); elsewhere set and restored at once."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def usual_mode(path: str | Path) -> None:
+    """Give ``path`` the permissions ``open``/``mkdir`` would have given it (``tempfile`` makes
+    its files and folders private to the user), so what babelzoo writes reads like any other file."""
+    base = 0o777 if Path(path).is_dir() else 0o666
+    os.chmod(path, base & ~umask())
+
+
 def atomic_write(path: str | Path, write: Callable[[str], Any]) -> Path:
     """Write ``path`` through ``write(tmp_name)`` on a temporary file beside it, synced, then
     renamed over ``path``: a reader sees the old file or the new one, never a part. On any
@@ -90,6 +112,7 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> Path:
             write(tmp)
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
+        usual_mode(tmp)
         os.replace(tmp, path)
     except OSError as err:
         raise OSError(err.errno, f"cannot write ({err.strerror or err}); the earlier file, if any, is unchanged",
@@ -221,6 +244,7 @@ def replace_owned_folder(folder: str | Path, write: Callable[[Path], None], what
     try:
         write(tmp)
         record_owned(tmp, what)
+        usual_mode(tmp)
         check_replaceable(folder, what)  # nothing was added while writing
         if folder.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))

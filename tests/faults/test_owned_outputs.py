@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -229,3 +230,23 @@ def test_a_memory_saves_over_its_own_folder_and_refuses_a_project(project, tmp_p
     memory.remove(torch.tensor([0]))
     memory.save(tmp_path / "mem")  # its own folder: replaced
     assert len(RetrievalMemory.load(tmp_path / "mem")) == 3
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_what_babelzoo_writes_has_the_permissions_the_umask_gives(mask, tmp_path):
+    """Temporary files and folders are private to their user; a model folder or results file
+    written through them must not stay so (another account serving the model could not read it)."""
+    from babelzoo._files import write_json_atomic
+
+    old = os.umask(mask)
+    try:
+        model = babelzoo.create_model("xlmr_tiny", vocab_size=32, hidden_size=16, num_heads=2, num_layers=1,
+                                      intermediate_size=16)
+        folder = model.save_pretrained(tmp_path / "model")
+        results = write_json_atomic(tmp_path / "results.json", {"accuracy": 0.5})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o777 & ~mask
+    assert stat.S_IMODE(results.stat().st_mode) == 0o666 & ~mask
+    for path in folder.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask, path.name
