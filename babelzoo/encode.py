@@ -206,11 +206,10 @@ def load_model(source: str):
     encodes with fresh weights from seed 0, said on stderr."""
     import torch
 
+    from .zoo.factory import list_models, model_entry
     from .zoo.factory import load_model as load
-    from .zoo.factory import model_entry
-    from .zoo.hub_ids import looks_like_hub_id
 
-    if not (Path(source).exists() or looks_like_hub_id(source)) and model_entry(source).pretrained is None:
+    if source in list_models() and not Path(source).exists() and model_entry(source).pretrained is None:
         print(f"babelzoo encode: {source} has no pretrained weights; encoding with fresh weights (seed 0)",
               file=sys.stderr)
         torch.manual_seed(0)

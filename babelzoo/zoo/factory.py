@@ -126,9 +126,10 @@ def load_model(source: str | Path):
     from .hub_ids import looks_like_hub_id
     from .pretrained import from_pretrained
 
-    if Path(source).exists() or looks_like_hub_id(str(source)):
-        return from_pretrained(source)
-    entry = model_entry(str(source))
+    name = str(source)
+    if Path(name).exists() or looks_like_hub_id(name) or any(c in name for c in "/\\") or name.startswith((".", "~")):
+        return from_pretrained(source)  # a path (a missing one is an error that names it) or a Hub id
+    entry = model_entry(name)
     return create_model(entry.name, pretrained=entry.pretrained is not None)
 
 

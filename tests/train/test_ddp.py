@@ -69,8 +69,9 @@ def final_state(path) -> dict:
 @pytest.fixture(scope="module")
 def two_rank_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("ranks")
-    # fork: the ranks start from this already-imported interpreter (spawn re-imports torch twice)
-    mp.start_processes(worker, args=(free_port(), str(root)), nprocs=2, start_method="fork")
+    # spawn, not fork: once this process has run torch.export (the ONNX tests), PyTorch refuses
+    # autograd in a forked child ("Unable to handle autograd's threading ... fork")
+    mp.start_processes(worker, args=(free_port(), str(root)), nprocs=2, start_method="spawn")
     return root
 
 

@@ -58,7 +58,9 @@ def worker(rank: int, port: int, root: str) -> None:
 @pytest.fixture(scope="module")
 def two_rank_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("selection")
-    mp.start_processes(worker, args=(free_port(), str(root)), nprocs=2, start_method="fork")
+    # spawn, not fork: once this process has run torch.export (the ONNX tests), PyTorch refuses
+    # autograd in a forked child ("Unable to handle autograd's threading ... fork")
+    mp.start_processes(worker, args=(free_port(), str(root)), nprocs=2, start_method="spawn")
     return root
 
 
