@@ -148,24 +148,31 @@ def sib200(encoder, args) -> dict[str, Any]:
     return {"test": test, "english": test.get("eng_Latn"), "mean_zero_shot": float(np.mean(zero))}
 
 
-def speed(encoders: dict[str, BabelEncoder], sentences: list[str], repeats: int) -> dict[str, dict[str, float]]:
-    """Sentences/s and real tokens/s (each encoder's own pieces: a trimmed vocabulary cuts a word
-    it lost into more of them) of each encoder on ``sentences``, interleaved repeats, median."""
+def encode_seconds(encoders: dict[str, Any], sentences: list[str], repeats: int) -> dict[str, float]:
+    """Seconds each encoder takes to encode ``sentences``: one warm-up, then the median of
+    ``repeats`` interleaved runs (the order reversed every other repeat, so drift in the machine's
+    speed falls on every encoder alike)."""
     times: dict[str, list[float]] = {name: [] for name in encoders}
-    for name, enc in encoders.items():  # warm-up
-        enc.encode(sentences[:64])
+    for encoder in encoders.values():  # warm-up
+        encoder.encode(sentences[:64])
     for r in range(repeats):
         for name in (list(encoders) if r % 2 == 0 else list(encoders)[::-1]):
             start = time.perf_counter()
             with torch.inference_mode():
                 encoders[name].encode(sentences)
             times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def speed(encoders: dict[str, BabelEncoder], sentences: list[str], repeats: int) -> dict[str, dict[str, float]]:
+    """Sentences/s and real tokens/s (each encoder's own pieces: a trimmed vocabulary cuts a word
+    it lost into more of them) of each encoder on ``sentences``, interleaved repeats, median."""
+    seconds = encode_seconds(encoders, sentences, repeats)
     out = {}
     for name, enc in encoders.items():
         real = sum(len(r) for r in enc.tokenizer.batch_encode([PREFIX + s for s in sentences], padding=False,
                                                               return_tensors=None, max_length=128)["input_ids"])
-        seconds = float(np.median(times[name]))
-        out[name] = {"tokens_per_s": real / seconds, "sentences_per_s": len(sentences) / seconds}
+        out[name] = {"tokens_per_s": real / seconds[name], "sentences_per_s": len(sentences) / seconds[name]}
     return out
 
 

@@ -32,7 +32,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -48,7 +47,7 @@ from babelzoo.evaluation.encoders import BabelEncoder  # noqa: E402
 from babelzoo.zoo.sentences import l2_normalised  # noqa: E402
 from benchmarks._results import write_results  # noqa: E402
 from benchmarks._speed.common import load_average, machine  # noqa: E402
-from benchmarks.compression import SMOOTH_ALPHA, calibration_texts, tatoeba  # noqa: E402
+from benchmarks.compression import SMOOTH_ALPHA, calibration_texts, encode_seconds, tatoeba  # noqa: E402
 
 E5 = "multilingual_e5_small"
 PREFIX = "query: "
@@ -161,16 +160,7 @@ def arms(name: str, model, args, work: Path, calibration: list[str]) -> dict[str
 
 def speed(encoders: dict[str, Any], sentences: list[str], repeats: int) -> dict[str, float]:
     """Sentences/s of each encoder on ``sentences``: the median of interleaved repeats."""
-    times: dict[str, list[float]] = {name: [] for name in encoders}
-    for encoder in encoders.values():  # warm-up
-        encoder.encode(sentences[:64])
-    for r in range(repeats):
-        for name in (list(encoders) if r % 2 == 0 else list(encoders)[::-1]):
-            start = time.perf_counter()
-            with torch.inference_mode():
-                encoders[name].encode(sentences)
-            times[name].append(time.perf_counter() - start)
-    return {name: len(sentences) / float(np.median(t)) for name, t in times.items()}
+    return {name: len(sentences) / t for name, t in encode_seconds(encoders, sentences, repeats).items()}
 
 
 def command_speed(model, sentences: list[str], args, work: Path) -> list[float]:
