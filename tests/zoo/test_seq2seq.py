@@ -71,6 +71,21 @@ def test_forward_contract_and_backward(name):
     assert not no_grad, f"parameters without a finite gradient: {no_grad}"
 
 
+@pytest.mark.parametrize("name", ALL_TINY)
+def test_fp16_autocast_on_the_cpu_runs_and_stays_near_float32(name):
+    # oneDNN has no fp16 LSTM for an unpacked sequence: CoVe's decoder runs it in float32 there
+    torch.manual_seed(0)
+    model = babelzoo.create_model(name, vocab_size=97, hidden_size=32, num_layers=1, num_heads=2,
+                                  intermediate_size=48, max_positions=40).eval()
+    src, src_mask = batch(model)
+    tgt_in = torch.randint(5, 97, (3, 6))
+    reference = model(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt_in).logits
+    with torch.autocast("cpu", dtype=torch.float16):
+        logits = model(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt_in).logits
+    assert torch.isfinite(logits).all()
+    assert (logits.float() - reference).abs().max() < 2e-2 * reference.abs().max()
+
+
 def test_shift_right_puts_the_start_token_first_and_reads_ignored_labels_as_padding():
     labels = torch.tensor([[7, 8, 9, -100]])
     assert shift_right(labels, 2, 1).tolist() == [[2, 7, 8, 9]]
