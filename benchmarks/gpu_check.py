@@ -90,12 +90,16 @@ class Skip(Exception):
 
 
 class Failed(Exception):
-    """A check that ran and missed; the message names the figure."""
+    """A check that ran and missed; the message names the figure, ``details`` keeps what it measured."""
+
+    def __init__(self, message: str, details: Optional[dict] = None):
+        super().__init__(message)
+        self.details = details or {}
 
 
-def expect(condition: bool, message: str) -> None:
+def expect(condition: bool, message: str, details: Optional[dict] = None) -> None:
     if not condition:
-        raise Failed(message)
+        raise Failed(message, details)
 
 
 @dataclass
@@ -324,8 +328,9 @@ def check_train(ctx: Context) -> dict:
     missing = sorted(set(FAMILIES.list()) - trained)
     if missing:
         problems.append(f"families not trained: {', '.join(missing)}")
-    expect(not problems, "; ".join(problems))
-    return {"cells": cells, "families": sorted(trained)}
+    out = {"cells": cells, "families": sorted(trained)}
+    expect(not problems, "; ".join(problems), out)
+    return out
 
 
 # --- mixed precision, optimizer, attention ---------------------------------------------------------
@@ -385,8 +390,11 @@ def check_fused_adamw(ctx: Context) -> dict:
             opt.step()
         sides[kind] = torch.cat([p.detach().flatten() for p in copies])
     moved = torch.cat([p.flatten() for p in params])
+    # The updates (about 3e-3 here) are differences of parameters near 1, whose float32 spacing
+    # is 1.2e-7: rounding alone moves the update by ~4e-5 of itself. A wrong formula moves it by
+    # far more than 1e-3.
     error = relative_error(sides["fused"] - moved, sides["foreach"] - moved)
-    expect(error < 1e-5, f"fused and foreach updates differ by {error:.2e} (relative)")
+    expect(error < 1e-3, f"fused and foreach updates differ by {error:.2e} (relative)")
     return {"update_relative_difference": error}
 
 
@@ -649,7 +657,7 @@ def run_check(name: str, ctx: Context) -> dict:
     except Skip as err:
         result = {"status": "skip", "reason": str(err)}
     except Failed as err:
-        result = {"status": "fail", "reason": str(err)}
+        result = {"status": "fail", "reason": str(err), **err.details}
     except Exception as err:  # a crash is a failure of that check; the others still run
         result = {"status": "fail", "reason": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
     result["seconds"] = round(time.perf_counter() - start, 2)

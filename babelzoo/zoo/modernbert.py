@@ -65,9 +65,9 @@ class ModernBertEncoder(LayerStack):
         window = sliding_window_visibility(length, self.config.local_window // 2, device)
         local_visible = window if visible is None else visible.bool() & window
         return StackState(
-            AttentionKind(build_attention_mask(attention_mask, visible, causal, length),
+            AttentionKind(build_attention_mask(attention_mask, visible, causal, length, device),
                           self.global_rotary(position_ids)),
-            AttentionKind(build_attention_mask(attention_mask, local_visible, causal, length),
+            AttentionKind(build_attention_mask(attention_mask, local_visible, causal, length, device),
                           self.local_rotary(position_ids)))
 
     def run(self, x: torch.Tensor, state: StackState, start: int = 0, end: Optional[int] = None,

@@ -146,7 +146,7 @@ class Seq2SeqDecoder(_Stack):
         length = words.shape[1]
         x = self.embed(words, start)
         if cache is None:
-            mask = build_attention_mask(attention_mask, causal=True, length=length)
+            mask = build_attention_mask(attention_mask, causal=True, length=length, device=words.device)
         else:
             if attention_mask is not None:
                 raise InputError("a cached decoder step takes no target attention mask (decoding has no padding)")

@@ -76,7 +76,8 @@ class TransformerEncoder(LayerStack):
     def prepare(self, attention_mask: Optional[torch.Tensor], length: int,
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
                 position_ids: Optional[torch.Tensor] = None) -> StackState:
-        mask = build_attention_mask(attention_mask, visible, causal or self.config.causal, length)
+        mask = build_attention_mask(attention_mask, visible, causal or self.config.causal, length,
+                                    next(self.parameters()).device)
         bias = self.t5_bias(length) if self.t5_bias is not None else None
         relative = self.nezha(length) if self.nezha is not None else None
         return StackState(mask, bias, relative)

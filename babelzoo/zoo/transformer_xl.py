@@ -113,7 +113,7 @@ class TransformerXLEncoder(LayerStack):
         # ``position_ids`` are not read: positions are relative.
         device = self.layers[0].attention.query.weight.device
         memory_mask = memory.mask if memory is not None else None
-        mask = memory_attention_mask(attention_mask, memory_mask, visible, causal or self.config.causal, length)
+        mask = memory_attention_mask(attention_mask, memory_mask, visible, causal or self.config.causal, length, device)
         keys = length + (memory.length if memory is not None else 0)
         positions = sinusoids(relative_distances(length, keys, device), self.config.hidden_size)
         return XLState(mask, positions, memory)

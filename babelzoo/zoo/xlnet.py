@@ -172,7 +172,7 @@ class XLNetEncoder(LayerStack):
         weight = self.mask_embedding
         relative = relative_encodings(length, self.config.hidden_size, self.config.clamp_len, weight.device)
         same = None if segment_ids is None else segment_ids[:, :, None] == segment_ids[:, None, :]
-        return StackState(build_attention_mask(attention_mask, visible, causal, length),
+        return StackState(build_attention_mask(attention_mask, visible, causal, length, weight.device),
                           self.dropout(relative.to(weight.dtype)), same)
 
     def run(self, x: torch.Tensor, state: StackState, start: int = 0, end: Optional[int] = None,

@@ -126,3 +126,35 @@ def test_sinusoidal_table_formula():
     p, i = 7, 1
     assert table[p, 2 * i].item() == pytest.approx(math.sin(p / 10000 ** (2 * i / 6)), abs=1e-6)
     assert table[p, 2 * i + 1].item() == pytest.approx(math.cos(p / 10000 ** (2 * i / 6)), abs=1e-6)
+
+
+def test_a_causal_mask_lies_on_the_device_of_its_inputs_or_the_one_given():
+    # A batch without padding leaves no padding mask to take the device from: the causal
+    # triangle must still lie on the model's device (it lay on the CPU beside a model on a GPU).
+    # Under a meta default device, a mask made without a device would land on meta.
+    cpu = torch.device("cpu")
+    padding, visible = torch.ones(2, 4), torch.ones(4, 4, dtype=torch.bool)
+    with torch.device("meta"):
+        assert build_attention_mask(padding, causal=True, length=4).device == cpu
+        assert build_attention_mask(causal=True, length=4, device=cpu).device == cpu
+        assert build_attention_mask(visible=visible, causal=True).device == cpu
+
+
+@pytest.mark.parametrize("name, causal", [("xlmr_tiny", True), ("modernbert_tiny", True), ("xlnet_tiny", True),
+                                          ("transformer_xl_tiny", True), ("bart_tiny", False), ("t5_tiny", False)])
+def test_no_forward_creates_a_tensor_on_the_default_device(name, causal):
+    # Every tensor a forward creates must be placed on the model's device. Under a ``meta``
+    # default device, one created without ``device=`` lands on meta and the forward fails: the
+    # CPU stands in for the GPU, where such a tensor fails the step (seen on an H200).
+    import babelzoo
+
+    model = babelzoo.create_model(name, vocab_size=64).eval()
+    ids = torch.randint(5, 64, (2, 6))
+    full = torch.ones(2, 6, dtype=torch.long)  # no padding: no padding mask to take the device from
+    with torch.device("meta"):
+        if name in ("bart_tiny", "t5_tiny"):
+            out = model(input_ids=ids, attention_mask=full, decoder_input_ids=ids, decoder_attention_mask=full)
+            result = out.logits
+        else:
+            result = model(input_ids=ids, attention_mask=full, causal=causal).last_hidden
+    assert result.device.type == "cpu" and torch.isfinite(result).all()

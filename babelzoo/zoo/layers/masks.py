@@ -59,14 +59,16 @@ def sliding_window_visibility(length: int, window: int, device=None) -> torch.Te
 def build_attention_mask(attention_mask: Optional[torch.Tensor] = None,
                          visible: Optional[torch.Tensor] = None,
                          causal: bool = False,
-                         length: Optional[int] = None) -> Optional[torch.Tensor]:
+                         length: Optional[int] = None, device: Optional[torch.device] = None) -> Optional[torch.Tensor]:
     """Combine a [B, L] padding mask (1 = real token), an optional [B, L, L] or [L, L]
     visibility matrix (True = may attend) and an optional causal constraint into one bool mask
     for SDPA, shaped [B, 1, L or 1, L]. Returns None when nothing is masked, which lets SDPA use
     its fastest kernels.
 
     A query row that would see no key at all (a padding position under a causal or K-BERT mask)
-    is allowed to see itself, so that softmax never divides by zero.
+    is allowed to see itself, so that softmax never divides by zero. The mask lies on the device
+    of ``attention_mask`` or ``visible``; given neither, on ``device`` (the model's: a causal
+    mask of a batch without padding must not land on the CPU beside a model on a GPU).
     """
     mask = None
     if attention_mask is not None:
@@ -79,8 +81,8 @@ def build_attention_mask(attention_mask: Optional[torch.Tensor] = None,
         mask = vis if mask is None else mask & vis
     if causal:
         size = length if length is not None else mask.shape[-1]
-        device = mask.device if mask is not None else None
-        tri = causal_visibility(size, device)[None, None]
+        given = next((t for t in (attention_mask, visible) if t is not None), None)
+        tri = causal_visibility(size, given.device if given is not None else device)[None, None]
         mask = tri if mask is None else mask & tri
     if mask is None:
         return None

@@ -61,12 +61,13 @@ def relative_shift(x: torch.Tensor, keys: int) -> torch.Tensor:
 
 
 def memory_attention_mask(attention_mask: Optional[torch.Tensor], memory_mask: Optional[torch.Tensor],
-                          visible: Optional[torch.Tensor], causal: bool, length: int) -> Optional[torch.Tensor]:
+                          visible: Optional[torch.Tensor], causal: bool, length: int,
+                          device: Optional[torch.device] = None) -> Optional[torch.Tensor]:
     """The bool SDPA mask [B, 1, L or 1, M + L] of a segment of ``length`` positions after a
     memory of M positions: every query sees the memory's real positions (``memory_mask`` [B, M],
     1 = real) and the segment's own keys as :func:`~babelzoo.zoo.layers.build_attention_mask`
     allows them (padding, ``visible`` within the segment, causal). None when nothing is masked."""
-    own = build_attention_mask(attention_mask, visible, causal, length)
+    own = build_attention_mask(attention_mask, visible, causal, length, device)
     if memory_mask is None or memory_mask.shape[1] == 0:
         return own
     memory = memory_mask.bool()[:, None, None, :]

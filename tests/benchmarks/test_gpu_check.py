@@ -1,0 +1,79 @@
+"""benchmarks/gpu_check.py --dry-run: the GPU acceptance script runs its every check on the CPU
+with tiny shapes, so that it is known to work before a GPU is lent; a check that fails is
+reported as failed while the others still run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+pytest.importorskip("soundfile")
+
+from benchmarks import gpu_check as G  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dry_run(shared_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu_check") / "gpu_check.json"
+    report = G.main(["--dry-run", "--data-dir", str(shared_data), "--out", str(out)])
+    return report, out
+
+
+@pytest.mark.slow
+def test_every_check_passes_on_the_cpu_with_the_figures_it_claims(dry_run):
+    report, out = dry_run
+    checks = report["checks"]
+    assert list(checks) == list(G.CHECKS)
+    assert {name: c["status"] for name, c in checks.items()} == {name: "pass" for name in G.CHECKS}, \
+        {name: c.get("reason") for name, c in checks.items() if c["status"] != "pass"}
+    scaler = checks["grad_scaler"]
+    assert (scaler["scale_before"], scaler["scale_after"]) == (65536.0, 32768.0)
+    assert scaler["parameters_unchanged"] and scaler["optimizer_steps"][0] == scaler["optimizer_steps"][1]
+    assert scaler["skipped_total"] == 1 and scaler["updated_after"]
+    assert checks["fused_adamw"]["update_relative_difference"] < 1e-5  # float32 on the CPU: rounding only
+    assert checks["fsdp"]["strategy"] == "fsdp" and checks["fsdp"]["checkpoints"] == ["step-00000003"]
+    # every registered family was trained, each run three steps with finite losses, in both precisions
+    from babelzoo.zoo.family import FAMILIES, load_builtin_families
+
+    load_builtin_families()
+    assert set(FAMILIES.list()) <= set(checks["train"]["families"])
+    cells = checks["train"]["cells"]
+    assert len(cells) == 2 * len(G.RUNS)
+    assert all(len(c["losses"]) == 3 and all(map(torch.isfinite, torch.tensor(c["losses"]))) for c in cells.values())
+    assert checks["generate"]["greedy"]["rows_equal_to_cpu"] == 1.0  # the dry run compares the CPU with itself
+    assert checks["unpadded"]["fp32"]["min_cosine"] > 0.9999
+    assert checks["faiss"]["recall_at_10"] == 1.0
+
+
+def test_the_results_files_hold_the_report_and_its_table(dry_run):
+    report, out = dry_run
+    saved = json.loads(out.read_text(encoding="utf-8"))
+    assert saved["dry_run"] is True and saved["checks"].keys() == report["checks"].keys()
+    assert saved["machine"]["torch"] == torch.__version__ and saved["commit"] and saved["date"]
+    table = out.with_suffix(".md").read_text(encoding="utf-8")
+    for name in G.CHECKS:
+        assert f"| {name} | pass |" in table
+    assert "## Training through the recipes" in table and "## benchmarks/speed.py cells" in table
+
+
+def test_a_failing_check_is_reported_and_the_others_still_run(monkeypatch, shared_data, tmp_path):
+    def broken(ctx):
+        raise RuntimeError("Expected all tensors to be on the same device")
+
+    monkeypatch.setitem(G.CHECKS, "sdpa", broken)
+    report = G.main(["--dry-run", "--only", "fused_adamw,sdpa,grad_scaler", "--data-dir", str(shared_data),
+                     "--out", str(tmp_path / "g.json")])
+    statuses = {name: c["status"] for name, c in report["checks"].items()}
+    assert statuses == {"fused_adamw": "pass", "sdpa": "fail", "grad_scaler": "pass"}
+    assert "same device" in report["checks"]["sdpa"]["reason"] and "Traceback" in report["checks"]["sdpa"]["traceback"]
+
+
+def test_an_unknown_check_or_a_missing_gpu_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="unknown check"):
+        G.main(["--dry-run", "--only", "sdpa,warp_drive", "--out", str(tmp_path / "g.json")])
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="no CUDA device"):
+            G.main(["--out", str(tmp_path / "g.json")])
