@@ -15,7 +15,11 @@ the reason: a package that is not installed, a kernel the device has not). The c
   :func:`babelzoo.train.cli.build_run` and the :class:`~babelzoo.train.trainer.Trainer` in bf16
   and in fp16 (GradScaler), on local copies of Tatoeba sentences, pairs and documents, and on
   generated images and tones. Passes when every step's loss is finite, fewer than half of the fp16
-  steps were skipped and every registered family was trained.
+  steps were skipped and every registered family was trained. Its step times are start-up
+  figures, not speeds: in 20 steps of tiny models most batches bring a new shape or precision,
+  whose first use loads kernels and builds cuDNN attention and RNN plans (on an H200, mlm_tiny
+  took 338 ms a step the first time in a process and 16–20 ms the second); the ``speed`` cells
+  are the steady-state figures.
 * ``grad_scaler`` — fp16 with the fused AdamW the trainer uses: an overflowing step leaves the
   parameters and the optimizer's step count bit-identical, halves the scale and counts one skip;
   the next finite step updates.
@@ -717,6 +721,8 @@ def markdown(report: dict) -> str:
     train_cells = report["checks"].get("train", {}).get("cells")
     if train_cells:
         lines += ["", "## Training through the recipes", "",
+                  "Start-up figures, not speeds: most of these few steps meet a new shape or precision, whose "
+                  "first use loads kernels and builds cuDNN plans (see the module docstring).", "",
                   "| family / model / precision | parameters | loss first → last | skipped | ms/step | tokens/s | MFU | peak MB |",
                   "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
         for key, c in train_cells.items():
@@ -763,6 +769,8 @@ def main(argv: Optional[list[str]] = None) -> dict:
     if not args.dry_run and not torch.cuda.is_available():
         raise SystemExit("gpu_check: torch sees no CUDA device; --dry-run runs the same checks on the CPU")
     device = torch.device("cpu" if args.dry_run else "cuda", 0 if not args.dry_run else None)
+    if device.type == "cuda":
+        torch.zeros(1, device=device)  # the allocator's statistics exist once the device has been used
     out = Path(args.out or REPO / "benchmarks" / "results" / "gpu_check.json")
     started = time.perf_counter()
 

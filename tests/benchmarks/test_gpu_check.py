@@ -77,3 +77,20 @@ def test_an_unknown_check_or_a_missing_gpu_is_refused(tmp_path):
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit, match="no CUDA device"):
             G.main(["--out", str(tmp_path / "g.json")])
+
+
+def test_the_readme_quotes_the_committed_gpu_run():
+    from pathlib import Path
+
+    repo = Path(G.__file__).resolve().parents[1]
+    report = json.loads((repo / "benchmarks/results/gpu_check.json").read_text(encoding="utf-8"))
+    speed = json.loads((repo / "benchmarks/results/speed_gpu.json").read_text(encoding="utf-8"))
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    statuses = {name: c["status"] for name, c in report["checks"].items()}
+    assert statuses == {**{name: "pass" for name in G.CHECKS}, "faiss": "skip"} and "H200" in report["machine"]["gpu"]
+    ratios = [speed["training"]["base"]["dtypes"][d]["ratio"] for d in ("bf16", "fp16")]
+    mfu = [speed["training"]["base"]["dtypes"][d]["babelzoo"]["mfu"] for d in ("bf16", "fp16")]
+    quoted = (f"{report['wall_s']:.0f} s", f"{ratios[0]:.2f}× (bf16) and {ratios[1]:.2f}× (fp16)",
+              f"{100 * mfu[0]:.0f}–{100 * mfu[1]:.0f}% MFU", f"{speed['peaks']['bf16']['wall'] / 1e12:.0f} TFLOP/s bf16")
+    for text in quoted:
+        assert text in readme.replace("\n", " "), text
