@@ -2,7 +2,7 @@
 
 Order, lowest first (a module may import from its own layer and from those below it):
 
-1. ``errors``, ``registry``, ``_lazy``, ``typed``, ``_files``: the base every part shares;
+1. ``errors``, ``registry``, ``_lazy``, ``typed``, ``_files``, ``_threads``: the base every part shares;
 2. ``datasets``: text, tokenizers, media and corpora (reads model configs, never imports them);
 3. ``zoo``: configs, layers, families, models, checkpoints, conversion;
    ``compression``: pruning, quantization, vocabulary trimming and extension;
@@ -35,7 +35,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "babelzoo"
-LAYERS = [("errors", "registry", "_lazy", "typed", "_files"), ("datasets",), ("zoo",), ("compression",), ("deploy",), ("objectives",), ("train",), ("knowledge",),
+LAYERS = [("errors", "registry", "_lazy", "typed", "_files", "_threads"), ("datasets",), ("zoo",), ("compression",), ("deploy",), ("objectives",), ("train",), ("knowledge",),
           ("finetune",), ("evaluation",), ("sources",), ("cli", "demo", "encode", "hub", "__main__", "")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

@@ -126,6 +126,9 @@ class TrainConfig:
     # torch.compile the model's forward from the second step on (the first runs eagerly and counts
     # the FLOPs); a compile takes tens of seconds, and repays it on GPUs, not on a 2-core CPU
     compile: bool = False
+    # CPU intra-op threads for the run (null: as many as make a product of the model's width
+    # fastest on the cores this process gets, at most torch's setting; babelzoo._threads)
+    threads: Optional[int] = None
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -138,6 +141,8 @@ class TrainConfig:
         for name in ("max_steps", "batch_size", "grad_accum", "checkpoint_every", "keep_checkpoints", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be at least 1")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"TrainConfig.threads={self.threads!r} must be at least 1 (or null: chosen per run)")
         for name in ("num_workers", "warmup_steps", "eval_every", "patience"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be non-negative")

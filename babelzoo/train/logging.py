@@ -312,6 +312,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     rows.append(("tokens", f"{summary['tokens']:,}"))
     rows += _throughput_rows(summary)
     rows.append(("data wait", f"{100 * summary['data_time_fraction']:.1f}% of step time"))
+    if summary.get("cpu_threads"):
+        rows.append(("CPU threads", f"{summary['cpu_threads']} ({summary.get('cpu_threads_why', '')})"))
     if summary.get("checkpoint"):
         rows.append(("checkpoint", str(summary["checkpoint"])))
     if summary.get("stopped_by_signal"):

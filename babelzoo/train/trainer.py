@@ -24,6 +24,7 @@ or ``{name: list}``) in DataLoader workers and scored by ``objectives(model, bat
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import signal
 import threading
@@ -36,6 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._threads import choose_threads, cpu_threads
 from ..zoo.config import ConfigError, ModelConfig
 from . import distributed as D
 from .allocator import keep_cpu_buffers
@@ -463,9 +465,23 @@ class Trainer:
                 "stopped_early": s.should_stop, "evaluations": s.history}
 
     def fit(self) -> dict[str, Any]:
-        """Train to ``max_steps`` (or until a signal); return the run summary."""
-        cfg = self.config
+        """Train to ``max_steps`` (or until a signal); return the run summary. On the CPU the run
+        uses ``threads`` intra-op threads (default: :func:`babelzoo._threads.choose_threads`),
+        restored afterwards."""
         started = time.perf_counter()  # the wall time of this run counts from here
+        self.cpu_threads, self.cpu_threads_why = self._threads()
+        with cpu_threads(self.cpu_threads):
+            return self._fit(started)
+
+    def _threads(self) -> tuple[int, str]:
+        device = D.resolve_device(self.config.device, int(os.environ.get("LOCAL_RANK", 0)))
+        if device.type != "cpu":
+            return torch.get_num_threads(), "not on the CPU"
+        text = getattr(getattr(self.model, "config", None), "text", None)
+        return choose_threads(getattr(text, "hidden_size", None) or 256, self.config.threads)
+
+    def _fit(self, started: float) -> dict[str, Any]:
+        cfg = self.config
         self._setup()
         logger = None
         try:
@@ -537,6 +553,8 @@ class Trainer:
                 "skipped_total": self.precision.skipped,
                 "world_size": self.info.world_size,
                 "strategy": self.strategy,
+                "cpu_threads": self.cpu_threads if self.device.type == "cpu" else None,
+                "cpu_threads_why": self.cpu_threads_why,
             })
             logger.close(summary)
             return summary

@@ -22,6 +22,7 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 import torch
 
+from .._threads import cpu_threads, encoder_threads
 from ..errors import InputError, InputTypeError
 
 DEFAULT_MAX_LENGTH = 512  # tokens per sentence when none is asked for (and the model holds that many)
@@ -176,21 +177,26 @@ def embed_rows(model, rows: Sequence[Sequence[int]], pad: int, *, batch_size: in
     """[N, D] float32 vectors of token-id rows (special tokens included, already truncated), in
     input order, batched by :func:`sorted_batches` and pooled by ``model.sentence_vectors``.
     Pooling reads real tokens only, so a vector does not depend on its batch; the model is run
-    in eval mode and left in the mode it was in."""
+    in eval mode and left in the mode it was in. On the CPU it uses the threads
+    :func:`babelzoo._threads.encoder_threads` finds fastest for the model's width."""
     was_training = model.training
     model.eval()
-    out = np.zeros((len(rows), model.config.text.hidden_size), dtype=np.float32)
+    width = model.config.text.hidden_size
+    out = np.zeros((len(rows), width), dtype=np.float32)
     device = next(model.parameters()).device
     bar = progress_bar(len(rows), progress)
+    threads = encoder_threads(width) if device.type == "cpu" and rows else torch.get_num_threads()
     try:
-        for index, ids, mask in sorted_batches(rows, pad, batch_size):
-            ids, mask = torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device)
-            languages = None if language is None else torch.full(ids.shape, language, dtype=torch.long, device=device)
-            pooled = model.sentence_vectors(ids, mask, layer=layer, pooling=pooling, language_ids=languages,
-                                            unpad=unpad)
-            out[index] = pooled.float().cpu().numpy()
-            if bar is not None:
-                bar.update(len(index))
+        with cpu_threads(threads):
+            for index, ids, mask in sorted_batches(rows, pad, batch_size):
+                ids, mask = torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device)
+                languages = (None if language is None else
+                             torch.full(ids.shape, language, dtype=torch.long, device=device))
+                pooled = model.sentence_vectors(ids, mask, layer=layer, pooling=pooling, language_ids=languages,
+                                                unpad=unpad)
+                out[index] = pooled.float().cpu().numpy()
+                if bar is not None:
+                    bar.update(len(index))
     finally:
         model.train(was_training)
         if bar is not None:
