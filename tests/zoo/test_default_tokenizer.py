@@ -50,14 +50,19 @@ def test_a_default_is_built_once_and_fits_its_model():
     assert xlmr.decode(rows[0]) == SENTENCES[0]
 
 
-def test_no_default_for_a_vocabulary_too_small_or_loaded_weights(tmp_path):
+def test_no_default_for_a_vocabulary_too_small_and_a_saved_default_is_the_folders_tokenizer(tmp_path):
     assert babelzoo.create_model("mbert_tiny", vocab_size=1000).tokenizer is None
     fresh = babelzoo.create_model("mbert_tiny")
-    fresh.save_pretrained(tmp_path / "m")  # a default tokenizer is no file of the model
-    assert not (tmp_path / "m" / "babelzoo_tokenizer.json").exists()
+    fresh.save_pretrained(tmp_path / "m")  # the default is written: the folder reads text as the model did
+    assert (tmp_path / "m" / "babelzoo_tokenizer.json").exists()
     loaded = babelzoo.from_pretrained(tmp_path / "m")
-    assert loaded.default_tokenizer is None and loaded.tokenizer is None
-    assert babelzoo.create_model("mbert_tiny", weights=tmp_path / "m").tokenizer is None
+    assert loaded.default_tokenizer is None and loaded.tokenizer is not None  # the folder's own, not a default
+    rows = fresh.tokenizer.batch_encode(SENTENCES, padding=False, return_tensors=None)["input_ids"]
+    assert loaded.tokenizer.batch_encode(SENTENCES, padding=False, return_tensors=None)["input_ids"] == rows
+    assert babelzoo.create_model("mbert_tiny", weights=tmp_path / "m").tokenizer is not None
+    small = babelzoo.create_model("mbert_tiny", vocab_size=1000)
+    small.save_pretrained(tmp_path / "small")  # no default fits: nothing written, nothing attached
+    assert babelzoo.from_pretrained(tmp_path / "small").tokenizer is None
 
 
 def test_an_attached_default_is_saved_and_loaded_back(tmp_path):
