@@ -19,6 +19,7 @@ window's last step, and at the end the run's summary and the checkpoint written 
 
 from __future__ import annotations
 
+import abc
 import math
 import os
 from pathlib import Path
@@ -29,16 +30,18 @@ from ..errors import ConfigError
 TRACKERS: dict[str, Callable[[Path, Mapping[str, Any]], "Tracker"]] = {}
 
 
-class Tracker:
+class Tracker(abc.ABC):
     """What the run logger calls; rank 0 only."""
 
     name = ""
 
+    @abc.abstractmethod
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        raise NotImplementedError
+        """Record one logging window's numbers at ``step``."""
 
+    @abc.abstractmethod
     def finish(self, summary: Optional[Mapping[str, Any]]) -> None:
-        raise NotImplementedError
+        """End the run: ``summary`` is the run's, or None when it failed."""
 
 
 def register_tracker(name: str):
