@@ -147,6 +147,22 @@ def test_a_run_leaves_a_loadable_model_with_its_record_and_card(tmp_path, data_d
     assert model.tokenizer is not None and model.config.text.hidden_size == 32
 
 
+def test_two_objectives_on_one_source_describe_it_once(tmp_path, data_dir):
+    # the shipped recipe's shape: two objectives each read the same adaptation pairs
+    path = recipe(tmp_path, data_dir)
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    spec["objectives"] = {"tlm": {"max_length": 24}, "translation_ranking": {"max_length": 24}}
+    spec["data"] = {name: spec["data"]["translation_ranking"] for name in spec["objectives"]}
+    path.write_text(yaml.safe_dump({**spec, "mixture": "sum"}, allow_unicode=True), encoding="utf-8")
+    assert pretrain_main(["--config", str(path)]) == 0
+    folder = tmp_path / "run" / "model"
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert card.count("Adapted languages (1, Tatoeba codes): bre.") == 1
+    assert "`tlm`, `translation_ranking`" in card
+    record = json.loads((folder / "adaptation.json").read_text(encoding="utf-8"))
+    assert record["pairs"]["bre"]["used"] == 4 and record["run"]["objectives"] == ["tlm", "translation_ranking"]
+
+
 def test_the_runs_languages_replace_the_rule(tmp_path, data_dir):
     path = recipe(tmp_path, data_dir)
     cfg = load_recipe(path, ["languages=[bre]", "data.translation_ranking=" + json.dumps(
