@@ -7,6 +7,14 @@ A checkpoint is a directory ``<output_dir>/checkpoints/step-00000100/`` holding
   trainer state (step, data position, schedule, loss scaler), and each rank's RNG states;
 - ``manifest.json``, written last: the sha256 and size of every file.
 
+A sharded checkpoint (``checkpoint_format: sharded``) holds no ``model.safetensors``: every rank
+writes its slices of the model, the objectives' heads and the optimizer's tensors to
+``sharded/`` through ``torch.distributed.checkpoint`` in its safetensors layout (each file
+records its slices' offsets), so nothing is gathered on one rank and nothing is pickled; the
+optimizer's other values go to ``optimizer.json``. A run of another number of processes, or
+under another strategy, reads the slices it needs (resharding), and ``from_pretrained`` and
+``babelzoo convert`` assemble the model from them.
+
 Tensors go to safetensors and everything else to JSON, so loading a checkpoint never executes
 code. The directory is written under a temporary name, every file is fsync'ed, then it is
 renamed into place (a rename is atomic), so a crash mid-save leaves the previous checkpoints
@@ -16,6 +24,7 @@ one is reported with a warning and the one before it is tried.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -229,18 +238,64 @@ def read_trainer_state(directory: Path) -> dict[str, Any]:
     return state
 
 
-def write_model(directory: Path, state: Mapping[str, torch.Tensor], config_json: Optional[str]) -> None:
-    """The model as a ``from_pretrained`` directory: ``model.safetensors`` (+ ``config.json``)."""
+def write_model(directory: Path, state: Optional[Mapping[str, torch.Tensor]], config_json: Optional[str]) -> None:
+    """The model as a ``from_pretrained`` directory: ``model.safetensors`` (+ ``config.json``);
+    with ``state`` None (a sharded checkpoint, whose slices hold the weights) the config only."""
     from safetensors.torch import save_file
 
-    path = directory / "model.safetensors"
-    with writing(path):
-        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(path), metadata={"format": "pt"})
-    _fsync_file(path)
+    if state is not None:
+        path = directory / "model.safetensors"
+        with writing(path):
+            save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(path),
+                      metadata={"format": "pt"})
+        _fsync_file(path)
     if config_json is not None:
         with writing(directory / "config.json"):
             (directory / "config.json").write_text(config_json, encoding="utf-8")
         _fsync_file(directory / "config.json")
+
+
+@contextlib.contextmanager
+def single_process_quiet():
+    """torch.distributed.checkpoint outside a process group, without its warning that it
+    assumes one process (what a one-process run means)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+        yield
+
+
+def write_slices(tensors: Mapping[str, torch.Tensor], directory: Path) -> None:
+    """This rank's slices of ``tensors`` (FSDP2's DTensors, or whole tensors every rank holds)
+    into ``directory/sharded``: torch.distributed.checkpoint in its safetensors layout, one file
+    a rank, each slice's offsets in the file's metadata; a tensor every rank holds whole is
+    written by one of them. Rank 0 adds the whole shapes (``shapes.json``), by which a reader
+    knows every slice is there. Every rank calls this."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
+
+    from ..zoo.pretrained import SHARDED_DIR, SHARDED_SHAPES
+
+    folder = directory / SHARDED_DIR
+    with single_process_quiet():
+        dcp.save(dict(tensors), storage_writer=HuggingFaceStorageWriter(str(folder), save_distributed=True))
+    if D.rank_and_world()[0] == 0:
+        with writing(folder / SHARDED_SHAPES):
+            (folder / SHARDED_SHAPES).write_text(json.dumps({k: list(v.shape) for k, v in tensors.items()}),
+                                                 encoding="utf-8")
+        _fsync_file(folder / SHARDED_SHAPES)
+
+
+def slice_names(folder: Path) -> set[str]:
+    """The names of the tensors a sharded checkpoint's ``sharded/`` folder holds slices of."""
+    from safetensors import safe_open
+
+    from ..zoo.pretrained import shard_files
+
+    names: set[str] = set()
+    for file in shard_files(folder):
+        with safe_open(str(file), framework="pt") as f:
+            names.update(f.keys())
+    return names
 
 
 def read_model(directory: Path) -> dict[str, torch.Tensor]:
@@ -294,12 +349,15 @@ class CheckpointManager:
         return [n for n, p in self._named() if (m := _manifest_step(p)) is None or m == n]
 
     def save(self, step: int, shared: Callable[[], dict[str, Any]], rank_parts: dict[str, Any],
-             model: Callable[[], tuple[dict[str, torch.Tensor], Optional[str]]],
-             extra: Optional[Callable[[Path], Any]] = None) -> Path:
+             model: Callable[[], tuple[Optional[dict[str, torch.Tensor]], Optional[str]]],
+             extra: Optional[Callable[[Path], Any]] = None,
+             every_rank: Optional[Callable[[Path], Any]] = None) -> Path:
         """Write checkpoint ``step``. ``shared()`` and ``model()`` are called on every rank
         (FSDP needs all ranks to gather full tensors) but only rank 0 writes them; each rank
-        writes its own ``rank_parts`` (RNG states) as ``<name>-rank<r>``; ``extra(directory)``
-        (rank 0) adds other files, e.g. the tokenizer's, before the manifest is made."""
+        writes its own ``rank_parts`` (RNG states) as ``<name>-rank<r>``; ``every_rank(directory)``
+        is called on every rank (a sharded save, where each rank writes its own slices);
+        ``extra(directory)`` (rank 0) adds other files, e.g. the tokenizer's, before the
+        manifest, which lists every file of the folder and its subfolders, is made."""
         final, tmp = self.path(step), self.root / f".tmp-step-{step:08d}"
         if self.rank == 0:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -309,6 +367,8 @@ class CheckpointManager:
         D.barrier()
         for name, obj in rank_parts.items():
             write_part(tmp, f"{name}-rank{self.rank}", obj)
+        if every_rank is not None:
+            every_rank(tmp)
         model_state, config_json = model()
         shared_parts = shared()
         D.barrier()
@@ -341,8 +401,8 @@ class CheckpointManager:
             for path in tmp.iterdir():
                 if path.is_file():
                     _fsync_file(path)
-        files = {p.name: {"size": p.stat().st_size, "sha256": sha256_of(p)} for p in sorted(tmp.iterdir())
-                 if p.is_file()}
+        files = {p.relative_to(tmp).as_posix(): {"size": p.stat().st_size, "sha256": sha256_of(p)}
+                 for p in sorted(tmp.rglob("*")) if p.is_file()}
         with writing(tmp / MANIFEST):
             (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}, indent=1), encoding="utf-8")
         _fsync_file(tmp / MANIFEST)

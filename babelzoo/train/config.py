@@ -37,6 +37,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 STRATEGIES = ("auto", "none", "ddp", "fsdp")
 DEVICES = ("auto", "cpu", "cuda")
 MIXTURES = ("sum", "sample")
+CHECKPOINT_FORMATS = ("full", "sharded")
 
 
 @dataclass
@@ -112,6 +113,10 @@ class TrainConfig:
     checkpoint_every: int = 500
     keep_checkpoints: int = 3
     resume: bool = True
+    # full: rank 0 gathers the model and optimizer into one safetensors file each; sharded: every
+    # rank writes its own slices through torch.distributed.checkpoint (no gathering, no pickle),
+    # and a run of any number of processes resumes from them (babelzoo.train.checkpoint)
+    checkpoint_format: str = "full"
     # --- logging --------------------------------------------------------------------------------
     log_every: int = 10
     progress: bool = True
@@ -136,7 +141,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         check_fields(self)
         choices = {"optimizer": OPTIMIZERS, "schedule": SCHEDULES, "precision": PRECISIONS,
-                   "distributed": STRATEGIES, "device": DEVICES, "mixture": MIXTURES, "budget_clock": ("wall", "cpu")}
+                   "distributed": STRATEGIES, "device": DEVICES, "mixture": MIXTURES, "budget_clock": ("wall", "cpu"),
+                   "checkpoint_format": CHECKPOINT_FORMATS}
         for name, options in choices.items():
             if getattr(self, name) not in options:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be one of "

@@ -28,7 +28,11 @@ RESUMABLE = frozenset({
     "output_dir", "device", "num_workers", "distributed", "find_unused_parameters", "keep_cpu_buffers", "compile",
     "max_steps", "lr", "eval_every", "patience", "checkpoint_every", "keep_checkpoints", "resume",
     "log_every", "progress", "tensorboard", "loggers", "threads", "measure_mfu", "peak_flops", "max_seconds", "budget_clock", "model_dir",
+    "checkpoint_format",
 })
+# ... and these, when another number of processes keeps the global batch (batch_size × grad_accum
+# × world_size): every step then sees the examples it would have seen
+PER_RANK_BATCH = frozenset({"batch_size", "grad_accum"})
 
 
 class ResumeMismatch(ConfigError):
@@ -103,16 +107,20 @@ def objective_identity(objectives: Any) -> dict[str, Any]:
     return out
 
 
-def check_same_run(where: str, saved: Mapping[str, Any], current: Mapping[str, Any], step: int) -> None:
+def check_same_run(where: str, saved: Mapping[str, Any], current: Mapping[str, Any], step: int,
+                   world_sizes: tuple[int, int] = (1, 1)) -> None:
     """Refuse to resume ``where`` (a checkpoint written at ``step``) when ``current`` differs
-    from ``saved`` outside :data:`RESUMABLE` (keys: ``config``, ``model``, ``objectives``, ``data``)."""
+    from ``saved`` outside :data:`RESUMABLE` (keys: ``config``, ``model``, ``objectives``, ``data``);
+    ``world_sizes``: the processes that wrote the checkpoint and those resuming it (when they
+    differ, :data:`PER_RANK_BATCH` may change with them)."""
     lines: list[str] = []
     if saved.get("config") is not None:
         # a setting added to TrainConfig after the checkpoint was written has its default there
         defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
         before = {**{k: v for k, v in defaults.items() if k not in saved["config"] and k in current["config"]},
                   **saved["config"]}
-        lines += differences(before, current["config"], RESUMABLE)
+        lines += differences(before, current["config"], RESUMABLE | _same_global_batch(before, current["config"],
+                                                                                      world_sizes))
         max_steps = current["config"].get("max_steps")
         if isinstance(max_steps, int) and max_steps < step:
             lines.append(f"max_steps: {max_steps} is below the checkpoint's step {step} (it may only grow)")
@@ -126,6 +134,18 @@ def check_same_run(where: str, saved: Mapping[str, Any], current: Mapping[str, A
             + f"\nTo start fresh, choose a new output_dir; to resume, restore the settings and files it was "
               f"trained with (a *_sha256 entry is a file's content). Fields that may change on resume: "
               f"{', '.join(sorted(RESUMABLE))}")
+
+
+def _same_global_batch(before: Mapping[str, Any], now: Mapping[str, Any], world_sizes: tuple[int, int]
+                       ) -> frozenset:
+    def global_batch(config: Mapping[str, Any], world: int) -> Any:
+        try:
+            return config["batch_size"] * config["grad_accum"] * world
+        except (KeyError, TypeError):
+            return None
+
+    was, will = global_batch(before, world_sizes[0]), global_batch(now, world_sizes[1])
+    return PER_RANK_BATCH if world_sizes[0] != world_sizes[1] and was is not None and was == will else frozenset()
 
 
 def folder_digest(directory: str | Path) -> str:

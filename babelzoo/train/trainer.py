@@ -41,7 +41,17 @@ from .._threads import choose_threads, cpu_threads
 from ..zoo.config import ConfigError, ModelConfig
 from . import distributed as D
 from .allocator import keep_cpu_buffers
-from .checkpoint import CheckpointManager, read_model, read_part, read_trainer_state, rng_state, set_rng_state
+from .checkpoint import (
+    CheckpointManager,
+    read_model,
+    read_part,
+    read_trainer_state,
+    rng_state,
+    set_rng_state,
+    single_process_quiet,
+    slice_names,
+    write_slices,
+)
 from .config import TrainConfig
 from .data import DataStream
 from .flops import count_flops, measure_matmul_peak
@@ -96,6 +106,9 @@ def _aliases(module: nn.Module) -> dict[str, str]:
         else:
             first[id(tensor)] = key
     return alias
+
+
+OPTIMIZER_PREFIX = "optimizer."  # the optimizer's tensors among a sharded checkpoint's slices
 
 
 def check_lengths(model: nn.Module, objectives: nn.Module) -> None:
@@ -214,28 +227,32 @@ class Trainer:
             "objective_identity": objective_identity(self.objectives),
             "selection": self.selection.state_dict() if self.selection is not None else None,
         }
-        optimizer = self._optimizer_state()
         extra = self.tokenizer.save if self.tokenizer is not None else None
+        if self.config.checkpoint_format == "sharded":
+            tensors, values = self._sharded_state()
+            shared = {"optimizer": values, "trainer": {**trainer, "checkpoint_format": "sharded"}}
+            return self.checkpoints.save(self.step, lambda: shared, {"rng": rng_state()}, lambda: (None, config_json),
+                                         extra, every_rank=lambda folder: write_slices(tensors, folder))
+        optimizer = self._optimizer_state()
         shared = {"objectives": heads, "optimizer": optimizer, "trainer": trainer}
         return self.checkpoints.save(self.step, lambda: shared, {"rng": rng_state()}, lambda: (model, config_json),
                                      extra)
 
-    def _resume(self) -> Optional[Path]:
-        path = self.checkpoints.latest()
-        if path is None:
-            return None
-        if not self.config.resume:
-            raise ConfigError(f"{self.checkpoints.root} already holds checkpoints (newest {path.name}) and "
-                                  "resume is off: resume them (resume: true) or choose a new output_dir")
-        trainer = read_trainer_state(path)
-        config = getattr(self.model, "config", None)
-        check_same_run(str(path), {"config": trainer.get("config"), "model": saved_model_config(path),
-                                   "objectives": trainer.get("objective_identity"),
-                                   "data": trainer.get("data_identity")},
-                       {"config": self.config.to_dict(),
-                        "model": config.to_dict() if isinstance(config, ModelConfig) else None,
-                        "objectives": objective_identity(self.objectives),
-                        "data": data_identity(self.data)}, int(trainer["step"]))
+    def _sharded_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """This rank's tensors of the model, heads and optimizer as torch.distributed.checkpoint
+        names them (FSDP2: its slices, as DTensors; tied weights once) and the optimizer's other
+        values (learning rates, betas), by flattened name."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        model, optimizer = get_state_dict(self.module, self.optimizer,
+                                          options=StateDictOptions(flatten_optimizer_state_dict=True))
+        tensors = {k: v for k, v in model.items() if k not in self.alias}
+        tensors.update({f"{OPTIMIZER_PREFIX}{k}": v for k, v in optimizer.items() if isinstance(v, torch.Tensor)})
+        return tensors, {k: v for k, v in optimizer.items() if not isinstance(v, torch.Tensor)}
+
+    def _load_full(self, path: Path) -> None:
+        """Fill the model, heads and optimizer from a full checkpoint (FSDP: each rank keeps
+        its slices of the whole tensors)."""
         state = {f"model.{k}": v for k, v in read_model(path).items()}
         state.update({f"objectives.{k}": v for k, v in read_part(path, "objectives").items()})
         for key, source in self.alias.items():
@@ -255,6 +272,59 @@ class Trainer:
         else:
             self.module.load_state_dict(state, strict=True)
             self.optimizer.load_state_dict(optim_state)
+
+    def _load_sharded(self, path: Path) -> None:
+        """Fill the model, heads and optimizer from a sharded checkpoint's slices, each rank
+        reading the parts of the slices its own tensors cover (any number of ranks wrote them)."""
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint import HuggingFaceStorageReader
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        from ..zoo.pretrained import SHARDED_DIR
+
+        saved = slice_names(path / SHARDED_DIR)
+        tensors, _ = self._sharded_state()  # creates optimizer state for every parameter, filled below
+        missing = sorted(k for k in tensors if not k.startswith(OPTIMIZER_PREFIX) and k not in saved)
+        if missing:
+            raise ResumeMismatch(f"checkpoint {path} holds no {', '.join(missing[:5])}: it was written by another model")
+        # a parameter that had received no gradient when the checkpoint was taken had no optimizer state
+        stateless = {k for k in tensors if k.startswith(OPTIMIZER_PREFIX) and k not in saved}
+        wanted = {k: v for k, v in tensors.items() if k not in stateless}
+        with single_process_quiet():
+            dcp.load(wanted, storage_reader=HuggingFaceStorageReader(str(path / SHARDED_DIR)))
+        model = {k: v for k, v in wanted.items() if not k.startswith(OPTIMIZER_PREFIX)}
+        for key, source in self.alias.items():
+            model[key] = model[source]
+        optimizer = {**read_part(path, "optimizer"),
+                     **{k[len(OPTIMIZER_PREFIX):]: v for k, v in wanted.items() if k.startswith(OPTIMIZER_PREFIX)}}
+        set_state_dict(self.module, self.optimizer, model_state_dict=model, optim_state_dict=optimizer,
+                       options=StateDictOptions(flatten_optimizer_state_dict=True, strict=False))
+        names = {id(p): n for n, p in self.module.named_parameters()}
+        for param in list(self.optimizer.state):
+            if any(k.startswith(f"{OPTIMIZER_PREFIX}state.{names.get(id(param))}.") for k in stateless):
+                del self.optimizer.state[param]  # as it was: no state until its first gradient
+
+    def _resume(self) -> Optional[Path]:
+        path = self.checkpoints.latest()
+        if path is None:
+            return None
+        if not self.config.resume:
+            raise ConfigError(f"{self.checkpoints.root} already holds checkpoints (newest {path.name}) and "
+                                  "resume is off: resume them (resume: true) or choose a new output_dir")
+        trainer = read_trainer_state(path)
+        config = getattr(self.model, "config", None)
+        check_same_run(str(path), {"config": trainer.get("config"), "model": saved_model_config(path),
+                                   "objectives": trainer.get("objective_identity"),
+                                   "data": trainer.get("data_identity")},
+                       {"config": self.config.to_dict(),
+                        "model": config.to_dict() if isinstance(config, ModelConfig) else None,
+                        "objectives": objective_identity(self.objectives),
+                        "data": data_identity(self.data)}, int(trainer["step"]),
+                       world_sizes=(int(trainer["world_size"]), self.info.world_size))
+        if trainer.get("checkpoint_format") == "sharded":
+            self._load_sharded(path)
+        else:
+            self._load_full(path)
         self.step = int(trainer["step"])
         self.flops_per_token = trainer.get("flops_per_token")
         self._resumed_peak = trainer.get("peak_flops")

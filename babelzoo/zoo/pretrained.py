@@ -26,6 +26,12 @@ WEIGHTS_NAME = "model.safetensors"
 PICKLE_NAMES = ("pytorch_model.bin", "model.bin", "model.pt")
 QUANTIZATION_NAME = "quantization.json"  # written beside config.json by a quantized model
 MANIFEST_NAME = "manifest.json"  # written by the trainer into every checkpoint
+# a sharded training checkpoint's folder of slices (torch.distributed.checkpoint's safetensors
+# layout: one file per rank, each tensor slice's offsets in the file's metadata), and the
+# prefix of the model's tensors there
+SHARDED_DIR, SHARDED_MODEL_PREFIX = "sharded", "model."
+SHARD_OFFSETS_KEY = "DCP_SHARDING_INFO"
+SHARDED_SHAPES = "shapes.json"  # {name: whole shape} of every tensor sliced there
 
 
 class CheckpointError(BabelzooError, RuntimeError):
@@ -91,8 +97,11 @@ def _pickle_reason(err: Exception) -> str:
 
 
 def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
-    """Read a ``.safetensors`` file, or a ``.bin``/``.pt`` pickle with ``weights_only=True``."""
+    """Read a ``.safetensors`` file, a ``.bin``/``.pt`` pickle with ``weights_only=True``, or a
+    sharded training checkpoint's ``sharded/`` folder (:func:`read_sharded`)."""
     path = Path(path)
+    if path.is_dir() and path.name == SHARDED_DIR:
+        return read_sharded(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such weights file")
     if path.suffix == ".safetensors":
@@ -164,10 +173,64 @@ def load_state_strict(model: nn.Module, state: Mapping[str, torch.Tensor], sourc
 
 
 def find_weights(directory: Path) -> Path:
+    """The weights of a checkpoint directory: its weights file, else the folder of a sharded
+    training checkpoint's slices (read by :func:`read_weights`)."""
     for name in (WEIGHTS_NAME, *PICKLE_NAMES):
         if (directory / name).is_file():
             return directory / name
-    raise CheckpointError(f"{directory}: no weights file ({WEIGHTS_NAME} or {', '.join(PICKLE_NAMES)})")
+    if (directory / SHARDED_DIR).is_dir():
+        return directory / SHARDED_DIR
+    raise CheckpointError(f"{directory}: no weights file ({WEIGHTS_NAME} or {', '.join(PICKLE_NAMES)}) and no "
+                          f"{SHARDED_DIR}/ folder of a sharded training checkpoint")
+
+
+def shard_files(folder: Path) -> list[Path]:
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise CheckpointError(f"{folder}: no .safetensors slices in this sharded checkpoint folder")
+    return files
+
+
+def read_sharded(folder: str | Path, prefix: str = SHARDED_MODEL_PREFIX) -> dict[str, torch.Tensor]:
+    """The whole tensors named ``prefix...`` (without the prefix) of a sharded checkpoint
+    folder, each assembled from the slices every rank wrote at the offsets its file records; no
+    process group is needed. A tensor whose slices do not cover it (a rank's file missing) is
+    refused by name."""
+    from safetensors import SafetensorError, safe_open
+
+    folder = Path(folder)
+    slices: dict[str, list[tuple[list[int], torch.Tensor]]] = {}
+    for file in shard_files(folder):
+        try:
+            with safe_open(str(file), framework="pt") as f:
+                offsets = json.loads((f.metadata() or {}).get(SHARD_OFFSETS_KEY) or "{}")
+                for key in f.keys():
+                    if key.startswith(prefix):
+                        tensor = f.get_tensor(key)
+                        start = offsets.get(key, {}).get("saved_offsets", [0] * tensor.dim())
+                        slices.setdefault(key[len(prefix):], []).append((list(start), tensor))
+        except (SafetensorError, OSError, ValueError) as err:
+            raise CheckpointError(f"{file}: corrupted or truncated safetensors file ({err})") from None
+    shapes = read_json(folder / SHARDED_SHAPES, CheckpointError) if (folder / SHARDED_SHAPES).is_file() else {}
+    missing = sorted(k for k in shapes if k.startswith(prefix) and k[len(prefix):] not in slices)
+    if missing:
+        raise CheckpointError(f"{folder}: no slice of {', '.join(map(repr, missing[:5]))}; a rank's file is missing")
+    return {key: _assemble(folder, key, parts, shapes.get(prefix + key)) for key, parts in slices.items()}
+
+
+def _assemble(folder: Path, key: str, parts: list[tuple[list[int], torch.Tensor]],
+              shape: Optional[list[int]]) -> torch.Tensor:
+    first = parts[0][1]
+    if shape is None:  # no shapes.json: as far as the slices reach
+        shape = [max(start[d] + t.shape[d] for start, t in parts) for d in range(first.dim())]
+    whole = torch.empty(shape, dtype=first.dtype)
+    for start, t in parts:
+        whole[tuple(slice(s, s + n) for s, n in zip(start, t.shape))] = t
+    held = sum(t.numel() for _, t in parts)
+    if held != whole.numel():
+        raise CheckpointError(f"{folder}: the slices of {key!r} hold {held} of its {whole.numel()} elements; "
+                              "a rank's file is missing")
+    return whole
 
 
 def replace_directory(directory: str | Path, write: Callable[[Path], None], what: str = "model") -> Path:
