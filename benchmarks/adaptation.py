@@ -139,7 +139,7 @@ class Run:
         self.langs = None if args.langs == "auto" else args.langs.split(",")
         self.env = {"BABELZOO_DATA_DIR": str(self.data_dir), "OMP_NUM_THREADS": str(args.threads)}
         os.environ["BABELZOO_DATA_DIR"] = str(self.data_dir)  # the recipe's ${BABELZOO_DATA_DIR}
-        self._pairs = None
+        self._pairs = self._heldout = None
 
     def recipe_config(self):
         """The ``recipe`` arm's TrainConfig (what the st arm copies)."""
@@ -159,6 +159,11 @@ class Run:
             (source,), alpha = parse_data(cfg)[OBJECTIVE]
             self._pairs = (source, source.corpora(), alpha, cfg)
         return self._pairs
+
+    def heldout(self) -> dict[str, list[tuple[str, str]]]:
+        if self._heldout is None:
+            self._heldout = heldout_pairs(self)
+        return self._heldout
 
     def adapted(self) -> list[str]:
         if self.langs:
@@ -348,16 +353,52 @@ def sib200_targets(adapted: Sequence[str], present: Sequence[str]) -> list[str]:
     return [lang for lang in present if SIB_TO_TATOEBA.get(lang.split("_")[0], lang.split("_")[0]) in adapted]
 
 
-def evaluate(run: Run, arm: str, model_dir: Optional[Path], adapted: list[str], others: list[str],
-             sib: list[str], log: Callable[[str], None]) -> dict:
+def arm_encoder(arm: str, model_dir: Optional[Path]):
+    """The arm's model as the leaderboard encodes with it (e5's protocol)."""
     from babelzoo.evaluation.encoders import CachedEncoder
     from babelzoo.evaluation.leaderboard import ModelSpec, build_encoder
+
+    where = {"kind": "zoo", "source": E5} if model_dir is None else {"kind": "checkpoint", "source": str(model_dir)}
+    spec = ModelSpec.from_dict({"name": arm, **where, "prefix": PREFIX, "max_length": EVAL_MAX_LENGTH})
+    return CachedEncoder(build_encoder(spec))
+
+
+def heldout_pairs(run: Run) -> dict[str, list[tuple[str, str]]]:
+    """``{language: [(English, X)]}``: the held-out tenth of the recipe's pairs source (split by
+    the English text, so no training pair of any language shares its English side), keeping the
+    pairs whose English and whose translation are each unique in their language (accuracy@1
+    needs one right answer)."""
+    import dataclasses
+    from collections import Counter
+
+    source = run.pairs()[0]
+    held = dataclasses.replace(source, split="heldout")
+    out, corpora = {}, held.read()
+    for code, corpus in zip(held.record["languages"], corpora):  # the adapted languages' corpora come first
+        english, other = Counter(en for en, _ in corpus.pairs), Counter(x for _, x in corpus.pairs)
+        out[code] = [(en, x) for en, x in corpus.pairs if english[en] == 1 and other[x] == 1]
+    return out
+
+
+def evaluate_heldout(arm: str, model_dir: Optional[Path], pairs: Mapping[str, list[tuple[str, str]]]) -> dict:
+    """Accuracy@1 of each adapted language on its held-out catalog pairs, both directions."""
+    from babelzoo.evaluation.tasks.retrieval import bitext_results
+
+    start, encoder = time.perf_counter(), arm_encoder(arm, model_dir)
+    results = [r for lang, rows in pairs.items() if len(rows) >= 2
+               for r in bitext_results("heldout_pairs", encoder, rows, "eng", lang, {"split": "heldout"})]
+    table = by_language(results)
+    for lang, row in table.items():
+        row["n"] = len(pairs[lang])
+    return {"pairs": table, "mean": mean_of(table), "wall_s": time.perf_counter() - start}
+
+
+def evaluate(run: Run, arm: str, model_dir: Optional[Path], adapted: list[str], others: list[str],
+             sib: list[str], log: Callable[[str], None]) -> dict:
     from babelzoo.evaluation.tasks import TaskContext, load_tasks
 
     wall, cpu = time.perf_counter(), time.process_time()
-    where = {"kind": "zoo", "source": E5} if model_dir is None else {"kind": "checkpoint", "source": str(model_dir)}
-    spec = ModelSpec.from_dict({"name": arm, **where, "prefix": PREFIX, "max_length": EVAL_MAX_LENGTH})
-    encoder = CachedEncoder(build_encoder(spec))
+    encoder = arm_encoder(arm, model_dir)
     tasks = load_tasks()
     limit = run.args.other_limit or None
     out: dict[str, Any] = {"protocol": encoder.protocol, "seconds": {"load": time.perf_counter() - wall}}
@@ -519,6 +560,21 @@ def markdown(report: Mapping[str, Any]) -> str:
         ref = report.get("reference", {}).get(lang)
         lines.append(f"| {lang} | {_pct(ref)} | " + " | ".join(
             _pct(arms[a]["eval"]["tatoeba"].get(lang, {}).get("mean")) for a in evaluated) + " |")
+    held = [a for a in evaluated if arms[a].get("heldout")]
+    if held:
+        langs = [lang for lang in adapted if any(lang in arms[a]["heldout"]["pairs"] for a in held)]
+        counts = {lang: next(arms[a]["heldout"]["pairs"][lang]["n"] for a in held if lang in arms[a]["heldout"]["pairs"])
+                  for lang in langs}
+        lines += ["", "## Held-out catalog pairs (text of the adapted languages outside the data dir)", "",
+                  "The tenth of the recipe's English–X pairs that no arm trains on (split by the English text, so no "
+                  "training pair of any language shares an English side with them); pairs whose English or "
+                  "translation repeats in the language are left out. Accuracy@1 in %, mean of both directions, "
+                  "among the language's held-out pairs.", "",
+                  "| language | pairs | " + " | ".join(held) + " |", "|---|---:|" + "---:|" * len(held)]
+        for lang in langs:
+            lines.append(f"| {lang} | {counts[lang]} | " + " | ".join(
+                _pct(arms[a]["heldout"]["pairs"].get(lang, {}).get("mean")) for a in held) + " |")
+        lines.append("| mean | | " + " | ".join(_pct(arms[a]["heldout"]["mean"]) for a in held) + " |")
     sib = [a for a in evaluated if arms[a].get("sib200") or arms[a]["eval"].get("flores")]
     if sib:
         langs = sorted({lang for a in sib for lang in (arms[a].get("sib200") or {}).get("accuracy", {})}
@@ -623,6 +679,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--sib200", action="store_true", help="also SIB-200 zero-shot (one fine-tuning per arm) "
                                                               "and Flores retrieval, for adapted languages it holds")
+    parser.add_argument("--sib200-arms", default=None, metavar="ARMS",
+                        help="with --sib200: the arms fine-tuned on SIB-200, comma-separated (default: every arm; "
+                             "each fine-tuning takes minutes on a CPU)")
     parser.add_argument("--sib200-set", action="append", default=[], metavar="KEY=VALUE",
                         help=f"an override of the {FINETUNE_RECIPE} recipe for every arm (e.g. task.epochs=2)")
     args = parser.parse_args(argv)
@@ -633,6 +692,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     if args.other_limit < 0 or args.threads < 1 or (args.max_steps is not None and args.max_steps < 1):
         parser.error("--other-limit must be ≥ 0, --threads and --max-steps ≥ 1")
     args.arm_list = arms
+    args.sib200_arms = ARMS if args.sib200_arms is None else [a for a in args.sib200_arms.split(",") if a]
+    if any(a not in ARMS for a in args.sib200_arms):
+        parser.error(f"--sib200-arms: choose from {', '.join(ARMS)}")
     return args
 
 
@@ -658,7 +720,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "settings": {"recipe": RECIPE, "max_steps": cfg.max_steps, "batch_size": cfg.batch_size, "lr": cfg.lr,
                      "warmup_steps": cfg.warmup_steps, "max_length": cfg.objectives[OBJECTIVE].get("max_length"),
                      "init": cfg.init, "langs": args.langs, "other_limit": args.other_limit, "sib200": args.sib200,
-                     "sib200_set": args.sib200_set, "data_dir": str(run.data_dir)},
+                     "sib200_arms": list(args.sib200_arms), "sib200_set": args.sib200_set,
+                     "data_dir": str(run.data_dir)},
         "languages": adapted, "other_languages": others, "sib200_languages": sib,
         "reference": {lang: reference[lang] for lang in adapted if lang in reference}, "arms": {},
         "notes": [*NOTES, f"Every recipe arm starts from `init: {json.dumps(cfg.init)}`; st trains every weight, as "
@@ -706,6 +769,11 @@ def eval_key(run: Run, arm: str, adapted: list[str], others: list[str], sib: lis
             "data_dir": str(run.data_dir), "model": str(model_of(run, arm)), "files": model_files(run, arm)}
 
 
+def heldout_key(run: Run, arm: str) -> dict:
+    return {"pairs": hashlib.sha256(json.dumps(run.heldout(), sort_keys=True).encode()).hexdigest(),
+            "files": model_files(run, arm)}
+
+
 def sib200_key(run: Run, arm: str, sib: list[str]) -> dict:
     return {"command": sib200_command(run, arm, model_of(run, arm), sib)[3:], "files": model_files(run, arm)}
 
@@ -727,7 +795,10 @@ def run_arm(run: Run, arm: str, entry: dict, adapted: list[str], others: list[st
     folder, key = run.work / arm, eval_key(run, arm, adapted, others, sib)
     entry["eval"] = saved(folder / "eval.json", key) or keep(folder / "eval.json", key, evaluate(
         run, arm, model_of(run, arm), adapted, others, sib, lambda m: print(f"[{arm}] {m.strip()}", flush=True)))
-    if sib:
+    key = heldout_key(run, arm)
+    entry["heldout"] = saved(folder / "heldout.json", key) or keep(folder / "heldout.json", key, evaluate_heldout(
+        arm, model_of(run, arm), run.heldout()))
+    if sib and arm in run.args.sib200_arms:
         key = sib200_key(run, arm, sib)
         entry["sib200"] = saved(folder / "sib200.json", key) or keep(folder / "sib200.json", key, sib200_finetune(
             run, arm, sib200_command(run, arm, model_of(run, arm), sib)))
@@ -750,10 +821,11 @@ def earlier_arm(run: Run, arm: str, adapted: list[str], others: list[str], sib: 
     entry["eval"] = saved(folder / "eval.json", eval_key(run, arm, adapted, others, sib))
     if entry["eval"] is None:
         return None
-    if sib:
-        result = saved(folder / "sib200.json", sib200_key(run, arm, sib))
+    for name, path, key in [("heldout", folder / "heldout.json", heldout_key(run, arm))] + (
+            [("sib200", folder / "sib200.json", sib200_key(run, arm, sib))] if sib else []):
+        result = saved(path, key)
         if result is not None:
-            entry["sib200"] = result
+            entry[name] = result
     return entry
 
 
