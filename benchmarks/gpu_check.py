@@ -267,13 +267,13 @@ def recipe_config(ctx: Context, recipe: str, model: Optional[str], precision: st
         data[objective] = ctx.sources[consumes]
     overrides = {**cfg.model_overrides, **changes.pop("model_overrides", {})}
     overrides.pop("vocab_size", None)
-    cfg = cfg.replace(model=model or cfg.model, model_overrides=overrides, tokenizer={"path": str(ctx.tokenizer_dir)},
-                      data=data, output_dir=str(ctx.work / "runs" / name), max_steps=ctx.steps,
-                      batch_size=min(cfg.batch_size, 16 if ctx.dry else 32), optimizer="adamw", lr=1e-4,
-                      warmup_steps=0, precision=precision, device=ctx.device.type, checkpoint_every=ctx.steps,
-                      keep_checkpoints=1, log_every=1, progress=False, tensorboard=False, resume=False,
-                      num_workers=0, keep_cpu_buffers=False, **changes)
-    return cfg, path
+    settings = dict(model=model or cfg.model, model_overrides=overrides, tokenizer={"path": str(ctx.tokenizer_dir)},
+                    data=data, output_dir=str(ctx.work / "runs" / name), max_steps=ctx.steps,
+                    batch_size=min(cfg.batch_size, 16 if ctx.dry else 32), optimizer="adamw", lr=1e-4,
+                    warmup_steps=0, precision=precision, device=ctx.device.type, checkpoint_every=ctx.steps,
+                    keep_checkpoints=1, log_every=1, progress=False, tensorboard=False, resume=False,
+                    num_workers=0, keep_cpu_buffers=False)
+    return cfg.replace(**{**settings, **changes}), path
 
 
 def train(ctx: Context, recipe: str, model: Optional[str], precision: str, name: str, **changes: Any) -> dict:
@@ -567,31 +567,50 @@ def check_faiss(ctx: Context) -> dict:
 
 
 def check_fsdp(ctx: Context) -> dict:
-    """The trainer under FSDP2 on a one-process group: the plain run's losses, and a checkpoint."""
+    """The trainer under FSDP2 on a one-process group: the plain run's losses, and a checkpoint;
+    then a run with sharded checkpoints (torch.distributed.checkpoint) stopped half way and
+    resumed: its losses after the resume are the uninterrupted FSDP run's, and
+    ``from_pretrained`` assembles the model from its slices."""
     import torch.distributed as dist
+
+    from babelzoo.zoo.pretrained import from_pretrained
 
     if not dist.is_available():
         raise Skip("torch.distributed is not available in this build")
-    plain = train(ctx, "mlm_tiny", None, "bf16", "fsdp-plain", model_overrides={"max_positions": 128, "dropout": 0.0})
+    # a constant learning rate: stopping half way does not change the schedule
+    common = dict(model_overrides={"max_positions": 128, "dropout": 0.0}, schedule="constant")
+    plain = train(ctx, "mlm_tiny", None, "bf16", "fsdp-plain", **common)
     store = dist.FileStore(str(ctx.work / "fsdp-store"), 1)
     if ctx.cuda:
         torch.cuda.set_device(ctx.device)
         dist.init_process_group("nccl", store=store, rank=0, world_size=1, device_id=ctx.device)
     else:
         dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    half = ctx.steps // 2
     try:
-        sharded = train(ctx, "mlm_tiny", None, "bf16", "fsdp-on", distributed="fsdp",
-                        model_overrides={"max_positions": 128, "dropout": 0.0})
+        sharded = train(ctx, "mlm_tiny", None, "bf16", "fsdp-on", distributed="fsdp", **common)
+        slices = dict(distributed="fsdp", checkpoint_format="sharded", **common)
+        train(ctx, "mlm_tiny", None, "bf16", "fsdp-sliced", max_steps=half, checkpoint_every=half, **slices)
+        resumed = train(ctx, "mlm_tiny", None, "bf16", "fsdp-sliced", resume=True, **slices)
     finally:
         dist.destroy_process_group()
     error = max(abs(a - b) / abs(a) for a, b in zip(plain["losses"], sharded["losses"]))
     checkpoints = sorted(p.name for p in (ctx.work / "runs" / "fsdp-on" / "checkpoints").glob("step-*"))
+    after = resumed["losses"][-(ctx.steps - half):]
+    resume_error = max(abs(a - b) / abs(a) for a, b in zip(sharded["losses"][half:], after))
+    folder = ctx.work / "runs" / "fsdp-sliced" / "checkpoints" / f"step-{ctx.steps:08d}"
+    loaded = from_pretrained(folder)
     out = {"strategy": sharded["strategy"], "max_relative_loss_difference": error, "plain_step_s": plain["step_s"],
-           "fsdp_step_s": sharded["step_s"], "checkpoints": checkpoints}
+           "fsdp_step_s": sharded["step_s"], "checkpoints": checkpoints,
+           "sharded_resume_max_relative_loss_difference": resume_error,
+           "sharded_files": sorted(p.name for p in (folder / "sharded").iterdir()),
+           "sharded_loaded_parameters": sum(p.numel() for p in loaded.parameters())}
     expect(sharded["strategy"] == "fsdp", f"the trainer ran {sharded['strategy']!r}, not fsdp")
     expect(len(plain["losses"]) == len(sharded["losses"]) and error < 2e-2,
            f"FSDP losses differ from the plain run's by {error:.3g} (relative)")
     expect(bool(checkpoints), "the FSDP run left no checkpoint")
+    expect(len(after) == ctx.steps - half and resume_error < 1e-2,
+           f"after resuming from sharded checkpoints the losses differ by {resume_error:.3g} (relative)")
     return out
 
 
@@ -702,7 +721,8 @@ def headline(name: str, result: dict) -> str:
     if name == "faiss":
         return f"recall@10 {result['recall_at_10']:.4f}, {result['search_queries_per_s']:.0f} queries/s, on_gpu {result['on_gpu']}"
     if name == "fsdp":
-        return f"loss Δ {result['max_relative_loss_difference']:.1e}, checkpoint {', '.join(result['checkpoints'])}"
+        return (f"loss Δ {result['max_relative_loss_difference']:.1e}, checkpoint {', '.join(result['checkpoints'])}; "
+                f"sharded checkpoint resumed: loss Δ {result['sharded_resume_max_relative_loss_difference']:.1e}")
     if name == "speed":
         train = [f"train {k} {v['ratio']:.2f}× transformers (MFU {v['babelzoo_mfu']:.0%})"
                  for k, v in result["training"].items()]

@@ -295,8 +295,9 @@ class Trainer:
         model = {k: v for k, v in wanted.items() if not k.startswith(OPTIMIZER_PREFIX)}
         for key, source in self.alias.items():
             model[key] = model[source]
+        # every parameter's state goes in (the stateless ones' as created, removed again below)
         optimizer = {**read_part(path, "optimizer"),
-                     **{k[len(OPTIMIZER_PREFIX):]: v for k, v in wanted.items() if k.startswith(OPTIMIZER_PREFIX)}}
+                     **{k[len(OPTIMIZER_PREFIX):]: v for k, v in tensors.items() if k.startswith(OPTIMIZER_PREFIX)}}
         set_state_dict(self.module, self.optimizer, model_state_dict=model, optim_state_dict=optimizer,
                        options=StateDictOptions(flatten_optimizer_state_dict=True, strict=False))
         names = {id(p): n for n, p in self.module.named_parameters()}
