@@ -103,8 +103,10 @@ def measure_matmul_peak(device: torch.device | str = "cpu", dtype: torch.dtype =
     key = (str(device), str(dtype), size)
     if key in _PEAKS:
         return _PEAKS[key]
-    a = torch.randn(size, size, device=device).to(dtype)
-    b = torch.randn(size, size, device=device).to(dtype)
+    # its own generator: measuring leaves the caller's random stream (a resumed run's dropout) as it was
+    generator = torch.Generator(device).manual_seed(0)
+    a = torch.randn(size, size, device=device, generator=generator).to(dtype)
+    b = torch.randn(size, size, device=device, generator=generator).to(dtype)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     a @ b
     sync()

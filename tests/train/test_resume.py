@@ -101,6 +101,24 @@ def test_sigterm_and_sigkill_then_resume_give_identical_losses(tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_measuring_the_matmul_peak_on_resume_leaves_dropout_as_it_was(tmp_path):
+    # a resumed run measures the peak again (for its MFU figures) after the checkpoint's random
+    # states came back: it must not draw from them, or every later dropout mask shifts
+    settings = dict(schedule="constant", warmup_steps=0, measure_mfu=True)
+    uninterrupted = fit_random(tmp_path / "a", 8, 4, **settings)
+    fit_random(tmp_path / "b", 4, 4, **settings)
+    resumed = fit_random(tmp_path / "b", 8, 4, **settings)
+    assert resumed["steps_this_run"] == 4 and resumed["final_loss"] == uninterrupted["final_loss"]
+
+
+def test_measure_matmul_peak_draws_nothing_from_the_global_generator():
+    from babelzoo.train.flops import measure_matmul_peak
+
+    before = torch.get_rng_state()
+    assert measure_matmul_peak("cpu", torch.float32, size=96, repeats=1) > 0
+    assert torch.equal(torch.get_rng_state(), before)
+
+
 def test_corrupted_latest_checkpoint_falls_back_to_previous(tmp_path):
     fit_random(tmp_path / "full", 6, 3)
     fit_random(tmp_path / "broken", 6, 3)
