@@ -55,6 +55,7 @@ BUILTIN_SOURCES = {
     **dict.fromkeys(["catalog_text", "catalog_pairs", "catalog_documents", "catalog_parallel_documents"],
                     "babelzoo.sources.embedded"),
     "adaptation_pairs": "babelzoo.sources.adaptation",
+    "hf_dataset": "babelzoo.datasets.streaming",
     "emoji_images": "babelzoo.sources.emoji",
     "emoji_speech": "babelzoo.sources.espeak",
     "kb_facts": "babelzoo.knowledge.sources",

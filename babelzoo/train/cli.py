@@ -202,6 +202,15 @@ def combine(datasets: Mapping[str, list], alphas: Mapping[str, Optional[float]],
 
     data = {}
     for name, parts in datasets.items():
+        streamed = [getattr(part, "streamed", False) for part in parts]
+        if any(streamed):
+            if not all(streamed):
+                raise ConfigError(f"data.{name}: streamed and tokenised sources cannot be mixed in one objective's "
+                                  "data; stream them all (streaming: true) or none")
+            from ..datasets.streaming import streamed_mixture
+
+            data[name] = parts[0] if len(parts) == 1 else streamed_mixture(parts, alphas.get(name), seed)
+            continue
         if len(parts) == 1 and alphas.get(name) is None:
             data[name] = parts[0]
             continue

@@ -95,17 +95,64 @@ class BatchPlan:
         return self.permutation(epoch)[start: start + self.batch_size].tolist()
 
 
+class StreamPlan:
+    """The global batches of a streamed corpus (``take(n)``, ``state_dict``), read in step order:
+    step ``s`` takes the next ``batch_size × grad_accum × world_size`` examples, and micro-batch
+    ``m`` of rank ``r`` takes slot ``m × W + r`` of them, as :class:`BatchPlan` cuts a chunk. Every
+    rank reads the whole stream (the same examples, in the same order) and keeps its slots."""
+
+    def __init__(self, name: str, corpus: Any, batch_size: int, grad_accum: int, world_size: int):
+        self.name, self.corpus, self.batch_size, self.world_size = name, corpus, batch_size, world_size
+        self.global_batch = batch_size * grad_accum * world_size
+        self.next_step = 0
+        self._chunk: tuple[int, list] | None = None
+        self._before: Any = None
+
+    def examples(self, step: int, micro: int, rank: int) -> list:
+        if self._chunk is None or self._chunk[0] != step:
+            if step != self.next_step:
+                raise InputError(f"dataset {self.name!r} is streamed: step {step} was asked for after step "
+                                 f"{self.next_step - 1}; a stream is read in step order")
+            self._before = self.corpus.state_dict()  # a failed step's emergency checkpoint draws it again
+            self._chunk, self.next_step = (step, self.corpus.take(self.global_batch)), step + 1
+        start = (micro * self.world_size + rank) * self.batch_size
+        return self._chunk[1][start: start + self.batch_size]
+
+    def state_dict(self, step: int) -> dict:
+        """The stream's position before step ``step`` (the next one, or the one just drawn)."""
+        if step == self.next_step:
+            stream = self.corpus.state_dict()
+        elif step == self.next_step - 1:
+            stream = self._before
+        else:
+            raise InputError(f"dataset {self.name!r} is streamed: its position before step {step} is gone (it stands "
+                             f"before step {self.next_step})")
+        return {"global_batch": self.global_batch, "next_step": step, "stream": stream}
+
+    def load_state_dict(self, state: Mapping[str, Any], step: int) -> None:
+        if state["global_batch"] != self.global_batch:
+            raise ResumeMismatch(f"dataset {self.name!r}: the checkpoint used a global batch of {state['global_batch']} "
+                                 f"examples, this run uses {self.global_batch} (batch_size × grad_accum × world_size); "
+                                 "keep the global batch to resume exactly")
+        if state["next_step"] != step:
+            raise ResumeMismatch(f"dataset {self.name!r}: the checkpoint's stream stands at step {state['next_step']}, "
+                                 f"its trainer at step {step}")
+        self.corpus.load_state_dict(state["stream"])
+        self.next_step, self._chunk = step, None
+
+
 class _StepBatches(Dataset):
     """Map-style view whose items are whole prepared micro-batches, keyed by (step, micro)."""
 
-    def __init__(self, datasets: Mapping[str, Any], plans: Mapping[str, BatchPlan], prepare: Callable[[Any], Any],
-                 rank: int, world_size: int, seed: int, single: bool):
+    def __init__(self, datasets: Mapping[str, Any], plans: Mapping[str, BatchPlan | StreamPlan],
+                 prepare: Callable[[Any], Any], rank: int, world_size: int, seed: int, single: bool):
         self.datasets, self.plans, self.prepare = datasets, plans, prepare
         self.rank, self.world_size, self.seed, self.single = rank, world_size, seed, single
 
     def __getitem__(self, key: tuple[int, int]) -> Any:
         step, micro = key
-        examples = {name: [self.datasets[name][i] for i in plan.indices(step, micro, self.rank)]
+        examples = {name: plan.examples(step, micro, self.rank) if isinstance(plan, StreamPlan) else
+                    [self.datasets[name][i] for i in plan.indices(step, micro, self.rank)]
                     for name, plan in self.plans.items()}
         slot = micro * self.world_size + self.rank
         state = np.random.SeedSequence([self.seed, step, slot]).generate_state(2)
@@ -162,8 +209,14 @@ class DataStream:
             raise InputError("no training data: give a dataset or a dict {name: dataset}")
         datasets, self.plans = {}, {}
         for name, item in items.items():
+            if getattr(item, "streamed", False):
+                datasets[name], self.plans[name] = item, StreamPlan(name, item, batch_size, grad_accum, world_size)
+                continue
             datasets[name], order, size = _split(name, item)
             self.plans[name] = BatchPlan(name, size, batch_size, grad_accum, world_size, seed, order)
+        if num_workers and any(isinstance(p, StreamPlan) for p in self.plans.values()):
+            raise ConfigError(f"num_workers={num_workers}: streamed data is read in step order by the training process "
+                              "itself; set num_workers: 0")
         self.batches = _StepBatches(datasets, self.plans, prepare, rank, world_size, seed, single)
         self.grad_accum, self.num_workers, self.pin_memory, self.seed = grad_accum, num_workers, pin_memory, seed
         self.step = 0
@@ -188,8 +241,9 @@ class DataStream:
 
     def state_dict(self) -> dict:
         return {"step": self.step,
-                "datasets": {name: {"size": plan.size, "global_batch": plan.global_batch,
-                                    "epoch": plan.position(self.step)[0], "chunk": plan.position(self.step)[1]}
+                "datasets": {name: plan.state_dict(self.step) if isinstance(plan, StreamPlan) else
+                             {"size": plan.size, "global_batch": plan.global_batch,
+                              "epoch": plan.position(self.step)[0], "chunk": plan.position(self.step)[1]}
                              for name, plan in self.plans.items()}}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -197,6 +251,13 @@ class DataStream:
         if set(saved) != set(self.plans):
             raise ResumeMismatch(f"the checkpoint's datasets {sorted(saved)} differ from this run's {sorted(self.plans)}")
         for name, plan in self.plans.items():
+            if isinstance(plan, StreamPlan):
+                if "stream" not in saved[name]:
+                    raise ResumeMismatch(f"dataset {name!r} is streamed now, but the checkpoint's was not")
+                plan.load_state_dict(saved[name], int(state["step"]))
+                continue
+            if "size" not in saved[name]:
+                raise ResumeMismatch(f"dataset {name!r} was streamed when the checkpoint was taken, but is not now")
             if saved[name]["size"] != plan.size:
                 raise ResumeMismatch(f"dataset {name!r} has {plan.size} examples, but the checkpoint was taken with "
                                      f"{saved[name]['size']}: resuming would not continue the same epoch")

@@ -1,0 +1,194 @@
+"""The hf_dataset source (Hugging Face ``datasets``, local files, offline): a split read whole or
+streamed; a streamed corpus's seeded order, its position as a small state, resume without
+reading the rows before it again, α-sampling over streamed sources, and a streamed pre-training
+run that stops and resumes bit for bit where an uninterrupted one goes."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("datasets")
+
+from babelzoo.datasets.loader import PairExample, TextExample  # noqa: E402
+from babelzoo.datasets.sources import parse_source  # noqa: E402
+from babelzoo.datasets.streaming import HfDataset, StreamedCorpus, StreamedMixture  # noqa: E402
+from babelzoo.errors import ConfigError, InputError  # noqa: E402
+from babelzoo.train.cli import pretrain_main  # noqa: E402
+from babelzoo.train.data import DataStream  # noqa: E402
+from babelzoo.typed import Where  # noqa: E402
+
+
+class CharTokenizer:
+    """One id per character (the tests read what was drawn back from the ids)."""
+
+    languages = ()
+
+    def encode(self, text, lang=None, add_special_tokens=False):
+        return [ord(c) for c in text]
+
+
+def decode(ids) -> str:
+    return "".join(map(chr, ids))
+
+
+@pytest.fixture()
+def lines(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("".join(f"sentence {i}\n" if i % 10 else f"sentence {i}\n\n" for i in range(200)),
+                    encoding="utf-8")  # a blank line after every tenth sentence
+    return path
+
+
+def source(path, **options) -> HfDataset:
+    return parse_source({"kind": "hf_dataset", "path": "text", "data_files": str(path), "lang": "en", **options},
+                        Where().key("data").key("mlm").key(0))
+
+
+def corpus(path, seed=0, **options) -> StreamedCorpus:
+    return StreamedCorpus(source(path, **options), CharTokenizer(), "chars", seed)
+
+
+def test_a_split_read_whole_keeps_every_sentence_and_counts_the_blank_rows(lines):
+    (read,) = source(lines, streaming=False, prefix="query: ").corpora()
+    assert read.lang == "en" and len(read) == 200 and read.sentences[3] == "query: sentence 3"
+    assert (read.report.kept, read.report.skipped) == (200, 20)
+
+
+def test_the_streamed_order_is_seeded_and_covers_the_stream(lines):
+    one, same, other = corpus(lines, shuffle_buffer=16), corpus(lines, shuffle_buffer=16), corpus(lines, 1, shuffle_buffer=16)
+    drawn = [decode(e.ids) for e in one.take(150)]
+    assert [decode(e.ids) for e in same.take(150)] == drawn
+    assert [decode(e.ids) for e in other.take(150)] != drawn
+    assert all(isinstance(e, TextExample) and e.lang == "en" for e in one.take(3))
+    assert len(set(drawn)) == 150 and drawn != [f"sentence {i}" for i in range(150)]  # shuffled, none twice
+    assert one.skipped == 17 and one.epoch == 0  # the blank rows after sentences 0, 10, ..., 160, skipped
+
+
+def test_epochs_follow_one_another(tmp_path):
+    path = tmp_path / "five.txt"
+    path.write_text("a\nb\nc\nd\ne\n", encoding="utf-8")
+    stream = corpus(path, shuffle_buffer=2)
+    drawn = [decode(e.ids) for e in stream.take(20)]
+    assert stream.epoch >= 3 and sorted(drawn[:4]) != [] and set(drawn) == set("abcde")
+    assert all(drawn.count(c) >= 3 for c in "abcde")
+
+
+def test_resuming_from_the_state_reads_no_row_twice_and_continues_the_order(lines):
+    uninterrupted = corpus(lines, shuffle_buffer=16)
+    expected = [decode(e.ids) for e in uninterrupted.take(140)]
+    first = corpus(lines, shuffle_buffer=16)
+    assert [decode(e.ids) for e in first.take(100)] == expected[:100]
+    state = json.loads(json.dumps(first.state_dict()))  # what a checkpoint keeps
+    assert len(state["buffer"]) == 16 and state["rows_read"] == 116 + 12  # sentences 0-115 and 12 blank rows
+
+    resumed = corpus(lines, shuffle_buffer=16)
+    resumed.load_state_dict(state)
+    seen = []
+    original = resumed.source.row_text
+    resumed.source.row_text = lambda row, index: seen.append(row["text"]) or original(row, index)
+    assert [decode(e.ids) for e in resumed.take(40)] == expected[100:]
+    # every row read after resuming is new: datasets seeks to the offset, nothing before it comes back
+    assert len(seen) == 40 + 4 and seen[0] == "sentence 116"
+
+
+def test_pairs_from_two_columns(tmp_path):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps({"en": f"house {i}", "de": f"Haus {i}"}) + "\n" for i in range(30)),
+                    encoding="utf-8")
+    spec = {"kind": "hf_dataset", "path": "json", "data_files": str(path), "columns": ["en", "de"],
+            "src_lang": "en", "tgt_lang": "de", "shuffle_buffer": 4}
+    pairs = parse_source(spec, Where())
+    assert pairs.provides == "pair"
+    stream = StreamedCorpus(pairs, CharTokenizer(), "chars", 0)
+    examples = stream.take(10)
+    assert all(isinstance(e, PairExample) and (e.src_lang, e.tgt_lang) == ("en", "de") for e in examples)
+    assert all(decode(e.src).replace("house", "Haus") == decode(e.tgt) for e in examples)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"lang": None}, "lang: the language of column 'text'"),
+    ({"lang": None, "columns": ["en"], "src_lang": "en", "tgt_lang": "de"}, "columns: \\[src, tgt\\] makes"),
+    ({"shuffle_buffer": 0}, "shuffle_buffer, size and tokenizer_sentences must be at least 1"),
+])
+def test_bad_options_are_refused_by_name(lines, options, message):
+    with pytest.raises(ConfigError, match=message):
+        source(lines, **options)
+
+
+def test_a_row_without_the_column_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"sentence": "hello"}) + "\n", encoding="utf-8")
+    spec = {"kind": "hf_dataset", "path": "json", "data_files": str(path), "lang": "en"}
+    with pytest.raises(InputError, match=r"data.mlm\[0\] .*row 0 has no column 'text' \(its columns: sentence\)"):
+        StreamedCorpus(parse_source(spec, Where().key("data").key("mlm").key(0)), CharTokenizer(), "c", 0).take(1)
+
+
+def test_alpha_sampling_over_streamed_sources(tmp_path):
+    parts = []
+    for name, n in (("big", 900), ("small", 100)):
+        path = tmp_path / f"{name}.txt"
+        path.write_text("".join(f"{name} {i}\n" for i in range(n)), encoding="utf-8")
+        parts.append(StreamedCorpus(source(path, shuffle_buffer=8, size=n), CharTokenizer(), "c", 0))
+    mixture = StreamedMixture(parts, [900, 100], 0.5, seed=0)
+    drawn = [decode(e.ids).split()[0] for e in mixture.take(4000)]
+    q_small = 100 ** 0.5 / (900 ** 0.5 + 100 ** 0.5)  # 0.25
+    assert abs(drawn.count("small") / len(drawn) - q_small) < 0.03
+    state = json.loads(json.dumps(mixture.state_dict()))
+    expected = [decode(e.ids) for e in mixture.take(50)]
+    again = StreamedMixture([StreamedCorpus(p.source, CharTokenizer(), "c", 0) for p in parts], [900, 100], 0.5, 0)
+    again.load_state_dict(state)
+    assert [decode(e.ids) for e in again.take(50)] == expected
+
+
+def test_the_stream_cuts_each_step_as_ranks_and_micro_batches_share_it(lines):
+    whole = DataStream(corpus(lines, shuffle_buffer=16), lambda ex: [decode(e.ids) for e in ex], batch_size=8,
+                       grad_accum=1, rank=0, world_size=1, seed=0)
+    steps = [whole.next_step()[0] for _ in range(3)]
+    ranks = [DataStream(corpus(lines, shuffle_buffer=16), lambda ex: [decode(e.ids) for e in ex], batch_size=2,
+                        grad_accum=2, rank=r, world_size=2, seed=0) for r in (0, 1)]
+    for step in steps:
+        micro = [ranks[r].next_step() for r in (0, 1)]
+        # slot m × W + r: micro-batch 0 of rank 0, of rank 1, micro-batch 1 of rank 0, of rank 1
+        assert micro[0][0] + micro[1][0] + micro[0][1] + micro[1][1] == step
+    with pytest.raises(ConfigError, match="streamed data is read in step order by the training process"):
+        DataStream(corpus(lines), lambda ex: ex, batch_size=2, grad_accum=1, rank=0, world_size=1, seed=0,
+                   num_workers=1)
+
+
+def recipe(tmp_path, text, **changes):
+    spec = {"model": "xlmr_tiny",
+            "model_overrides": {"hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "num_layers": 2,
+                                "max_positions": 64},
+            "tokenizer": {"vocab_size": 40, "model_type": "unigram"},
+            "objectives": {"mlm": {"max_length": 24}},
+            "data": {"mlm": [{"kind": "hf_dataset", "path": "text", "data_files": str(text), "lang": "en",
+                              "shuffle_buffer": 32}]},
+            "output_dir": str(tmp_path / "run"), "max_steps": 8, "batch_size": 4, "checkpoint_every": 4,
+            "schedule": "constant", "warmup_steps": 0, "num_workers": 0, "progress": False, "tensorboard": False,
+            "log_every": 1, **changes}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return path
+
+
+def losses(run) -> list[float]:
+    return [r["loss"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+
+
+def test_a_streamed_run_stopped_and_resumed_trains_as_an_uninterrupted_one(tmp_path, lines):
+    from safetensors.torch import load_file
+
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    whole.mkdir(), parts.mkdir()
+    assert pretrain_main(["--config", str(recipe(whole, lines))]) == 0
+    assert pretrain_main(["--config", str(recipe(parts, lines)), "--set", "max_steps=4"]) == 0
+    saved = json.loads((parts / "run" / "checkpoints" / "step-00000004" / "trainer.json").read_text())
+    stream = saved["data"]["datasets"]["data"]
+    assert stream["next_step"] == 4 and len(stream["stream"]["buffer"]) == 32  # the position, not the data read
+    assert pretrain_main(["--config", str(recipe(parts, lines))]) == 0
+    assert losses(parts / "run") == losses(whole / "run")
+    a = load_file(whole / "run" / "checkpoints" / "step-00000008" / "model.safetensors")
+    b = load_file(parts / "run" / "checkpoints" / "step-00000008" / "model.safetensors")
+    assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
