@@ -138,6 +138,17 @@ def test_markdown_of_a_results_dict():
         in text
 
 
+def test_markdown_of_the_heldout_pairs():
+    r = report()
+    for name, values in (("e5", {"bre": 0.40, "eus": 0.80}), ("recipe", {"bre": 0.60, "eus": 0.90})):
+        table = {lang: {"en2x": v, "x2en": v, "mean": v, "n": 100 + i} for i, (lang, v) in enumerate(values.items())}
+        r["arms"][name]["heldout"] = {"pairs": table, "mean": A.mean_of(table)}
+    lines = A.markdown(r).splitlines()
+    for line in ["| language | pairs | e5 | recipe |", "| bre | 100 | 40.0 | 60.0 |", "| eus | 101 | 80.0 | 90.0 |",
+                 "| mean | | 60.0 | 75.0 |"]:
+        assert line in lines, line
+
+
 def test_arms_that_trained_different_steps_are_pointed_out():
     r = report()
     assert "Not every arm" not in A.markdown(r)
