@@ -192,3 +192,21 @@ def test_a_streamed_run_stopped_and_resumed_trains_as_an_uninterrupted_one(tmp_p
     a = load_file(whole / "run" / "checkpoints" / "step-00000008" / "model.safetensors")
     b = load_file(parts / "run" / "checkpoints" / "step-00000008" / "model.safetensors")
     assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
+
+
+def test_a_failed_steps_batch_is_drawn_again_after_an_emergency_checkpoint(lines):
+    def stream():
+        return DataStream(corpus(lines, shuffle_buffer=16), lambda ex: [decode(e.ids) for e in ex], batch_size=4,
+                          grad_accum=1, rank=0, world_size=1, seed=0)
+
+    run = stream()
+    run.next_step()
+    second = run.next_step()
+    run.step -= 1  # the trainer's emergency checkpoint: the second step failed, its batch is drawn again
+    state = json.loads(json.dumps(run.state_dict()))
+    resumed = stream()
+    resumed.load_state_dict(state)
+    assert resumed.next_step() == second
+    run.step -= 1
+    with pytest.raises(InputError, match="its position before step 0 is gone"):
+        run.state_dict()
