@@ -84,13 +84,15 @@ def test_the_readme_quotes_the_committed_gpu_run():
 
     repo = Path(G.__file__).resolve().parents[1]
     report = json.loads((repo / "benchmarks/results/gpu_check.json").read_text(encoding="utf-8"))
-    speed = json.loads((repo / "benchmarks/results/speed_gpu.json").read_text(encoding="utf-8"))
     readme = (repo / "README.md").read_text(encoding="utf-8")
     statuses = {name: c["status"] for name, c in report["checks"].items()}
     assert statuses == {**{name: "pass" for name in G.CHECKS}, "faiss": "skip"} and "H200" in report["machine"]["gpu"]
-    ratios = [speed["training"]["base"]["dtypes"][d]["ratio"] for d in ("bf16", "fp16")]
-    mfu = [speed["training"]["base"]["dtypes"][d]["babelzoo"]["mfu"] for d in ("bf16", "fp16")]
+    speed = report["checks"]["speed"]
+    ratios = [speed["training"][f"base/{d}"]["ratio"] for d in ("bf16", "fp16")]
+    mfu = {f"{100 * speed['training'][f'base/{d}']['babelzoo_mfu']:.0f}" for d in ("bf16", "fp16")}
+    unpadded = sorted([report["checks"]["unpadded"]["bf16"]["speedup"], speed["inference"]["bf16"]["ratio_vs_padded"]])
     quoted = (f"{report['wall_s']:.0f} s", f"{ratios[0]:.2f}× (bf16) and {ratios[1]:.2f}× (fp16)",
-              f"{100 * mfu[0]:.0f}–{100 * mfu[1]:.0f}% MFU", f"{speed['peaks']['bf16']['wall'] / 1e12:.0f} TFLOP/s bf16")
+              f"{'–'.join(sorted(mfu))}% MFU", f"{speed['peaks']['bf16']['wall'] / 1e12:.0f} TFLOP/s bf16",
+              f"{unpadded[0]:.2f}–{unpadded[1]:.2f}×")
     for text in quoted:
         assert text in readme.replace("\n", " "), text
