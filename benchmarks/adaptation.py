@@ -490,7 +490,7 @@ def targets(report: Mapping[str, Any]) -> list[dict]:
         row("recipe − st on the adapted mean", f"≥ {points(0.0)}", {"recipe": (v, v >= 0)})
     if peer.get("train"):
         speeds = {a: arms[a]["train"]["tokens_per_s"] / peer["train"]["tokens_per_s"] for a in ("recipe", "distill")
-                  if arms.get(a, {}).get("train") and a in trained}
+                  if arms.get(a, {}).get("train")}
         row("training tokens/s ÷ st's", f"≥ {THROUGHPUT:.1f}×", {a: (v, v >= THROUGHPUT) for a, v in speeds.items()})
     return rows
 
@@ -501,7 +501,7 @@ def _cell(target: dict, value: float) -> str:
 
 def target_lines(report: Mapping[str, Any]) -> list[str]:
     rows = targets(report)
-    arms = [a for a in report["arms"] if a != "e5" and report["arms"][a].get("eval")]
+    arms = [a for a in report["arms"] if a != "e5" and (report["arms"][a].get("eval") or report["arms"][a].get("train"))]
     if not rows or not arms:
         return ["No targets: they need the e5 arm and at least one trained arm."]
     lines = ["| target | wanted | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
@@ -677,6 +677,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "adaptation"),
                         help="writes OUT.json, OUT.md and OUT.png")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--train-only", action="store_true",
+                        help="train the arms and report their speed, evaluate nothing (a short, quiet run of "
+                             "--max-steps steps measures the throughput ratio with every arm under the same load)")
     parser.add_argument("--sib200", action="store_true", help="also SIB-200 zero-shot (one fine-tuning per arm) "
                                                               "and Flores retrieval, for adapted languages it holds")
     parser.add_argument("--sib200-arms", default=None, metavar="ARMS",
@@ -717,7 +720,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "suite": "adaptation",
         "command": shlex.join(["python", "benchmarks/adaptation.py", *(sys.argv[1:] if argv is None else argv)]),
         "commit": head_commit(), "machine": machine(args.threads),
-        "settings": {"recipe": RECIPE, "max_steps": cfg.max_steps, "batch_size": cfg.batch_size, "lr": cfg.lr,
+        "settings": {"recipe": RECIPE, "max_steps": args.max_steps or cfg.max_steps, "train_only": args.train_only, "batch_size": cfg.batch_size, "lr": cfg.lr,
                      "warmup_steps": cfg.warmup_steps, "max_length": cfg.objectives[OBJECTIVE].get("max_length"),
                      "init": cfg.init, "langs": args.langs, "other_limit": args.other_limit, "sib200": args.sib200,
                      "sib200_arms": list(args.sib200_arms), "sib200_set": args.sib200_set,
@@ -792,6 +795,8 @@ def run_arm(run: Run, arm: str, entry: dict, adapted: list[str], others: list[st
         print(f"[{arm}] trained: {t['steps']} steps, {t['tokens_per_s']:,.0f} tokens/s, {t['wall_s']:.0f}s wall, "
               f"{t['cpu_s']:.0f}s CPU", flush=True)
         save()
+    if run.args.train_only:
+        return
     folder, key = run.work / arm, eval_key(run, arm, adapted, others, sib)
     entry["eval"] = saved(folder / "eval.json", key) or keep(folder / "eval.json", key, evaluate(
         run, arm, model_of(run, arm), adapted, others, sib, lambda m: print(f"[{arm}] {m.strip()}", flush=True)))

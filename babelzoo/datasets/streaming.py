@@ -184,8 +184,8 @@ class HfDataset(CorpusSource):
         """What the stream's content depends on: the dataset's name and files (a local file by
         its size and modification time, not its bytes: it may be larger than the disk's cache)."""
         files = self._files()
-        listed = [files] if isinstance(files, str) else list(files or []) if not isinstance(files, dict) else \
-            [f for v in files.values() for f in ([v] if isinstance(v, str) else v)]
+        groups = files.values() if isinstance(files, dict) else [files or []]
+        listed = [f for group in groups for f in ([group] if isinstance(group, str) else group)]
         stat = {f: [os.stat(f).st_size, os.stat(f).st_mtime_ns] for f in listed if os.path.isfile(f)}
         return {"path": self.path, "name": self.name, "split": self.split, "revision": self.revision,
                 "columns": self.columns or [self.column], "prefix": self.prefix, "files": stat}
