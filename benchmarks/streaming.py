@@ -153,10 +153,11 @@ def markdown(report: dict) -> str:
     for r in resumes:
         lines.append(f"| {r['step']:,} | {r['rows_read']:,} | {r['state_bytes']:,} | {r['resume_s']:.2f} | "
                      f"{r['reading_again_s']:.1f} |")
-    ratio = runs["streamed"]["tokens_per_s"] / cached
+    fastest = max((name for name in runs if name.startswith("cached")), key=lambda n: runs[n]["tokens_per_s"])
+    ratio = runs["streamed"]["tokens_per_s"] / runs[fastest]["tokens_per_s"]
     worst = max(r["resume_s"] for r in resumes)
     lines += ["", "## Targets", "", "| target | measured | goal | met |", "|---|---:|---:|---|",
-              f"| streamed ÷ cached training tokens/s | {ratio:.2f} | ≥ {TARGET_RATIO} | "
+              f"| streamed ÷ the fastest cached run ({fastest}), training tokens/s | {ratio:.2f} | ≥ {TARGET_RATIO} | "
               f"{'yes' if ratio >= TARGET_RATIO else '**no**'} |",
               f"| resume at step {resumes[-1]['step']:,}, s | {resumes[-1]['resume_s']:.2f} | < {TARGET_RESUME_S:g} | "
               f"{'yes' if resumes[-1]['resume_s'] < TARGET_RESUME_S else '**no**'} |",
