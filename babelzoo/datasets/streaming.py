@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, InputTypeError
 from .loader import PairExample, TextExample, tokenizer_fingerprint
 from .sources import BuildContext, CorpusSource, expand_path, register_source
 
@@ -209,7 +209,7 @@ class StreamedCorpus:
         self._dataset = self._iter = None
 
     def __len__(self) -> int:  # a stream has no length; DataStream asks streamed corpora for chunks instead
-        raise TypeError("a streamed corpus has no length")
+        raise InputTypeError("a streamed corpus has no length")
 
     def _open(self, state: Optional[dict] = None) -> None:
         # every epoch reads the rows in the dataset's order (the buffer shuffles them): no
@@ -298,7 +298,7 @@ class StreamedMixture:
         self.fingerprint = {"corpora": [c.fingerprint for c in self.corpora], "sizes": list(sizes), "alpha": alpha}
 
     def __len__(self) -> int:
-        raise TypeError("a streamed corpus has no length")
+        raise InputTypeError("a streamed corpus has no length")
 
     def take(self, n: int) -> list:
         rng = np.random.default_rng([self.seed, 0x313, self.taken])
