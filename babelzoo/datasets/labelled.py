@@ -75,7 +75,7 @@ def read_classification(path: str | Path, *, text_column: str = "text", label_co
     kind = _format_of(path, format)
     rows = _tsv_rows(path, columns) if kind == "tsv" else _jsonl_rows(path)
     valid = tuple(labels) if labels is not None else None
-    examples = [_example(values, columns, valid, path, lineno) for lineno, values in rows]
+    examples = [labelled_row(values, columns, valid, f"{path}:{lineno}") for lineno, values in rows]
     if not examples:
         raise LabelError(f"{path}: no rows" + (" after the header" if kind == "tsv" else ""))
     return examples
@@ -154,27 +154,31 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield lineno, record
 
 
-def _example(values: Mapping[str, Any], columns: Mapping[str, str], labels: Optional[tuple[str, ...]],
-             path: Path, lineno: int) -> LabelledText:
-    fields = {role: _field(values, name, role, path, lineno) for role, name in columns.items()}
+def labelled_row(values: Mapping[str, Any], columns: Mapping[str, str], labels: Optional[tuple[str, ...]],
+                 where: str) -> LabelledText:
+    """One row's :class:`LabelledText`: ``columns`` maps roles (``text``, ``label``, ``text_b``,
+    ``id``) to the row's keys; errors start with ``where`` (``file:line``)."""
+    fields = {role: _field(values, name, role, where) for role, name in columns.items()}
     if fields["label"] != fields["label"].strip():  # else "pos " and "pos" would be two classes
-        raise LabelError(f"{path}:{lineno}: label {fields['label']!r} (column {columns['label']!r}) has whitespace "
+        raise LabelError(f"{where}: label {fields['label']!r} (column {columns['label']!r}) has whitespace "
                          f"around it; labels are compared exactly: write {fields['label'].strip()!r}")
     if labels is not None and fields["label"] not in labels:
-        raise LabelError(f"{path}:{lineno}: label {fields['label']!r} (column {columns['label']!r}) is not one of "
+        raise LabelError(f"{where}: label {fields['label']!r} (column {columns['label']!r}) is not one of "
                          f"the {len(labels)} labels: {', '.join(labels)}")
-    return LabelledText(fields["text"], fields["label"], fields.get("text_b"), fields.get("id"), f"{path}:{lineno}")
+    return LabelledText(fields["text"], fields["label"], fields.get("text_b"), fields.get("id"), where)
 
 
-def _field(values: Mapping[str, Any], name: str, role: str, path: Path, lineno: int) -> str:
+def _field(values: Mapping[str, Any], name: str, role: str, where: str) -> str:
     if name not in values:
-        raise LabelError(f"{path}:{lineno}: no key {name!r} (the {role} field); the object has keys {sorted(values)}")
+        raise LabelError(f"{where}: no key {name!r} (the {role} field); the object has keys {sorted(values)}")
     value = values[name]
+    if value is None:  # JSON null; a dataset's row without the column
+        raise LabelError(f"{where}: no value for {name!r} (the {role} field)")
     if not isinstance(value, str):
-        raise LabelError(f"{path}:{lineno}: {name!r} (the {role} field) must be a string, found "
+        raise LabelError(f"{where}: {name!r} (the {role} field) must be a string, found "
                          f"{type(value).__name__} {value!r}")
     if not value.strip():
-        raise LabelError(f"{path}:{lineno}: empty {name!r} field (the {role} field)")
+        raise LabelError(f"{where}: empty {name!r} field (the {role} field)")
     return value
 
 

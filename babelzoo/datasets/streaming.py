@@ -25,7 +25,7 @@ import copy
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -34,6 +34,41 @@ from .loader import PairExample, TextExample, tokenizer_fingerprint
 from .sources import BuildContext, CorpusSource, expand_path, register_source
 
 DataFiles = Union[None, str, list[str], dict[str, Union[str, list[str]]]]
+
+
+def load_split(path: str, name: Optional[str], data_files: DataFiles, split: str, revision: Optional[str],
+               streaming: bool, where: str, described: str):
+    """``datasets.load_dataset(...)`` (an IterableDataset when ``streaming``); a dataset it cannot
+    load is a :class:`ConfigError` naming ``where``."""
+    try:
+        import datasets
+    except ImportError as err:
+        raise ConfigError(f"{where}: hf_dataset needs the datasets package (pip install 'babelzoo[datasets]')") \
+            from err
+    try:
+        return datasets.load_dataset(path, name, data_files=data_files, split=split, revision=revision,
+                                     streaming=streaming)
+    except (FileNotFoundError, ValueError, datasets.exceptions.DatasetNotFoundError) as err:
+        raise ConfigError(f"{where}: datasets cannot load {described}: {err}") from None
+
+
+def dataset_path(path: str, where: str, expand: Callable[[str, str], str] = expand_path) -> str:
+    """``path`` with ``~`` and variables expanded (by ``expand(value, where)``) when that names a
+    local folder or file, else as written (a packaged builder such as ``json``, a Hub id)."""
+    expanded = expand(path, where)
+    return expanded if Path(expanded).exists() else path
+
+
+def expand_data_files(data_files: DataFiles, where: str, expand: Callable[[str, str], str] = expand_path) -> DataFiles:
+    """``data_files`` (a path, a list, or ``{split: path or list}``) with every path expanded."""
+    def one(value: str) -> str:
+        return expand(value, where)
+
+    if data_files is None or isinstance(data_files, str):
+        return data_files if data_files is None else one(data_files)
+    if isinstance(data_files, list):
+        return [one(v) for v in data_files]
+    return {k: one(v) if isinstance(v, str) else [one(x) for x in v] for k, v in data_files.items()}
 
 
 @register_source
@@ -80,31 +115,14 @@ class HfDataset(CorpusSource):
 
     def open(self, streaming: bool):
         """``datasets.load_dataset`` of this source (an IterableDataset when ``streaming``)."""
-        try:
-            import datasets
-        except ImportError as err:
-            raise ConfigError(f"{self.where}: the hf_dataset source needs the datasets package "
-                              "(pip install 'babelzoo[datasets]')") from err
-        files = self._files()
-        try:
-            return datasets.load_dataset(self._path(), self.name, data_files=files, split=self.split,
-                                         revision=self.revision, streaming=streaming)
-        except (FileNotFoundError, ValueError, datasets.exceptions.DatasetNotFoundError) as err:
-            raise ConfigError(f"{self.where}: datasets cannot load {self.describe()}: {err}") from None
+        return load_split(self._path(), self.name, self._files(), self.split, self.revision, streaming,
+                          self.where or "hf_dataset", self.describe())
 
     def _path(self) -> str:
-        expanded = expand_path(self.path, f"{self.where}.path")
-        return expanded if Path(expanded).exists() else self.path
+        return dataset_path(self.path, f"{self.where}.path")
 
     def _files(self) -> DataFiles:
-        def one(value: str) -> str:
-            return expand_path(value, f"{self.where}.data_files")
-
-        if self.data_files is None or isinstance(self.data_files, str):
-            return self.data_files if self.data_files is None else one(self.data_files)
-        if isinstance(self.data_files, list):
-            return [one(v) for v in self.data_files]
-        return {k: one(v) if isinstance(v, str) else [one(x) for x in v] for k, v in self.data_files.items()}
+        return expand_data_files(self.data_files, f"{self.where}.data_files")
 
     def row_text(self, row: Mapping[str, Any], index: int) -> Optional[Union[str, tuple[str, str]]]:
         """A row's sentence (or pair), None for an empty one; a row without the column is an

@@ -14,6 +14,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from ..datasets.download import sha256_of
+from ..datasets.hf_labelled import HfSplit
 from ..datasets.labelled import UPOS_TAGS, LabelError, read_bio, read_classification, read_conllu
 from ..objectives.classification import Labelled, Tagged
 from .recipe import TaskSpec
@@ -43,9 +45,14 @@ class Split:
             else len(self.examples)
 
 
-def read_rows(spec: TaskSpec, path: str | Path, labels: Sequence[str] | None = None) -> list:
-    """The file's rows: :class:`~babelzoo.datasets.labelled.LabelledText` or
-    :class:`~babelzoo.datasets.labelled.TaggedSentence`."""
+def read_rows(spec: TaskSpec, path: str | Path | HfSplit, labels: Sequence[str] | None = None) -> list:
+    """The file's (or dataset split's) rows: :class:`~babelzoo.datasets.labelled.LabelledText`
+    or :class:`~babelzoo.datasets.labelled.TaggedSentence`."""
+    if isinstance(path, HfSplit):
+        if spec.token_level:
+            return path.read_tagged(words_column=spec.words_column, tag_column=spec.tag_column, tags=labels)
+        return path.read_classification(text_column=spec.text_column, label_column=spec.label_column,
+                                        text_b_column=spec.text_b_column, id_column=spec.id_column, labels=labels)
     kind = spec.file_format(str(path))
     if spec.token_level != (kind in ("conllu", "bio")):
         raise LabelError(f"{path}: a {kind} file cannot feed task kind {spec.kind!r}")
@@ -58,10 +65,20 @@ def read_rows(spec: TaskSpec, path: str | Path, labels: Sequence[str] | None = N
                                format=kind)
 
 
+def digest_of(path: str | Path | HfSplit) -> str:
+    """A file's sha256, or a dataset split's by its rows: what the data is, by content."""
+    return path.digest() if isinstance(path, HfSplit) else sha256_of(path)
+
+
 def label_set(spec: TaskSpec, train_rows: Sequence[Any]) -> tuple[str, ...]:
-    """The recipe's labels, UPOS for CoNLL-U, or the sorted labels seen in training."""
+    """The recipe's labels, UPOS for CoNLL-U, a dataset's ``ClassLabel`` names, or the sorted
+    labels seen in training."""
     if spec.labels:
         return tuple(spec.labels)
+    if isinstance(spec.train, HfSplit):
+        names = spec.train.label_names(spec.tag_column if spec.token_level else spec.label_column)
+        if names is not None:
+            return names
     if spec.token_level:
         if spec.file_format(spec.train) == "conllu" and spec.tag_column == "upos":
             return UPOS_TAGS

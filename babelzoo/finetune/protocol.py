@@ -12,6 +12,9 @@ training, from the paths and contents of the files:
 - every test file exists and has a format the task reads (its labels are not read until
   training has ended).
 
+A ``train`` or ``dev`` that names a dataset split (:class:`~babelzoo.datasets.hf_labelled.HfSplit`)
+tells no language by its path: its source is ``task.source``. Splits are compared by their rows.
+
 A mistake is refused with a message naming the files. A run whose source cannot be told from
 its paths (and has no ``task.source``) is not refused, but its results say ``"zero_shot":
 false`` with the reason, and carry no zero-shot mean.
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..datasets.download import sha256_of
+from ..datasets.hf_labelled import HfSplit
 from ..datasets.labelled import LabelError
 from ..datasets.text import CorpusError, iter_lines
 from ..zoo.config import ConfigError
@@ -116,9 +120,12 @@ def _named(spec: TaskSpec, train_lang: Optional[str]) -> str:
     return "from the train file's path" if train_lang is not None else "as task.source says"
 
 
-def _check_test_file(spec: TaskSpec, lang: str, path: Path) -> str:
+def _check_test_file(spec: TaskSpec, lang: str, path: Path | HfSplit) -> str:
     """The file's sha256, once it is known to exist with a format this task reads (TSV: a
-    header naming the columns). Its labels are not looked at."""
+    header naming the columns); a dataset split's digest of its rows. Its labels are not
+    looked at."""
+    if isinstance(path, HfSplit):
+        return path.digest()
     if not path.exists():
         raise ConfigError(f"task.test ({lang}): {path}: no such file")
     if path.is_dir():
@@ -138,7 +145,9 @@ def _check_test_file(spec: TaskSpec, lang: str, path: Path) -> str:
     return sha256_of(path)
 
 
-def _same(a: str | Path, b: str | Path) -> bool:
+def _same(a: str | Path | HfSplit, b: str | Path | HfSplit) -> bool:
+    if isinstance(a, HfSplit) or isinstance(b, HfSplit):
+        return a == b
     try:
         return Path(a).resolve() == Path(b).resolve()
     except OSError:

@@ -20,6 +20,10 @@ pre-training, trained by the same :class:`~babelzoo.train.Trainer`) whose ``task
 
 Model selection reads ``dev`` only (or, without ``dev``, a held-back ``dev_fraction`` of
 ``train``); ``test`` files are read after training has ended.
+
+``train``, ``dev`` and the values of a ``test`` mapping may also name a split of a Hugging Face
+dataset, ``{kind: hf_dataset, path: json, data_files: ..., split: train}``
+(:class:`~babelzoo.datasets.hf_labelled.HfSplit`); its language is then ``task.source``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from ..datasets.hf_labelled import HfSplit
 from ..typed import Where, build, check_fields
 from ..zoo.config import ConfigError
 
@@ -43,17 +48,19 @@ FORMATS = ("tsv", "jsonl", "conllu", "bio")
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """``kind``: the head (and so the objective); ``train``/``dev``/``test``: files (``test`` a
-    ``{language: path}`` mapping or a glob whose first ``*`` names the language); ``format``:
+    """``kind``: the head (and so the objective); ``train``/``dev``/``test``: files or
+    :class:`~babelzoo.datasets.hf_labelled.HfSplit` (``test`` a ``{language: path or split}``
+    mapping, or a glob whose first ``*`` names the language); ``format``:
     ``tsv``/``jsonl`` (classification), ``conllu``/``bio`` (tagging), by suffix when omitted;
     ``init``: ``pretrained`` (the zoo entry's weights), ``random``, or a checkpoint directory;
     ``head``: further :class:`~babelzoo.zoo.config.HeadConfig` fields; ``labels``: the label
-    set (default: UPOS for CoNLL-U, else the sorted labels of ``train``); ``epochs`` sets
+    set (default: UPOS for CoNLL-U, a dataset's ``ClassLabel`` names, else the sorted labels of
+    ``train``); ``words_column``: a dataset's list of words (tagging); ``epochs`` sets
     ``max_steps``; ``freeze``: parameter-name prefixes kept fixed (``embeddings.word``)."""
 
     kind: str = "sequence_classification"
-    train: str = ""
-    dev: Optional[str] = None
+    train: Any = ""  # a path or an HfSplit
+    dev: Any = None
     dev_fraction: float = 0.0
     test: Any = None
     format: Optional[str] = None
@@ -63,6 +70,7 @@ class TaskSpec:
     text_b_column: Optional[str] = None
     id_column: Optional[str] = None
     tag_column: str = "upos"
+    words_column: str = "tokens"
     labels: Optional[tuple] = None
     init: str = "pretrained"
     head: dict = field(default_factory=dict)
@@ -78,7 +86,16 @@ class TaskSpec:
         _choice("kind", self.kind, KINDS)
         if self.format is not None:
             _choice("format", self.format, FORMATS)
-        if not isinstance(self.train, str) or not self.train:
+        for role in ("train", "dev"):
+            value = getattr(self, role)
+            if isinstance(value, Mapping):
+                object.__setattr__(self, role, HfSplit.parse(value, Where().key("task").key(role)))
+            elif value is not None and not isinstance(value, (str, HfSplit)):
+                raise ConfigError(f"task.{role}={value!r}: a file path or {{kind: hf_dataset, path: ..., split: ...}}")
+        if isinstance(self.test, Mapping):
+            object.__setattr__(self, "test", {str(lang): HfSplit.parse(v, Where().key("task").key("test").key(str(lang)))
+                                              if isinstance(v, Mapping) else v for lang, v in self.test.items()})
+        if not self.train:
             raise ConfigError("task.train: give the training file")
         if self.dev is not None and self.dev_fraction:
             raise ConfigError("task.dev and task.dev_fraction: give one (a dev file, or a held-back share of train)")
@@ -113,16 +130,32 @@ class TaskSpec:
         the file and line in errors."""
         if not isinstance(data, Mapping) or not data:
             raise ConfigError("task: a fine-tuning recipe needs a task mapping (kind, train, dev, test, ...)")
-        return build(cls, data, (where or Where()).key("task"), what="task")
+        where = (where or Where()).key("task")
+
+        def split(value: Any, at: Where) -> Any:  # a dataset's mapping, parsed where its file lines are known
+            return HfSplit.parse(value, at) if isinstance(value, Mapping) else value
+
+        data = {**data, **{role: split(data[role], where.key(role)) for role in ("train", "dev") if role in data}}
+        if isinstance(data.get("test"), Mapping):
+            data["test"] = {lang: split(v, where.key("test").key(str(lang))) for lang, v in data["test"].items()}
+        return build(cls, data, where, what="task")
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["head"] = dict(self.head)
         out["labels"] = list(self.labels) if self.labels else None
         out["freeze"] = list(self.freeze)
+        for role in ("train", "dev"):
+            out[role] = recipe_value(out[role])
+        if isinstance(self.test, Mapping):
+            out["test"] = {lang: recipe_value(v) for lang, v in self.test.items()}
         return out
 
     # --- files ---------------------------------------------------------------------------------
-    def file_format(self, path: str) -> str:
+    def file_format(self, path: str | HfSplit) -> str:
+        """``tsv``, ``jsonl``, ``conllu``, ``bio`` (``format``, else by suffix), or ``hf_dataset``."""
+        if isinstance(path, HfSplit):
+            return "hf_dataset"
         if self.format:
             return self.format
         name = path.lower().removesuffix(".gz")
@@ -147,14 +180,19 @@ class TaskSpec:
                 raise ConfigError(f"task.{where}: {value!r} names {err.args[0]!r}, which is not set "
                                   "(for BABELZOO_DATA_DIR, pass --data-dir)") from None
 
+        def data(value: Any, where: str) -> Any:
+            if isinstance(value, HfSplit):
+                return value.expanded(lambda text, key: expand(text, f"{where}.{key}"))
+            return expand(str(value), where)
+
         test = self.test
         if isinstance(test, Mapping):
-            test = {str(k): expand(str(v), f"test.{k}") for k, v in test.items()}
+            test = {str(k): data(v, f"test.{k}") for k, v in test.items()}
         elif isinstance(test, str):
             test = expand(test, "test")
         init = self.init if self.init in ("pretrained", "random") else expand(self.init, "init")
-        return dataclasses.replace(self, train=expand(self.train, "train"),
-                                   dev=expand(self.dev, "dev") if self.dev else None, test=test, init=init)
+        return dataclasses.replace(self, train=data(self.train, "train"),
+                                   dev=data(self.dev, "dev") if self.dev else None, test=test, init=init)
 
     def test_files(self) -> dict[str, Path]:
         """``{language: path}`` of the evaluation files (call on a :meth:`resolve`-d spec). A glob
@@ -162,7 +200,7 @@ class TaskSpec:
         if self.test is None:
             return {}
         if isinstance(self.test, Mapping):
-            return {lang: Path(path) for lang, path in self.test.items()}
+            return {lang: path if isinstance(path, HfSplit) else Path(path) for lang, path in self.test.items()}
         found: dict[str, Path] = {}
         for path in sorted(glob.glob(self.test)):
             lang = self.language_of(path)
@@ -185,12 +223,12 @@ class TaskSpec:
         path the glob's first ``*`` stands for (``data/*/test.tsv``: ``data/deu_Latn/dev.tsv`` is
         ``deu_Latn``), or, for a ``{language: path}`` mapping, the one language whose test file
         lies in the same folder. None when the path tells no language."""
-        if self.test is None:
+        if self.test is None or isinstance(path, HfSplit):
             return None
         where = os.path.abspath(path)
         if isinstance(self.test, Mapping):
-            langs = [lang for lang, test in self.test.items()
-                     if os.path.dirname(os.path.abspath(test)) == os.path.dirname(where)]
+            langs = [lang for lang, test in self.test.items() if not isinstance(test, HfSplit)
+                     and os.path.dirname(os.path.abspath(test)) == os.path.dirname(where)]
             return langs[0] if len(langs) == 1 else None
         match = _language_pattern(self.test).match(where)
         return match.group(1) if match else None
@@ -199,6 +237,18 @@ class TaskSpec:
         """Optimizer steps for ``epochs`` passes (the trainer drops each epoch's short tail)."""
         per_epoch = train_size // global_batch
         return max(1, math.ceil(self.epochs * per_epoch))
+
+
+def recipe_value(value: Any) -> Any:
+    """A task's data entry as a recipe writes it: a path as text, a split as its mapping."""
+    if isinstance(value, HfSplit):
+        return value.to_dict()
+    return str(value) if isinstance(value, Path) else value
+
+
+def shown(value: Any) -> str:
+    """A task's data entry in a message: the path, or the dataset and split."""
+    return str(value)
 
 
 def _language_pattern(test: str) -> re.Pattern:

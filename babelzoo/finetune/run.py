@@ -16,14 +16,13 @@ from typing import Any, Callable, Optional
 import torch
 
 from .._files import write_json_atomic
-from ..datasets.download import sha256_of
 from ..errors import BabelzooError
 from ..train.config import TrainConfig
 from ..zoo.config import ConfigError, HeadConfig
-from .data import Split, encode_rows, hold_out, label_set, read_rows
+from .data import Split, digest_of, encode_rows, hold_out, label_set, read_rows
 from .evaluate import HeadEvaluator, accuracy, predict
 from .protocol import ZeroShot, certify
-from .recipe import TaskSpec
+from .recipe import TaskSpec, recipe_value
 
 RESULTS = "results.json"
 
@@ -148,7 +147,7 @@ def prepare_splits(cfg: TrainConfig, spec: TaskSpec):
     train_rows = read_rows(spec, spec.train, tuple(spec.labels) if spec.labels else None)
     labels = label_set(spec, train_rows)
     if spec.dev is not None:
-        dev_rows, selection = read_rows(spec, spec.dev, labels), spec.dev
+        dev_rows, selection = read_rows(spec, spec.dev, labels), str(spec.dev)
     else:
         train_rows, dev_rows = hold_out(train_rows, spec.dev_fraction, cfg.seed)
         selection = f"{spec.dev_fraction:g} of {spec.train} held back (seed {cfg.seed})"
@@ -165,14 +164,14 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
 
     spec = TaskSpec.from_dict(cfg.task).resolve(data_dir)
     train_rows, dev_rows, labels, selection = prepare_splits(cfg, spec)
-    digests = {"train": sha256_of(spec.train), **({"dev": sha256_of(spec.dev)} if spec.dev else {})}
+    digests = {"train": digest_of(spec.train), **({"dev": digest_of(spec.dev)} if spec.dev else {})}
     zero_shot = certify(spec, digests["train"], digests.get("dev"))  # before anything is trained
     model, tokenizer = build_model(cfg, spec, labels, base, tokenizer)
     objective_cls = head_objective(spec.kind)
     objective = objective_cls(tokenizer.specials, max_length=spec.max_length, num_labels=len(labels))
     eval_length = spec.eval_max_length or model.config.text.max_positions
     scorer = objective_cls(tokenizer.specials, max_length=eval_length, num_labels=len(labels))
-    train = Split("train", spec.train, encode_rows(train_rows, tokenizer, labels, spec, spec.max_length),
+    train = Split("train", str(spec.train), encode_rows(train_rows, tokenizer, labels, spec, spec.max_length),
                   fingerprint=run_inputs(spec, digests, tokenizer))
     dev = Split("dev", selection, encode_rows(dev_rows, tokenizer, labels, spec, eval_length))
     if spec.epochs is not None:
@@ -220,7 +219,7 @@ def run_inputs(spec: TaskSpec, digests: dict[str, str], tokenizer) -> dict[str, 
     inputs["tokenizer_sha256"] = tokenizer_identity(tokenizer)
     weights = Path(spec.init) / WEIGHTS_NAME
     if spec.init not in ("pretrained", "random") and weights.is_file():
-        inputs["init_sha256"] = sha256_of(weights)
+        inputs["init_sha256"] = digest_of(weights)
     return inputs
 
 
@@ -233,7 +232,7 @@ def test_all(model, scorer, spec: TaskSpec, files: dict[str, Path], labels, toke
         try:
             examples = encode_rows(read_rows(spec, path, labels), tokenizer, labels, spec, eval_length)
             tests[lang] = {**accuracy(predict(model, scorer, examples, spec.eval_batch_size), examples),
-                           "file": str(path)}
+                           "file": recipe_value(path)}
         except Exception as err:
             user = isinstance(err, BabelzooError)  # a mistake in a file: its message names file:line
             why = str(err) if user else f"{type(err).__name__}: {err}"
@@ -256,7 +255,7 @@ def protocol(cfg: TrainConfig, spec: TaskSpec, selection: str, summary: dict, mo
     files read certify (see :mod:`babelzoo.finetune.protocol`)."""
     head = model.config.head
     return {"model": cfg.model, "init": spec.init, "head": head.kind, "pooling": head.pooling,
-            "layer": head.layer, "hidden_layer": head.hidden_layer, "train": spec.train, "selection": selection,
+            "layer": head.layer, "hidden_layer": head.hidden_layer, "train": recipe_value(spec.train), "selection": selection,
             "selection_metric": summary.get("selection_metric"), "best_step": summary.get("best_step"),
             "max_steps": cfg.max_steps, "epochs": spec.epochs, "batch_size": cfg.batch_size * cfg.grad_accum,
             "lr": cfg.lr, "optimizer": cfg.optimizer, "schedule": cfg.schedule, "warmup_steps": cfg.warmup_steps,

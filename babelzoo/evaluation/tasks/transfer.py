@@ -28,7 +28,7 @@ OPTION_KEYS = ("recipe", "set", "out")
 
 def finetune_results(task: str, folder: str, default_recipe: str, encoder, context: TaskContext) -> list[Result]:
     """Fine-tune a copy of ``encoder.model`` by the task's recipe; one Result per test file."""
-    from ...finetune.recipe import TaskSpec
+    from ...finetune.recipe import TaskSpec, recipe_value
     from ...finetune.run import run_finetune
     from ...train.config import load_recipe, recipe_path
     from ...zoo.model import BabelModel
@@ -47,7 +47,8 @@ def finetune_results(task: str, folder: str, default_recipe: str, encoder, conte
     if context.languages:
         spec = TaskSpec.from_dict(cfg.task).resolve(context.data_dir)
         present = spec.test_files()
-        chosen = {lang: str(path) for lang, path in present.items() if lang in context.languages or lang == spec.source}
+        chosen = {lang: recipe_value(path) for lang, path in present.items()
+                  if lang in context.languages or lang == spec.source}
         if set(chosen) <= {spec.source}:
             raise TaskSkipped(f"none of {context.languages} among {task}'s test languages ({', '.join(present)})")
         cfg = cfg.replace(task={**cfg.task, "test": chosen})
