@@ -75,9 +75,21 @@ def pretrain(work: Path, name: str, corpus: Path, streaming: bool, steps: int, t
         raise SystemExit(f"{shlex.join(command)} failed; see {work / f'{name}.log'}")
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     return {"command": "babelzoo " + shlex.join(command[3:]), "wall_s": wall,
-            "tokens_per_s": summary["tokens_per_s"], "train_time_s": summary["train_time_s"],
+            "tokens_per_s": summary["tokens_per_s"], **after_first_step(out / "metrics.jsonl"),
+            "train_time_s": summary["train_time_s"],
             "data_time_fraction": summary.get("data_time_fraction"), "steps": summary["steps"],
             "final_loss": summary.get("final_loss")}
+
+
+def after_first_step(metrics: Path) -> dict[str, float]:
+    """Training tokens/s and data wait over steps 2..N: step 1 also opens what the run reads (the
+    stream and its shuffle buffer; the cached run's loader), once per run however long it is."""
+    rows = [r for r in map(json.loads, metrics.read_text(encoding="utf-8").splitlines()) if "step_time" in r]
+    later = [r for r in rows if r["step"] > 1]
+    time_s = sum(r["step_time"] for r in later)
+    return {"steady_tokens_per_s": sum(r["tokens"] for r in later) / time_s,
+            "steady_data_time_fraction": sum(r["data_time"] for r in later) / time_s,
+            "first_step_s": next(r["step_time"] for r in rows if r["step"] == 1)}
 
 
 RESUME_CHILD = """
@@ -123,6 +135,15 @@ def resume_cost(work: Path, corpus: Path, tokenizer: Path, step: int, batch: int
             "reading_again_s": replay, **measured}
 
 
+def source_default(name: str) -> Any:
+    """A default of the hf_dataset source (what the runs above use)."""
+    import dataclasses
+
+    from babelzoo.datasets.streaming import HfDataset
+
+    return next(f.default for f in dataclasses.fields(HfDataset) if f.name == name)
+
+
 def machine() -> dict[str, Any]:
     import torch
 
@@ -140,11 +161,17 @@ def markdown(report: dict) -> str:
     lines = ["# Streaming pre-training beside the cached path", "", f"`{report['command']}`", "",
              f"{report['machine']['cpus']} CPUs ({report['machine']['cpu']}), commit {report['commit']}. "
              f"Corpus: {report['lines']:,} lines; `{RECIPE}` for {report['steps']} steps, one tokenizer.", "",
-             "| run | training tokens/s | ÷ cached | data wait | wall s (start-up and tokenising included) |",
-             "|---|---:|---:|---:|---:|"]
+             "| run | training tokens/s | ÷ cached | data wait | step 1 s | tokens/s, steps 2–N | data wait, "
+             "steps 2–N | wall s (start-up and tokenising included) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, run in runs.items():
         lines.append(f"| {name} | {run['tokens_per_s']:,.0f} | {run['tokens_per_s'] / cached:.2f}× | "
-                     f"{100 * (run['data_time_fraction'] or 0):.1f}% | {run['wall_s']:,.0f} |")
+                     f"{100 * (run['data_time_fraction'] or 0):.1f}% | {run['first_step_s']:.2f} | "
+                     f"{run['steady_tokens_per_s']:,.0f} | {100 * run['steady_data_time_fraction']:.1f}% | "
+                     f"{run['wall_s']:,.0f} |")
+    lines += ["", "The streamed run reads its examples in the training process, the next step's in a background "
+                  "thread while a step trains; its step 1 opens the stream and fills the shuffle buffer "
+                  f"({report['shuffle_buffer']:,} rows), once per run."]
     lines += ["", "## Resuming a stream", "",
               f"A stream standing at step N (global batch {report['batch']}) is saved; a fresh process loads its "
               "state and draws step N+1's batch (after importing babelzoo). Beside it: reading the rows before step "
@@ -155,10 +182,14 @@ def markdown(report: dict) -> str:
                      f"{r['reading_again_s']:.1f} |")
     fastest = max((name for name in runs if name.startswith("cached")), key=lambda n: runs[n]["tokens_per_s"])
     ratio = runs["streamed"]["tokens_per_s"] / runs[fastest]["tokens_per_s"]
+    steady = max((name for name in runs if name.startswith("cached")), key=lambda n: runs[n]["steady_tokens_per_s"])
+    steady_ratio = runs["streamed"]["steady_tokens_per_s"] / runs[steady]["steady_tokens_per_s"]
     worst = max(r["resume_s"] for r in resumes)
     lines += ["", "## Targets", "", "| target | measured | goal | met |", "|---|---:|---:|---|",
               f"| streamed ÷ the fastest cached run ({fastest}), training tokens/s | {ratio:.2f} | ≥ {TARGET_RATIO} | "
               f"{'yes' if ratio >= TARGET_RATIO else '**no**'} |",
+              f"| the same over steps 2–N ({steady}) | {steady_ratio:.2f} | ≥ {TARGET_RATIO} | "
+              f"{'yes' if steady_ratio >= TARGET_RATIO else '**no**'} |",
               f"| resume at step {resumes[-1]['step']:,}, s | {resumes[-1]['resume_s']:.2f} | < {TARGET_RESUME_S:g} | "
               f"{'yes' if resumes[-1]['resume_s'] < TARGET_RESUME_S else '**no**'} |",
               f"| slowest resume, s | {worst:.2f} | | |"]
@@ -171,7 +202,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--work", default=str(REPO / "runs" / "streaming"))
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "streaming.json"))
     parser.add_argument("--lines", type=int, default=700_000)
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--resume-steps", default="10,1000,10000")
     args = parser.parse_args(argv)
     work = Path(args.work)
@@ -191,7 +222,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     report = {"suite": "streaming", "command": shlex.join(["python", "benchmarks/streaming.py",
                                                             *(sys.argv[1:] if argv is None else argv)]),
               "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "machine": machine(),
-              "lines": args.lines, "steps": args.steps, "batch": batch, "runs": runs, "resume": resumes}
+              "lines": args.lines, "steps": args.steps, "batch": batch, "shuffle_buffer": source_default("shuffle_buffer"),
+              "runs": runs, "resume": resumes}
     write_results(args.out, report, markdown(report))
     print(markdown(report))
     return 0

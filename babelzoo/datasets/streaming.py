@@ -133,6 +133,9 @@ class HfDataset(CorpusSource):
             raise InputError(f"{self.where} ({self.describe()}): row {index} has no column {missing[0]!r} (its "
                              f"columns: {', '.join(row)})")
         values = [row[c] for c in names]
+        empty = [c for c, v in zip(names, values) if v is None]  # a JSON row without the key
+        if empty:
+            raise InputError(f"{self.where} ({self.describe()}): row {index} has no value in column {empty[0]!r}")
         bad = [c for c, v in zip(names, values) if not isinstance(v, str)]
         if bad:
             raise InputError(f"{self.where} ({self.describe()}): row {index}, column {bad[0]!r} holds "
@@ -287,7 +290,7 @@ class StreamedCorpus:
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "rows_read": self.rows_read, "skipped": self.skipped,
                 "stream": None if self._dataset is None else copy.deepcopy(self._dataset.state_dict()),
-                "buffer": [list(r) if isinstance(r, tuple) else r for r in self.buffer],
+                "buffer": list(self.buffer),  # a shallow copy: rows are immutable (JSON writes a pair as a list)
                 "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import random
 import signal
+import threading
 import zlib
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
@@ -99,31 +100,47 @@ class StreamPlan:
     """The global batches of a streamed corpus (``take(n)``, ``state_dict``), read in step order:
     step ``s`` takes the next ``batch_size × grad_accum × world_size`` examples, and micro-batch
     ``m`` of rank ``r`` takes slot ``m × W + r`` of them, as :class:`BatchPlan` cuts a chunk. Every
-    rank reads the whole stream (the same examples, in the same order) and keeps its slots."""
+    rank reads the whole stream (the same examples, in the same order) and keeps its slots.
 
-    def __init__(self, name: str, corpus: Any, batch_size: int, grad_accum: int, world_size: int):
+    While a step trains, a background thread reads and tokenises the next step's examples
+    (``prefetch``): the stream is drawn in the same order either way, and the position saved for
+    a step is the one before its examples were drawn."""
+
+    def __init__(self, name: str, corpus: Any, batch_size: int, grad_accum: int, world_size: int,
+                 prefetch: bool = True):
         self.name, self.corpus, self.batch_size, self.world_size = name, corpus, batch_size, world_size
         self.global_batch = batch_size * grad_accum * world_size
+        self.prefetch = prefetch
         self.next_step = 0
         self._chunk: tuple[int, list] | None = None
-        self._before: Any = None
+        self._before: dict[int, Any] = {}  # step -> the stream's position before its examples were drawn
+        self._ahead: _Ahead | None = None
 
     def examples(self, step: int, micro: int, rank: int) -> list:
         if self._chunk is None or self._chunk[0] != step:
             if step != self.next_step:
                 raise InputError(f"dataset {self.name!r} is streamed: step {step} was asked for after step "
                                  f"{self.next_step - 1}; a stream is read in step order")
-            self._before = self.corpus.state_dict()  # a failed step's emergency checkpoint draws it again
-            self._chunk, self.next_step = (step, self.corpus.take(self.global_batch)), step + 1
+            ahead, self._ahead = self._ahead, None
+            if ahead is None:
+                self._before = {step: self.corpus.state_dict()}
+                chunk = self.corpus.take(self.global_batch)
+            else:
+                chunk = ahead.result()  # its state was taken before it started
+                self._before = {step: self._before[step]}
+            self._chunk, self.next_step = (step, chunk), step + 1
+            if self.prefetch:
+                self._before[step + 1] = self.corpus.state_dict()
+                self._ahead = _Ahead(self.corpus.take, self.global_batch)
         start = (micro * self.world_size + rank) * self.batch_size
         return self._chunk[1][start: start + self.batch_size]
 
     def state_dict(self, step: int) -> dict:
         """The stream's position before step ``step`` (the next one, or the one just drawn)."""
-        if step == self.next_step:
+        if step in self._before:
+            stream = self._before[step]
+        elif step == self.next_step:  # nothing drawn yet, or drawn without prefetching
             stream = self.corpus.state_dict()
-        elif step == self.next_step - 1:
-            stream = self._before
         else:
             raise InputError(f"dataset {self.name!r} is streamed: its position before step {step} is gone (it stands "
                              f"before step {self.next_step})")
@@ -137,8 +154,41 @@ class StreamPlan:
         if state["next_step"] != step:
             raise ResumeMismatch(f"dataset {self.name!r}: the checkpoint's stream stands at step {state['next_step']}, "
                                  f"its trainer at step {step}")
+        self.close()
         self.corpus.load_state_dict(state["stream"])
-        self.next_step, self._chunk = step, None
+        self.next_step, self._chunk, self._before = step, None, {}
+
+    def close(self) -> None:
+        """Waits for a prefetch in flight (its examples, or its error, are dropped)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.wait()
+
+
+class _Ahead:
+    """``fn(*args)`` run in a daemon thread; ``result()`` waits and returns it (or raises its error)."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any):
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name="babelzoo-stream-prefetch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., Any], args: tuple) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as err:  # handed to the training thread by result()
+            self._error = err
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Any:
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 class _StepBatches(Dataset):
@@ -270,3 +320,6 @@ class DataStream:
 
     def close(self) -> None:
         self._iter = None  # drops the iterator; its workers shut down
+        for plan in self.plans.values():
+            if isinstance(plan, StreamPlan):
+                plan.close()

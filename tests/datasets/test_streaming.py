@@ -210,3 +210,40 @@ def test_a_failed_steps_batch_is_drawn_again_after_an_emergency_checkpoint(lines
     run.step -= 1
     with pytest.raises(InputError, match="its position before step 0 is gone"):
         run.state_dict()
+
+
+def test_prefetching_draws_what_a_plain_read_draws_and_saves_the_same_positions(lines):
+    from babelzoo.train.data import StreamPlan
+
+    def plan(prefetch):
+        return StreamPlan("mlm", corpus(lines, shuffle_buffer=16), batch_size=3, grad_accum=2, world_size=1,
+                          prefetch=prefetch)
+
+    ahead, plain = plan(True), plan(False)
+    for step in range(6):
+        before = ahead.state_dict(step), plain.state_dict(step)
+        assert json.dumps(before[0]) == json.dumps(before[1])  # the position before the step, not the prefetched one
+        drawn = [[decode(e.ids) for e in p.examples(step, m, 0)] for p in (ahead, plain) for m in (0, 1)]
+        assert drawn[:2] == drawn[2:]
+        assert json.dumps(ahead.state_dict(step)) == json.dumps(plain.state_dict(step))  # the step just drawn
+        assert json.dumps(ahead.state_dict(step + 1)) == json.dumps(plain.state_dict(step + 1))
+    assert ahead._ahead is not None and plain._ahead is None  # step 6 is being read ahead
+    resumed = plan(True)
+    resumed.load_state_dict(json.loads(json.dumps(ahead.state_dict(6))), 6)
+    ahead.close()
+    assert [decode(e.ids) for e in resumed.examples(6, 0, 0)] == [decode(e.ids) for e in plain.examples(6, 0, 0)]
+
+
+def test_an_error_reading_ahead_is_raised_when_its_step_is_asked_for(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"text": f"row {i}"}) + "\n" for i in range(8)) + '{"body": "x"}\n',
+                    encoding="utf-8")
+    from babelzoo.train.data import StreamPlan
+
+    streamed = StreamedCorpus(parse_source({"kind": "hf_dataset", "path": "json", "data_files": str(path), "lang": "en",
+                                            "shuffle_buffer": 1}, Where().key("data").key("mlm").key(0)),
+                              CharTokenizer(), "chars", 0)
+    plan = StreamPlan("mlm", streamed, batch_size=4, grad_accum=1, world_size=1)
+    assert len(plan.examples(0, 0, 0)) == 4  # step 1's rows (4..7, then the bad one) are read ahead meanwhile
+    with pytest.raises(InputError, match=r"data.mlm\[0\] .*row 8 has no value in column 'text'"):
+        plan.examples(1, 0, 0)
