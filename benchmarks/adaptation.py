@@ -68,14 +68,16 @@ E5 = "multilingual_e5_small"
 PREFIX = "query: "
 EVAL_MAX_LENGTH = 512  # e5's own limit: no test sentence is cut
 FINETUNE_RECIPE = "sib200_e5_small"
-ARMS = ("e5", "recipe", "st", "distill", "ranking", "+tlm")
-RECIPE_ARMS = ("recipe", "distill", "ranking", "+tlm")
+ARMS = ("e5", "recipe", "st", "distill", "ranking", "+tlm", "+vocab")
+RECIPE_ARMS = ("recipe", "distill", "ranking", "+tlm", "+vocab")
 # an ablation that keeps one of the recipe's objectives: the one it keeps
 ALONE = {"distill": "distill_sentence", "ranking": "translation_ranking"}
 # the objective +tlm adds, on the pairs distill_sentence reads (both sides of a pair, one sequence)
 TLM = ("tlm", {"max_length": 128, "use_language_ids": False})
 # SIB-200 (Flores) folder codes whose Tatoeba file is named otherwise
 SIB_TO_TATOEBA = {"arb": "ara", "zho": "cmn"}
+# the +vocab arm's starting point, in --work, and the file that says it is complete
+VOCAB_INIT, VOCAB_MARK = "+vocab-init", "vocab.json"
 # targets, in accuracy points (1 point = 0.01)
 ADAPTED_GAIN, WORST_DROP, OTHER_DROP, THROUGHPUT = 0.05, -0.01, -0.005, 1.3
 
@@ -92,13 +94,22 @@ def base_overrides(output_dir: str | Path, max_steps: Optional[int], langs: Opti
     return out
 
 
-def arm_overrides(arm: str, recipe: Mapping[str, Any]) -> list[str]:
+def arm_overrides(arm: str, recipe: Mapping[str, Any], grown: Optional[Path] = None) -> list[str]:
     """The ``--set`` overrides that turn the shipped recipe (its raw mapping) into ``arm``.
-    Values are JSON, which the recipe loader reads as YAML."""
+    Values are JSON, which the recipe loader reads as YAML. ``grown``: for ``+vocab``, the folder
+    of e5 with the learned pieces (:func:`grown_e5`)."""
     if arm == "recipe":
         return []
     if arm not in RECIPE_ARMS:
         raise ValueError(f"{arm!r} is not trained by the recipe (recipe arms: {', '.join(RECIPE_ARMS)})")
+    if arm == "+vocab":
+        if grown is None:
+            raise ValueError("+vocab starts from e5 with the learned pieces: give its folder")
+        rows = json.loads((grown / "config.json").read_text(encoding="utf-8"))["text"]["vocab_size"]
+        first = json.loads((grown / VOCAB_MARK).read_text(encoding="utf-8"))["first_new_id"]
+        return [f"init={json.dumps({'pretrained': str(grown), 'train_rows_from': first})}",
+                f"tokenizer={json.dumps({'path': str(grown)})}", f"model_overrides.vocab_size={rows}",
+                f"objectives.{OBJECTIVE}.teacher={json.dumps(str(grown))}"]
     if arm in ALONE:
         name = ALONE[arm]
         return [f"objectives={json.dumps({name: recipe['objectives'][name]})}",
@@ -148,7 +159,8 @@ class Run:
         return load_recipe(recipe_path(RECIPE), self.overrides("recipe", read_shipped_recipe()))
 
     def overrides(self, arm: str, recipe: dict) -> list[str]:
-        return base_overrides(self.work / arm, self.args.max_steps, self.langs) + arm_overrides(arm, recipe)
+        grown = self.work / VOCAB_INIT if arm == "+vocab" else None
+        return base_overrides(self.work / arm, self.args.max_steps, self.langs) + arm_overrides(arm, recipe, grown)
 
     def pairs(self):
         """(the recipe's pairs source after reading, its corpora with the prefix, α, config)."""
@@ -172,6 +184,24 @@ class Run:
 
 
 # --- training ---------------------------------------------------------------------------------------
+
+def grown_e5(run: Run) -> Path:
+    """``WORK/+vocab-init``: multilingual-e5-small with up to 500 pieces per adapted language,
+    learned from the X side of the pairs the recipe trains on (``benchmarks/adaptation_vocabulary.py
+    --save``, seed 0; each new word-embedding row the mean of the rows of the pieces it replaces),
+    made once; ``VOCAB_MARK`` records the first new id."""
+    folder = run.work / VOCAB_INIT
+    if (folder / VOCAB_MARK).is_file():
+        return folder
+    command = [sys.executable, str(REPO / "benchmarks" / "adaptation_vocabulary.py"), "--data-dir", str(run.data_dir),
+               "--save", str(folder), *(["--langs", *run.langs] if run.langs else [])]
+    timed_child(command, run.work / f"{VOCAB_INIT}.log", run.env)
+    from babelzoo.train.cli import pretrained_tokenizer
+
+    first = pretrained_tokenizer(E5).vocab_size  # e5's pieces; the learned ones follow
+    write_json_atomic(folder / VOCAB_MARK, {"first_new_id": first, "command": shlex.join(command[1:])})
+    return folder
+
 
 def recipe_command(run: Run, arm: str) -> list[str]:
     overrides = run.overrides(arm, read_shipped_recipe())
@@ -218,6 +248,8 @@ def train_recipe_arm(run: Run, arm: str) -> dict:
     """``babelzoo pretrain`` for ``arm`` (resumed from its checkpoints, or skipped when its model
     is there); its measured record."""
     folder = run.work / arm
+    if arm == "+vocab":
+        grown_e5(run)
     command = recipe_command(run, arm)
     settings_guard(folder, arm_settings(run, arm))
     done = trained(folder)
@@ -595,7 +627,11 @@ def markdown(report: Mapping[str, Any]) -> str:
 
 NOTES = [
     "The ablations are `--set` overrides of the shipped recipe (each arm's `train.overrides`): `distill` and "
-    "`ranking` keep one of its two objectives; `+tlm` adds `tlm` on the same pairs, summed every step.",
+    "`ranking` keep one of its two objectives; `+tlm` adds `tlm` on the same pairs, summed every step; `+vocab` "
+    "starts from e5 grown by the pieces `benchmarks/adaptation_vocabulary.py` learns from the X side of the "
+    "training pairs (up to 500 per language, each new word-embedding row the mean of the rows of the pieces it "
+    "replaces) with that model as the teacher too, and trains the new rows (`init.train_rows_from`) where the "
+    "recipe keeps every word embedding fixed.",
     "Tokens are the real (non-padding) tokens of every objective's batches: the recipe draws one batch of pairs for "
     "each of its objectives per step, so its tokens per step are twice distill's; `distill ÷ st` compares the same "
     "loss on the same number of pairs.",
@@ -727,7 +763,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      "data_dir": str(run.data_dir)},
         "languages": adapted, "other_languages": others, "sib200_languages": sib,
         "reference": {lang: reference[lang] for lang in adapted if lang in reference}, "arms": {},
-        "notes": [*NOTES, f"Every recipe arm starts from `init: {json.dumps(cfg.init)}`; st trains every weight, as "
+        "notes": [*NOTES, f"Every recipe arm but +vocab starts from `init: {json.dumps(cfg.init)}`; st trains every weight, as "
                           "sentence-transformers' example does, so the throughput ratio compares the two methods as "
                           "run, not the same computation."]}
     if args.sib200 and not sib:
@@ -816,6 +852,8 @@ def run_arm(run: Run, arm: str, entry: dict, adapted: list[str], others: list[st
 def earlier_arm(run: Run, arm: str, adapted: list[str], others: list[str], sib: list[str]) -> Optional[dict]:
     """An arm not asked for this time, as an earlier run with the same settings left it in
     ``--work`` (so a run resumed arm by arm reports every arm), else None."""
+    if arm == "+vocab" and not (run.work / VOCAB_INIT / VOCAB_MARK).is_file():
+        return None  # never trained here
     folder, settings = run.work / arm, arm_settings(run, arm)
     entry: dict[str, Any] = {}
     if settings is not None:

@@ -271,7 +271,9 @@ class InitSpec:
     ``freeze_pieces_of``: languages (as the run's sources name them, e.g. ``[en]``) whose pieces
     keep their word-embedding rows: every piece the run's text of these languages uses gets no
     gradient (with ``weight_decay: 0`` its row stays exactly as it was), so training moves only
-    the pieces of the other languages::
+    the pieces of the other languages; ``train_rows_from``: an id from which on the word-embedding
+    rows train while every row before it keeps its value (the pieces a vocabulary extension
+    appended, :func:`~babelzoo.compression.add_pieces`, learn; the model's own stay as they were)::
 
         model: multilingual_e5_small
         init: {pretrained: true, layers: [0, 2, 4, 6, 8, 10], freeze: [embeddings.word.*]}
@@ -284,11 +286,15 @@ class InitSpec:
     intermediate_size: Optional[int] = None
     freeze: list[str] = field(default_factory=list)
     freeze_pieces_of: list[str] = field(default_factory=list)
+    train_rows_from: Optional[int] = None
 
     def __post_init__(self) -> None:
         check_fields(self, "init")
         if self.pretrained is False:
             raise ConfigError("init.pretrained=False starts from nothing: remove init for random weights")
+        if self.train_rows_from is not None and self.train_rows_from < 1:
+            raise ConfigError(f"init.train_rows_from={self.train_rows_from}: an id of at least 1 (rows before it "
+                              "stay fixed)")
 
 
 def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, specials, tokenizer=None,
@@ -323,7 +329,21 @@ def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, spec
             raise ConfigError(f"{where.key('freeze_pieces_of')}: the run has no text of {missing} (its languages: "
                               f"{', '.join(sorted(by_lang)) or 'none'})")
         freeze_pieces(model, tokenizer, [s for lang in init.freeze_pieces_of for s in by_lang[lang]])
+    if init.train_rows_from is not None:
+        train_rows_from(model, init.train_rows_from, where.key("train_rows_from"))
     return model.train()
+
+
+def train_rows_from(model, first: int, where: Where) -> None:
+    """Only the word-embedding rows from id ``first`` on train (see :class:`InitSpec`)."""
+    import torch
+
+    rows = model.config.text.vocab_size
+    if first >= rows:
+        raise ConfigError(f"{where}: {first} leaves none of the {rows} word-embedding rows to train")
+    if not hold_rows(model, torch.arange(rows) < first):
+        raise ConfigError(f"{where}: the word embeddings are frozen (init.freeze); leave them out of freeze to "
+                          "train the rows from this id")
 
 
 def freeze_pieces(model, tokenizer, sentences: Sequence[str]) -> int:
@@ -337,9 +357,20 @@ def freeze_pieces(model, tokenizer, sentences: Sequence[str]) -> int:
     for ids in (tokenizer.encode(s) for s in sentences):
         held[ids] = True
     held[list(tokenizer.specials.special)] = True
+    hold_rows(model, held)
+    return int(held.sum())
+
+
+def hold_rows(model, held) -> bool:
+    """Mask the word-embedding gradient of the rows ``held`` (a boolean per row) marks: a
+    gradient hook on the weight, so the rows stay as they were under an optimizer without
+    weight decay. False when the weight does not train at all."""
+    weight = dict(model.named_parameters())["embeddings.word.weight"]
+    if not weight.requires_grad:
+        return False
     keep = (~held).to(weight.dtype).unsqueeze(-1)
     weight.register_hook(lambda grad: grad * keep.to(grad.device, grad.dtype))
-    return int(held.sum())
+    return True
 
 
 def freeze_parameters(model, patterns: Sequence[str], where: Where) -> None:

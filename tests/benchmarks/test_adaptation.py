@@ -51,6 +51,23 @@ def test_ablations_keep_or_add_objectives_on_the_recipes_pairs(tmp_path, arm, ob
     assert {name: alpha for name, (_, alpha) in data.items()} == {name: 0.5 for name in objectives}
 
 
+def test_the_vocabulary_arm_starts_from_the_grown_model_and_trains_its_new_rows(tmp_path):
+    grown = tmp_path / A.VOCAB_INIT
+    grown.mkdir()
+    (grown / "config.json").write_text(json.dumps({"text": {"vocab_size": 257067}}))
+    (grown / A.VOCAB_MARK).write_text(json.dumps({"first_new_id": 250002}))
+    overrides = A.base_overrides(tmp_path / "+vocab", 7, ["bre"]) + A.arm_overrides("+vocab", A.read_shipped_recipe(),
+                                                                                     grown)
+    cfg, shipped = load_recipe(recipe_path(A.RECIPE), overrides), load_recipe(recipe_path(A.RECIPE))
+    assert cfg.init == {"pretrained": str(grown), "train_rows_from": 250002}  # no frozen word embeddings
+    assert cfg.tokenizer == {"path": str(grown)} and cfg.model_overrides["vocab_size"] == 257067
+    assert cfg.objectives["distill_sentence"] == {**shipped.objectives["distill_sentence"], "teacher": str(grown)}
+    assert cfg.objectives["translation_ranking"] == shipped.objectives["translation_ranking"]
+    assert cfg.data == shipped.data and cfg.lr == shipped.lr and cfg.max_steps == 7
+    with pytest.raises(ValueError, match="give its folder"):
+        A.arm_overrides("+vocab", A.read_shipped_recipe())
+
+
 def test_an_arm_the_recipe_does_not_train_is_refused():
     with pytest.raises(ValueError, match="'st' is not trained by the recipe"):
         A.arm_overrides("st", A.read_shipped_recipe())

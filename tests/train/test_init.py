@@ -124,6 +124,10 @@ def test_frozen_parameters_keep_their_initial_values_through_training_and_resume
      r" init.intermediate_size: prune_ffn: size must be an integer in 1..64"),
     ({"pretrained": "DIR", "from": "x"}, "init.from", r" init.from: unknown init key 'from'"),
     ({"pretrained": False}, "init.pretrained", r" init.pretrained=False starts from nothing"),
+    ({"pretrained": "DIR", "train_rows_from": 300}, "init.train_rows_from",
+     r" init.train_rows_from: 300 leaves none of the 300 word-embedding rows to train"),
+    ({"pretrained": "DIR", "train_rows_from": 250, "freeze": ["embeddings.word.*"]}, "init.train_rows_from",
+     r" init.train_rows_from: the word embeddings are frozen \(init.freeze\)"),
 ])
 def test_bad_init_is_refused_with_its_line(tmp_path, teacher_dir, capsys, init, key, message):
     init = {k: str(teacher_dir[1]) if v == "DIR" else v for k, v in init.items()}
@@ -171,6 +175,22 @@ def test_freeze_pieces_of_keeps_every_row_english_uses_and_trains_the_others(tmp
     assert torch.equal(after[held], before[held])  # not one English piece moved
     changed = {i for i in range(after.shape[0]) if not torch.equal(after[i], before[i])}
     assert len(changed) >= 8 and changed <= german  # what trained: German-only pieces, and nothing else
+
+
+def test_train_rows_from_trains_the_rows_from_that_id_and_keeps_every_row_before_it(tmp_path, teacher_dir):
+    from babelzoo.zoo.pretrained import from_pretrained
+
+    folder, checkpoint = teacher_dir
+    path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(checkpoint), "train_rows_from": 40},
+                          optimizer="adamw", weight_decay=0.0, lr=1e-2, max_steps=3, checkpoint_every=3)
+    assert pretrain_main(["--config", str(path)]) == 0
+    before = from_pretrained(checkpoint).state_dict()
+    after = from_pretrained(tmp_path / "run" / "checkpoints" / "step-00000003").state_dict()
+    rows = before["embeddings.word.weight"], after["embeddings.word.weight"]
+    assert torch.equal(rows[1][:40], rows[0][:40])  # not one row before the id moved
+    moved = {i for i in range(40, rows[0].shape[0]) if not torch.equal(rows[1][i], rows[0][i])}
+    assert len(moved) >= 8  # the run's pieces from id 40 on trained
+    assert not torch.equal(after["encoder.layers.0.ffn.up.weight"], before["encoder.layers.0.ffn.up.weight"])
 
 
 def test_freeze_pieces_of_a_language_the_run_lacks_is_refused(tmp_path, teacher_dir):
