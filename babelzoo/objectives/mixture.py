@@ -57,7 +57,13 @@ def build_objective(name: str, specials: SpecialIds, config: EncoderConfig | Mod
     CLPC, SOP/NSP, RTD) need the model's ``config``; the others ignore it."""
     cls = objective_class(name)
     options = objective_options(name, options)
-    if "config" in inspect.signature(cls.__init__).parameters:
+    params = inspect.signature(cls.__init__).parameters
+    missing = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY
+               and v.default is inspect.Parameter.empty and p not in options]
+    if missing:
+        raise ConfigError(f"objectives.{name}: give {', '.join(missing)} (objective {name!r} has no default for "
+                          f"{'it' if len(missing) == 1 else 'them'})")
+    if "config" in params:
         if config is None:
             raise ConfigError(f"objective {name!r} owns heads sized by the model: pass config=model.config")
         return cls(specials, config, **options)

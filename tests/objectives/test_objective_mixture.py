@@ -58,6 +58,9 @@ def test_from_spec_and_errors():
         build_objective("mlm", S, config, temperature=1.0)
     with pytest.raises(ValueError, match="config=model.config"):
         build_objective("clwr", S)
+    with pytest.raises(ValueError, match=r"objectives.distill_sentence: give teacher \(objective 'distill_sentence' "
+                                         r"has no default for it\)"):
+        build_objective("distill_sentence", S, config)
     with pytest.raises(KeyError, match="did you mean 'tlm'"):
         build_objective("tlmm", S)
     with pytest.raises(ValueError, match="missing"):
