@@ -585,10 +585,11 @@ def markdown(report: Mapping[str, Any]) -> str:
                      f"{tr.get('steps', '')} | {tps} | {_seconds(tr.get('wall_s'))} | {_seconds(tr.get('cpu_s'))} | "
                      f"{_seconds(ev.get('eval_wall_s'))} |")
     evaluated = [a for a in arms if arms[a].get("eval")]
-    lines += ["", "## Tatoeba per adapted language", "",
-              "| language | e5 (shipped reference) | " + " | ".join(evaluated) + " |",
-              "|---|---:|" + "---:|" * len(evaluated)]
-    for lang in adapted:
+    if evaluated:  # a --train-only run evaluates nothing
+        lines += ["", "## Tatoeba per adapted language", "",
+                  "| language | e5 (shipped reference) | " + " | ".join(evaluated) + " |",
+                  "|---|---:|" + "---:|" * len(evaluated)]
+    for lang in adapted if evaluated else ():
         ref = report.get("reference", {}).get(lang)
         lines.append(f"| {lang} | {_pct(ref)} | " + " | ".join(
             _pct(arms[a]["eval"]["tatoeba"].get(lang, {}).get("mean")) for a in evaluated) + " |")

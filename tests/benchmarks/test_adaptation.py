@@ -198,3 +198,12 @@ def test_the_peer_gets_the_pairs_in_the_order_babelzoo_trains_on_them():
     assert steps == 6 and pairs == [tuple(p) for _ in range(6) for p in stream.next_step()[0]]
     # α samples over the recipe's sources: with one source, an epoch draws every pair once
     assert sorted(pairs) == sorted(flat) and pairs != flat
+
+
+def test_markdown_of_a_train_only_run_has_no_accuracy_tables():
+    r = report()
+    for entry in r["arms"].values():
+        entry.pop("eval")
+    lines = A.markdown(r).splitlines()
+    assert "| recipe |  |  | 600 | 2,700 | 2,000 | 3,900 |  |" in lines
+    assert not any(line.startswith(("## Tatoeba", "| bre")) for line in lines)
