@@ -285,19 +285,6 @@ def write_slices(tensors: Mapping[str, torch.Tensor], directory: Path) -> None:
         _fsync_file(folder / SHARDED_SHAPES)
 
 
-def slice_names(folder: Path) -> set[str]:
-    """The names of the tensors a sharded checkpoint's ``sharded/`` folder holds slices of."""
-    from safetensors import safe_open
-
-    from ..zoo.pretrained import shard_files
-
-    names: set[str] = set()
-    for file in shard_files(folder):
-        with safe_open(str(file), framework="pt") as f:
-            names.update(f.keys())
-    return names
-
-
 def read_model(directory: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 

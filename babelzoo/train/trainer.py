@@ -39,6 +39,7 @@ from torch import nn
 
 from .._threads import choose_threads, cpu_threads
 from ..zoo.config import ConfigError, ModelConfig
+from ..zoo.pretrained import slice_names
 from . import distributed as D
 from .allocator import keep_cpu_buffers
 from .checkpoint import (
@@ -49,7 +50,6 @@ from .checkpoint import (
     rng_state,
     set_rng_state,
     single_process_quiet,
-    slice_names,
     write_slices,
 )
 from .config import TrainConfig

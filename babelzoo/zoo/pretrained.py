@@ -191,6 +191,17 @@ def shard_files(folder: Path) -> list[Path]:
     return files
 
 
+def slice_names(folder: Path) -> set[str]:
+    """The names of the tensors a sharded checkpoint folder holds slices of."""
+    from safetensors import safe_open
+
+    names: set[str] = set()
+    for file in shard_files(folder):
+        with safe_open(str(file), framework="pt") as f:
+            names.update(f.keys())
+    return names
+
+
 def read_sharded(folder: str | Path, prefix: str = SHARDED_MODEL_PREFIX) -> dict[str, torch.Tensor]:
     """The whole tensors named ``prefix...`` (without the prefix) of a sharded checkpoint
     folder, each assembled from the slices every rank wrote at the offsets its file records; no
