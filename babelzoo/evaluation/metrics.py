@@ -17,8 +17,10 @@ def _np(x) -> np.ndarray:
 
 
 def l2_normalise(x) -> np.ndarray:
-    x = _np(x)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    """Rows of ``x`` (a tensor or an array) divided by their L2 norm, as float32 numpy."""
+    from ..zoo.sentences import l2_normalised
+
+    return l2_normalised(_np(x))
 
 
 def cosine_matrix(queries, keys) -> np.ndarray:
