@@ -207,3 +207,19 @@ def test_markdown_of_a_train_only_run_has_no_accuracy_tables():
     lines = A.markdown(r).splitlines()
     assert "| recipe |  |  | 600 | 2,700 | 2,000 | 3,900 |  |" in lines
     assert not any(line.startswith(("## Tatoeba", "| bre")) for line in lines)
+
+
+def test_the_readme_quotes_the_committed_adaptation_run():
+    import re
+    from pathlib import Path
+
+    root = Path(A.__file__).resolve().parents[1]
+    results = json.loads((root / "benchmarks" / "results" / "adaptation.json").read_text(encoding="utf-8"))
+    text = " ".join((root / "README.md").read_text(encoding="utf-8").split())
+    quoted = re.search(r"On those (\d+) languages its Tatoeba mean goes from ([\d.]+) to ([\d.]+), on the (\d+) "
+                       r"others from ([\d.]+) to ([\d.]+)", text)
+    assert quoted, "the README's adaptation sentence"
+    e5, recipe = results["arms"]["e5"]["eval"], results["arms"]["recipe"]["eval"]
+    assert quoted.groups() == (str(len(results["languages"])), A._pct(e5["adapted_mean"]),
+                               A._pct(recipe["adapted_mean"]), str(len(results["other_languages"])),
+                               A._pct(e5["other_mean"]), A._pct(recipe["other_mean"]))
