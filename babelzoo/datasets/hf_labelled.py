@@ -78,7 +78,7 @@ class HfSplit:
         """The split as ``datasets`` gives it (a ``Dataset``, or an ``IterableDataset`` when
         streaming)."""
         return load_split(self.path, self.name, self.data_files, self.split, self.revision, self.streaming,
-                          self.describe(), self.describe())
+                          self.describe(), "it")
 
     def rows(self) -> tuple[list[dict[str, Any]], Mapping[str, Any]]:
         """(every row, the split's features: ``{column: datasets feature}``, empty when unknown)."""

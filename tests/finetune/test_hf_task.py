@@ -164,3 +164,8 @@ def test_a_split_mapping_is_checked_like_every_recipe_key(tmp_path):
     spec = TaskSpec.from_dict({"train": split("${BABELZOO_DATA_DIR}/t.jsonl"), "dev_fraction": 0.1})
     assert spec.resolve(tmp_path).train == HfSplit("json", data_files=f"{tmp_path}/t.jsonl")
     assert TaskSpec.from_dict(spec.to_dict()) == spec  # what to_dict writes reads back
+
+
+def test_a_split_datasets_cannot_load_is_an_error_naming_it(tmp_path):
+    with pytest.raises(ConfigError, match=r"^hf_dataset json, split train: datasets cannot load it: "):
+        HfSplit("json", data_files=str(tmp_path / "missing.jsonl")).rows()
