@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from .errors import BabelzooError
+from .errors import BabelzooError, ConfigError
 
 OWNED_MARKER = ".babelzoo-files.json"  # in a folder babelzoo wrote: what it wrote there
 
@@ -265,3 +265,12 @@ def same_or_inside(a: str | Path, b: str | Path) -> bool:
     """True when the folders ``a`` and ``b`` are the same or one holds the other."""
     ra, rb = Path(a).resolve(), Path(b).resolve()
     return ra == rb or ra in rb.parents or rb in ra.parents
+
+
+def expand_path(value: str, where: str) -> str:
+    """``~`` and environment variables expanded; an unset variable is an error (a
+    :class:`~babelzoo.errors.ConfigError` naming ``where``)."""
+    expanded = os.path.expanduser(os.path.expandvars(str(value)))
+    if "$" in expanded:
+        raise ConfigError(f"{where}: {value!r} names an environment variable that is not set")
+    return expanded

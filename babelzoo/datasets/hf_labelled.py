@@ -30,8 +30,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import ConfigError
 from ..typed import Where, build
+from .hf_load import DataFiles, dataset_path, expand_data_files, load_split
 from .labelled import LabelError, LabelledText, TaggedSentence, labelled_row
-from .streaming import DataFiles, dataset_path, expand_data_files, load_split
 
 KIND = "hf_dataset"
 

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Literal, Mapping, Optional, Sequence, Union
 import numpy as np
 from torch.utils.data import Dataset
 
+from .._files import expand_path
 from ..errors import ConfigError
 from ..registry import Registry, RegistryError
 from ..typed import Where, build
@@ -184,16 +185,6 @@ def check_consumes(objective: str, consumes: str, source: DataSource) -> None:
 
 
 # --- shared helpers -----------------------------------------------------------------------------
-
-def expand_path(value: str, where: str) -> str:
-    """``~`` and environment variables expanded; an unset variable is an error."""
-    import os
-
-    expanded = os.path.expanduser(os.path.expandvars(str(value)))
-    if "$" in expanded:
-        raise ConfigError(f"{where}: {value!r} names an environment variable that is not set")
-    return expanded
-
 
 def tokenized(corpus, context: BuildContext):
     from .loader import TokenizedCorpus

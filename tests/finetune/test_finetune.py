@@ -3,71 +3,21 @@ source language only, per-language test accuracy, and the zero-shot guarantee by
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import torch
+from topic_task import WORDS, recipe, write_tsv
 
 import babelzoo
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.finetune import TaskSpec, run_finetune
 from babelzoo.finetune.cli import finetune_main
 from babelzoo.finetune.data import hold_out
-from babelzoo.train.config import TrainConfig, load_recipe, recipe_path
+from babelzoo.train.config import load_recipe, recipe_path
 from babelzoo.zoo.config import ConfigError
 from babelzoo.zoo.pretrained import read_weights
 
-WORDS = ["sun", "rain", "goal", "match", "vote", "law", "the", "is", "a", "big", "today", "again"]
-TOPICS = {"weather": ["sun", "rain"], "sport": ["goal", "match"], "politics": ["vote", "law"]}
-
-
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture
-def tokenizer_dir(tmp_path):
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "##s"]
-    directory = tmp_path / "tokenizer"
-    WordPieceTokenizer(vocab).save(directory)
-    return directory
-
-
-def sentences(n, seed):
-    g = torch.Generator().manual_seed(seed)
-    rows = []
-    filler = ["the", "is", "a", "big", "today", "again"]
-    for i in range(n):
-        topic = list(TOPICS)[i % 3]
-        words = [filler[int(torch.randint(0, 6, (1,), generator=g))] for _ in range(4)]
-        words.insert(int(torch.randint(0, 5, (1,), generator=g)), TOPICS[topic][int(torch.randint(0, 2, (1,), generator=g))])
-        rows.append((i, topic, " ".join(words)))
-    return rows
-
-
-def write_tsv(path: Path, rows):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("index_id\tcategory\ttext\n" + "".join(f"{i}\t{c}\t{t}\n" for i, c, t in rows), encoding="utf-8")
-
-
-@pytest.fixture
-def topic_data(tmp_path):
-    root = tmp_path / "data" / "topics"
-    write_tsv(root / "eng" / "train.tsv", sentences(96, 0))
-    write_tsv(root / "eng" / "dev.tsv", sentences(24, 1))
-    for lang, seed in (("eng", 2), ("xx", 3), ("yy", 4)):
-        write_tsv(root / lang / "test.tsv", sentences(30, seed))
-    return tmp_path / "data"
-
-
-def recipe(tmp_path, tokenizer_dir, **task):
-    spec = {"kind": "sequence_classification", "init": "random", "train": "${BABELZOO_DATA_DIR}/topics/eng/train.tsv",
-            "dev": "${BABELZOO_DATA_DIR}/topics/eng/dev.tsv", "test": "${BABELZOO_DATA_DIR}/topics/*/test.tsv",
-            "label_column": "category", "id_column": "index_id", "epochs": 4, "head": {"pooling": "mean"}, **task}
-    return TrainConfig(model="xlmr_tiny", tokenizer={"path": str(tokenizer_dir)}, task=spec,
-                       model_overrides={"num_layers": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64,
-                                        "dropout": 0.0, "attention_dropout": 0.0},
-                       output_dir=str(tmp_path / "run"), optimizer="adamw", lr=1e-2, batch_size=8, eval_every=6,
-                       progress=False, tensorboard=False, measure_mfu=False, checkpoint_every=1000)
 
 
 def test_sequence_task_trains_selects_on_dev_and_tests_every_language(tmp_path, tokenizer_dir, topic_data):

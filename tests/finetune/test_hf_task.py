@@ -9,14 +9,14 @@ import torch
 
 datasets = pytest.importorskip("datasets")
 
+from topic_task import recipe, sentences, write_topic_data  # noqa: E402
+
 from babelzoo.datasets.hf_labelled import HfSplit  # noqa: E402
 from babelzoo.datasets.labelled import LabelError  # noqa: E402
 from babelzoo.finetune import TaskSpec, run_finetune  # noqa: E402
 from babelzoo.finetune.data import label_set, read_rows  # noqa: E402
 from babelzoo.zoo.config import ConfigError  # noqa: E402
 from babelzoo.zoo.pretrained import read_weights  # noqa: E402
-
-from test_finetune import recipe, sentences, tokenizer_dir, topic_data, write_tsv  # noqa: E402,F401
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -34,12 +34,7 @@ def split(path, **options):
 @pytest.fixture
 def topic_jsonl(topic_data):
     """The TSV files of ``topic_data`` again as JSON lines beside them."""
-    root = topic_data / "topics"
-    write_jsonl(root / "eng" / "train.jsonl", sentences(96, 0))
-    write_jsonl(root / "eng" / "dev.jsonl", sentences(24, 1))
-    for lang, seed in (("eng", 2), ("xx", 3), ("yy", 4)):
-        write_jsonl(root / lang / "test.jsonl", sentences(30, seed))
-    return root
+    return write_topic_data(topic_data, write_jsonl, "jsonl") / "topics"
 
 
 def test_a_dataset_split_trains_the_same_model_as_the_same_rows_in_files(tmp_path, tokenizer_dir, topic_data,
@@ -61,7 +56,7 @@ def test_a_dataset_split_trains_the_same_model_as_the_same_rows_in_files(tmp_pat
                                  "streaming": False}
     assert hf["test"]["xx"]["file"]["data_files"] == str(topic_jsonl / "xx" / "test.jsonl")
     saved = json.loads((tmp_path / "hf" / "run" / "results.json").read_text())
-    assert saved["protocol"]["selection"] == f"hf_dataset json, split train"
+    assert saved["protocol"]["selection"] == "hf_dataset json, split train"
 
 
 def test_a_test_split_holding_the_training_rows_is_refused_by_content(tmp_path, tokenizer_dir, topic_data,
