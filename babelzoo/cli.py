@@ -10,18 +10,21 @@
     babelzoo encode ...              sentence vectors of a file's sentences (.npy or .jsonl)
     babelzoo kb info|link|train-kge  knowledge bases: counts, entity linking, KG embeddings
 
-Each subcommand's implementation is imported only when it runs.
+Each subcommand's implementation is imported only when it runs. Library modules report through
+``logging.getLogger(__name__)``; the command shows those records on stderr as plain lines (INFO and
+up; ``-q`` only warnings, ``-v`` debug too), and writes its own result to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import re
 import sys
 from typing import Callable, Sequence
 
-from .errors import ArgumentParser
+from .errors import ArgumentParser, cli_logging
 
 # name -> (module, function taking the remaining argv, one-line help)
 DELEGATED: dict[str, tuple[str, str, str]] = {
@@ -127,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="babelzoo", description="Multilingual, multimodal and knowledge-enhanced "
                             "encoders: the zoo, pre-training, fine-tuning, conversion, leaderboards.",
                             epilog="Each command's options: babelzoo COMMAND --help")
+    loudness = parser.add_mutually_exclusive_group()
+    loudness.add_argument("-q", "--quiet", action="store_true", help="show only warnings and errors on stderr")
+    loudness.add_argument("-v", "--verbose", action="store_true", help="show debug messages on stderr too")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("list", help="list models, objectives, data sources, tasks, knowledge bases or recipes")
     p.add_argument("kind", nargs="?", default="models", metavar="WHAT",
@@ -146,12 +152,23 @@ def _delegate(name: str) -> Callable[[Sequence[str]], int]:
     return getattr(importlib.import_module(module), func)
 
 
+LEVELS = {"-q": logging.WARNING, "--quiet": logging.WARNING, "-v": logging.DEBUG, "--verbose": logging.DEBUG}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``babelzoo COMMAND ...``: a user error is one line on stderr and exit status 2
+    """``babelzoo [-q|-v] COMMAND ...``: a user error is one line on stderr and exit status 2
     (:mod:`babelzoo.errors`); a traceback means a bug."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    level = logging.INFO
+    while argv and argv[0] in LEVELS:
+        level = LEVELS[argv.pop(0)]
+    with cli_logging(level):
+        return _run(argv)
+
+
+def _run(argv: list[str]) -> int:
     from .errors import USER_ERROR, UsageError, run_command
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DELEGATED:
         return run_command(argv[0], _delegate(argv[0]), argv[1:])
     try:

@@ -19,12 +19,15 @@ The shipped recipe ``demo`` (``babelzoo/recipes/demo.yaml``), run by the same pa
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import time
 from pathlib import Path
 from typing import Sequence
 
 from .errors import ArgumentParser, UsageError, command
+
+logger = logging.getLogger(__name__)
 
 DEMO_LANGS = ("en", "de", "fr", "es", "ru", "zh-CN", "ja", "ar")
 TATOEBA_OF = {"de": "deu", "fr": "fra", "es": "spa", "ru": "rus", "zh-CN": "cmn", "ja": "jpn", "ar": "ara"}
@@ -97,25 +100,25 @@ def run(args: argparse.Namespace) -> int:
     overrides = [f"output_dir={args.out / 'train'}", f"max_steps={args.steps}", f"batch_size={args.batch_size}",
                  f"warmup_steps={min(100, args.steps // 10)}", f"checkpoint_every={max(100, args.steps // 3)}"]
     cfg = load_recipe(recipe, overrides)
-    print(f"[1/4] corpora and tokenizer ({recipe.name}): Gramps translations and CLDR facts and names in "
-          f"{', '.join(DEMO_LANGS)}; sentencepiece unigram, {cfg.tokenizer['vocab_size']} pieces, "
-          f"α = {cfg.tokenizer['alpha']}")
+    logger.info(f"[1/4] corpora and tokenizer ({recipe.name}): Gramps translations and CLDR facts and names in "
+                f"{', '.join(DEMO_LANGS)}; sentencepiece unigram, {cfg.tokenizer['vocab_size']} pieces, "
+                f"α = {cfg.tokenizer['alpha']}")
     model, mixture, data, tokenizer = build_run(cfg, recipe)
     for name, dataset in data.items():
-        print(f"      {name}: {len(dataset[0] if isinstance(dataset, tuple) else dataset)} examples")
+        logger.info(f"      {name}: {len(dataset[0] if isinstance(dataset, tuple) else dataset)} examples")
     finished = finished_checkpoint(cfg)
     if finished is None:
-        print(f"[2/4] pre-training {cfg.model} ({model.num_parameters():,} parameters) for {cfg.max_steps} steps "
-              f"with {', '.join(cfg.objectives)}, one objective sampled per step")
+        logger.info(f"[2/4] pre-training {cfg.model} ({model.num_parameters():,} parameters) for {cfg.max_steps} "
+                    f"steps with {', '.join(cfg.objectives)}, one objective sampled per step")
     else:
-        print(f"[2/4] reusing the finished pre-training run in {cfg.output_dir} (checkpoint {finished.name}, "
-              f"{cfg.max_steps} steps): nothing is trained now and the summary below is that run's; to train "
-              "again, pass --fresh or another --out")
+        logger.info(f"[2/4] reusing the finished pre-training run in {cfg.output_dir} (checkpoint {finished.name}, "
+                    f"{cfg.max_steps} steps): nothing is trained now and the summary below is that run's; to train "
+                    "again, pass --fresh or another --out")
     Trainer(model, mixture, data, cfg, tokenizer=tokenizer).fit()
     model.tokenizer = tokenizer
     model.save_pretrained(args.out / "model", tokenizer)
 
-    print("[3/4] evaluating beside peers")
+    logger.info("[3/4] evaluating beside peers")
     specials = tokenizer.specials
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed + 1)
@@ -133,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     context = TaskContext(data_dir=Path(args.data_dir) if args.data_dir else None,
                           languages=list(dict.fromkeys(languages)), limit=args.limit)
     results, cells = run_matrix(specs, tasks, context)
-    print("[4/4] leaderboard")
+    logger.info("[4/4] leaderboard")
     paths = write_outputs(results, cells, args.out / "leaderboard",
                           {"command": "babelzoo demo", "recipe": "demo", "steps": args.steps, "limit": args.limit},
                           title="babelzoo demo leaderboard")

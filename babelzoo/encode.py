@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ import numpy as np
 
 from ._files import owned_file, read_utf8, write_owned_file
 from .errors import ArgumentParser, BabelzooError, UsageError, command
+
+logger = logging.getLogger(__name__)
 
 WHAT = "babelzoo encode output"  # what the record beside an output file says it is
 ONNX_INFO = "babelzoo_onnx.json"  # in a folder holding an ONNX export (babelzoo.deploy.onnx)
@@ -88,8 +91,8 @@ def encode_main(argv: Sequence[str] | None = None) -> int:
     vectors = encode(sentences.texts)
     seconds = time.perf_counter() - start
     write_vectors(args.output, vectors, sentences.ids)
-    print(f"babelzoo encode: {len(vectors):,} sentences, {vectors.shape[1]} dims, "
-          f"{len(vectors) / max(seconds, 1e-9):,.1f} sentences/s; wrote {args.output}", file=sys.stderr)
+    logger.info(f"babelzoo encode: {len(vectors):,} sentences, {vectors.shape[1]} dims, "
+                f"{len(vectors) / max(seconds, 1e-9):,.1f} sentences/s; wrote {args.output}")
     return 0
 
 
@@ -203,15 +206,14 @@ def load_encoder(args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:
 
 def load_model(source: str):
     """:func:`babelzoo.zoo.factory.load_model`; a registered entry without published weights
-    encodes with fresh weights from seed 0, said on stderr."""
+    encodes with fresh weights from seed 0, said in a warning."""
     import torch
 
     from .zoo.factory import list_models, model_entry
     from .zoo.factory import load_model as load
 
     if source in list_models() and not Path(source).exists() and model_entry(source).pretrained is None:
-        print(f"babelzoo encode: {source} has no pretrained weights; encoding with fresh weights (seed 0)",
-              file=sys.stderr)
+        logger.warning("babelzoo encode: %s has no pretrained weights; encoding with fresh weights (seed 0)", source)
         torch.manual_seed(0)
     return load(source)
 
@@ -245,4 +247,8 @@ def write_vectors(path: Path, vectors: np.ndarray, ids: dict[int, Any]) -> Path:
 
 
 if __name__ == "__main__":
-    sys.exit(encode_main())
+    from .errors import cli_logging
+    from .encode import encode_main  # this module under its package name, whose logger cli_logging shows
+
+    with cli_logging():
+        sys.exit(encode_main())

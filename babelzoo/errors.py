@@ -6,16 +6,19 @@ standard base: a :class:`ConfigError` is still a ``ValueError``). A command
 prints such an error as one line, ``babelzoo COMMAND: message``, and exits with
 :data:`USER_ERROR`; so does an ``OSError`` about a named file (missing, unreadable, disk full)
 or a full disk that no file was named for.
-Any other exception is a bug and keeps its traceback.
+Any other exception is a bug and keeps its traceback. While a command runs, :func:`cli_logging`
+shows the package's log records on stderr (library modules only create loggers).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import functools
+import logging
 import sys
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 USER_ERROR = 2  # exit status of a command stopped by a user error (argparse uses it too)
 OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, a quota, a file size limit
@@ -84,3 +87,36 @@ def command(name: str):
             return run_command(name, main, argv)
         return run
     return wrap
+
+
+class StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (as logging's last-resort
+    handler does), so a redirected or captured stderr receives the lines."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def cli_logging(level: int = logging.INFO) -> Iterator[None]:
+    """Show the ``babelzoo`` loggers' records of ``level`` and up on stderr, one plain line each,
+    while a command runs; the logger is as it was afterwards. The command-line entry points
+    call this; library modules only create loggers."""
+    package = logging.getLogger("babelzoo")
+    handler, before = StderrHandler(), package.level
+    package.addHandler(handler)
+    package.setLevel(level)
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+        package.setLevel(before)

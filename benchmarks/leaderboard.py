@@ -5,15 +5,17 @@ same thing from an installed package; here its usage lines and error lines name 
 
 import sys
 
-from babelzoo.errors import run_command
+from babelzoo.errors import cli_logging, run_command
 from babelzoo.evaluation.cli import build_parser, run_eval
 
 PROG = "python -m benchmarks.leaderboard"
 
 
 def main(argv=None) -> int:
-    """``babelzoo eval`` under this name: a user error is one line and exit 2, as there."""
-    return run_command("eval", lambda args: run_eval(build_parser(PROG).parse_args(args)), argv, prog=PROG)
+    """``babelzoo eval`` under this name: a user error is one line and exit 2, and progress is shown
+    on stderr, as there."""
+    with cli_logging():
+        return run_command("eval", lambda args: run_eval(build_parser(PROG).parse_args(args)), argv, prog=PROG)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from ..zoo.factory import build_model
 from ..zoo.pretrained import load_state_strict
 from .vocabulary import VOCABULARY_KEYS, Texts, text_list, texts_by_language
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 METASPACE = "\u2581"
 MARGIN = 1.0  # how much a new piece beats the old path over its span (a log-probability)
@@ -111,7 +111,7 @@ def learn_pieces(tokenizer: Tokenizer, texts: Iterable[str], num_pieces: int = 5
             score = min(max(score + margin, tokenizer.lowest_score), 0.0)
             found.append(NewPiece(piece, score, tuple(ids), count, saved))
     found.sort(key=lambda p: (-p.saved, p.piece))
-    log.info("learn_pieces: %d candidates from %d texts, keeping %d", len(found), len(texts),
+    logger.info("learn_pieces: %d candidates from %d texts, keeping %d", len(found), len(texts),
              min(num_pieces, len(found)))
     return found[:num_pieces]
 

@@ -42,7 +42,7 @@ __all__ = ["KINDS", "ON_ERROR", "MediaError", "MediaRecord", "MultimodalDataset"
            "fbank_features", "group_key", "load_image", "read_audio", "read_manifest", "speech_features",
            "utterance_cmvn", "write_manifest"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 ON_ERROR = ("raise", "skip")
 
@@ -104,7 +104,7 @@ class MultimodalDataset(torch.utils.data.Dataset):
             if self.on_error == "raise":
                 raise MediaError(f"{err} (listed at {record.where})") from None
             if str(record.path) not in self.skipped:
-                log.warning("skipping %s (listed at %s): %s", record.path, record.where, err)
+                logger.warning("skipping %s (listed at %s): %s", record.path, record.where, err)
                 self.skipped.add(str(record.path))
             return None
         ids = [int(i) for i in self.encode(record.text, record.lang)]

@@ -132,4 +132,8 @@ def _export_onnx(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(convert_main())
+    from ..errors import cli_logging
+    from .convert_cli import convert_main  # this module under its package name, whose logger cli_logging shows
+
+    with cli_logging():
+        sys.exit(convert_main())

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from ..typed import Range, Seed, Where, build, check_fields, option, read_yaml
 from ..zoo.config import ConfigError
 from .leaderboard import ModelSpec, run_matrix, write_outputs
 from .tasks import TaskContext
+
+logger = logging.getLogger(__name__)
 
 COUNT = Annotated[int, Range(1)]  # items per language: at least one
 STANDARD_SET_OF_TASK = {"tatoeba": "tatoeba", "multi30k": "multi30k", "codex_link_prediction": "codex-s",
@@ -112,7 +115,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
         for task, name in STANDARD_SET_OF_TASK.items():
             if task in tasks:
-                ensure_standard_set(name, data_dir, mirror=args.mirror, log=print)
+                ensure_standard_set(name, data_dir, mirror=args.mirror, log=logger.info)
     context = TaskContext(data_dir=Path(data_dir) if data_dir else None, languages=config.languages,
                           seed=config.seed, limit=args.limit if args.limit is not None else config.limit,
                           options=dict(config.task_options))

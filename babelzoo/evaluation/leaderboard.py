@@ -7,6 +7,7 @@ reported as skipped."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import shutil
@@ -22,6 +23,8 @@ from .._files import atomic_write, write_json_atomic, write_text_atomic
 from ..typed import Where, build, check_fields, unknown_key
 from ..zoo.config import ConfigError
 from .tasks import Result, TaskContext, TaskIncomplete, TaskSkipped, load_tasks
+
+logger = logging.getLogger(__name__)
 
 KINDS = ("zoo", "checkpoint", "random", "peer", "kge", "object")
 
@@ -111,7 +114,7 @@ def train_kge_folder(spec: ModelSpec, data_dir: Optional[Path], log: Callable[[s
              best_epoch=summary["best_epoch"], valid={k: round(v, 4) for k, v in summary["valid"].items()})
 
 
-def build_encoder(spec: ModelSpec, data_dir: Optional[Path] = None, log: Callable[[str], None] = print):
+def build_encoder(spec: ModelSpec, data_dir: Optional[Path] = None, log: Callable[[str], None] = logger.info):
     from .encoders import BabelEncoder, KGEModelEncoder, build_peer
 
     if spec.kind == "object":
@@ -163,7 +166,7 @@ class Cell:
 
 
 def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskContext,
-               log: Callable[[str], None] = print) -> tuple[list[Result], list[Cell]]:
+               log: Callable[[str], None] = logger.info) -> tuple[list[Result], list[Cell]]:
     from .encoders import CachedEncoder, KGEModelEncoder
 
     registry = load_tasks()

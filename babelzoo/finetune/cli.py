@@ -71,4 +71,8 @@ def report(result: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(finetune_main())
+    from ..errors import cli_logging
+    from .cli import finetune_main  # this module under its package name, whose logger cli_logging shows
+
+    with cli_logging():
+        sys.exit(finetune_main())

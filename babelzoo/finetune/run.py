@@ -8,6 +8,7 @@ Zero-shot transfer by construction: the trainer and its evaluator receive the ``
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -23,6 +24,8 @@ from .data import Split, digest_of, encode_rows, hold_out, label_set, read_rows
 from .evaluate import HeadEvaluator, accuracy, predict
 from .protocol import ZeroShot, certify
 from .recipe import TaskSpec, recipe_value
+
+logger = logging.getLogger(__name__)
 
 RESULTS = "results.json"
 
@@ -155,7 +158,7 @@ def prepare_splits(cfg: TrainConfig, spec: TaskSpec):
 
 
 def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=None, tokenizer=None,
-                 log: Callable[[str], None] = print) -> dict[str, Any]:
+                 log: Callable[[str], None] = logger.info) -> dict[str, Any]:
     """Fine-tune as ``cfg`` says and evaluate on its test files; returns (and writes to
     ``output_dir/results.json``) the per-language accuracies with their protocol."""
     from ..objectives.classification import head_objective

@@ -236,4 +236,8 @@ def kb_main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(kb_main())
+    from ..errors import cli_logging
+    from .cli import kb_main  # this module under its package name, whose logger cli_logging shows
+
+    with cli_logging():
+        sys.exit(kb_main())

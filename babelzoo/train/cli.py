@@ -48,6 +48,7 @@ import fnmatch
 import hashlib
 import importlib
 import json
+import logging
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -57,6 +58,8 @@ from ..errors import ArgumentParser, InputError, command
 from ..typed import Where, build, check_fields, read_yaml
 from ..zoo.config import ConfigError
 from .config import TrainConfig, load_recipe, recipe_path
+
+logger = logging.getLogger(__name__)
 
 # the knowledge layer (above this one) attaches a recipe's knowledge base; found by name
 ATTACH_KNOWLEDGE = "babelzoo.knowledge.sources:attach_from_recipe"
@@ -389,7 +392,7 @@ def freeze_parameters(model, patterns: Sequence[str], where: Where) -> None:
 
 def _say(reports: Sequence[str]) -> None:
     for report in reports:
-        print(f"babelzoo pretrain: {report}", file=sys.stderr)
+        logger.warning("babelzoo pretrain: %s", report)
 
 
 def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
@@ -513,11 +516,15 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
             from .model_card import write_trained_model
 
             folder = write_trained_model(model, tokenizer, cfg, summary, sources)
-            print(f"babelzoo pretrain: the trained model is in {folder}", file=sys.stderr)
+            logger.info("babelzoo pretrain: the trained model is in %s", folder)
         return 0
     finally:
         D.shutdown(info)
 
 
 if __name__ == "__main__":
-    sys.exit(pretrain_main())
+    from ..errors import cli_logging
+    from .cli import pretrain_main  # this module under its package name, whose logger cli_logging shows
+
+    with cli_logging():
+        sys.exit(pretrain_main())

@@ -4,8 +4,8 @@
 import pytest
 import yaml
 
+from babelzoo.cli import main
 from babelzoo.datasets.text import CorpusError, read_monolingual, read_parallel
-from babelzoo.train.cli import pretrain_main
 
 
 def test_cr_only_line_endings_are_an_error(tmp_path):
@@ -34,7 +34,7 @@ def test_pretrain_reports_dropped_lines_and_refuses_an_empty_source(tmp_path, ca
               "output_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False}
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
-    assert pretrain_main(["--config", str(path)]) == 2
+    assert main(["pretrain", "--config", str(path)]) == 2  # the command shows the warnings on stderr
     err = capsys.readouterr().err
     assert f"data.mlm[0] ({tmp_path / 'de.txt'}): 5 lines, kept 2, skipped 3" in err
     assert f"data.tlm[0] ({tmp_path / 'en.txt'}, {tmp_path / 'fr.txt'}): no sentences to train on" in err

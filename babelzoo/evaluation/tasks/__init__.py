@@ -5,6 +5,7 @@ protocol it was measured under."""
 from __future__ import annotations
 
 import importlib
+import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -12,6 +13,8 @@ from typing import Any, Callable, Optional, Sequence
 from ...errors import BabelzooError
 from ...registry import Registry
 from ...zoo.config import ConfigError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,7 +43,7 @@ class TaskContext:
     languages: Optional[list[str]] = None
     seed: int = 0
     limit: Optional[int] = None
-    log: Callable[[str], None] = print
+    log: Callable[[str], None] = logger.info
     options: dict[str, dict[str, Any]] = field(default_factory=dict)  # per task, from the config's task_options
 
     def __post_init__(self) -> None:
