@@ -82,3 +82,14 @@ def test_every_figure_in_the_performance_table_is_checked():
              .split("\n## ", 1)[0].splitlines() if line.startswith("| ") and not line.startswith(("| what", "|---"))]
     checked = {quoted for page, quoted, *_ in FIGURES if page == PERFORMANCE}
     assert len(table) >= 10 and [row for row in table if row.rsplit(" | `", 1)[0].removeprefix("| ") not in checked] == []
+
+
+def test_the_api_reference_documents_every_package_and_the_top_level_names():
+    import babelzoo
+
+    documented = {line.removeprefix("::: ").strip() for page in (REPO / "docs" / "reference").glob("*.md")
+                  for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("::: ")}
+    packages = sorted(p.name for p in (REPO / "babelzoo").iterdir() if (p / "__init__.py").exists())
+    assert [name for name in packages if not any(m.startswith(f"babelzoo.{name}") for m in documented)] == []
+    # the modules that define what `import babelzoo` offers
+    assert sorted(set(babelzoo._API.values()) - documented) == []
