@@ -4,6 +4,7 @@ or docstring cannot be read."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,10 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
     assert built == pages
     factory = (tmp_path / "site" / "reference" / "zoo" / "index.html").read_text(encoding="utf-8")
     assert "babelzoo.zoo.factory.create_model" in factory
+    # the docstrings' reST roles (:class:`~a.B`) became links (docs/_ext/rst_roles.py), none is left as text
+    reference = " ".join(p.read_text(encoding="utf-8") for p in (tmp_path / "site" / "reference").rglob("*.html"))
+    assert re.search(r":(class|func|meth|mod|data|attr|exc):`", reference) is None
+    assert '<a class="autorefs autorefs-internal" title="BabelzooError (babelzoo.errors.BabelzooError)"' in reference
 
 
 # Every figure quoted in the README or the docs: (page, quoted text, results file, key path, format).
