@@ -77,8 +77,14 @@ def test_quickstart_has_two_commands_and_ci_runs_the_test_one():
 def test_the_readme_is_short_and_links_into_the_docs():
     text = (REPO / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= README_LINES
-    linked = re.findall(r"\]\((docs/[^)#]+)", text)
-    assert len(set(linked)) >= 5 and [path for path in linked if not (REPO / path).is_file()] == []
+    linked = re.findall(r"\]\((docs/[^)#]+)(?:#([^)]+))?\)", text)
+    assert len(set(linked)) >= 5 and [path for path, _ in linked if not (REPO / path).is_file()] == []
+    # an anchor is a heading of the page it points into (GitHub's and the site's slugs alike)
+    slugs = {path: {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                    for h in re.findall(r"^#+ (.*)$", (REPO / path).read_text(encoding="utf-8"), flags=re.M)}
+             for path, _ in linked}
+    assert [(path, anchor) for path, anchor in linked if anchor and anchor not in slugs[path]] == []
+    assert any(anchor for _, anchor in linked)
     # the three short examples
     assert len(fenced("python", REPO / "README.md")) + len(fenced("bash", REPO / "README.md")) >= 3
 
