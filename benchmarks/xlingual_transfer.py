@@ -56,8 +56,8 @@ from babelzoo.objectives.mixture import Mixture  # noqa: E402
 from babelzoo.train.config import load_recipe, recipe_path  # noqa: E402
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
-from benchmarks._results import write_results  # noqa: E402
-from benchmarks.xlingual_objectives import (ARMS, add_arm_arguments, arm_config, build_datasets, final_metrics,  # noqa: E402
+from benchmarks._results import logged_means, write_results  # noqa: E402
+from benchmarks.xlingual_objectives import (ARMS, add_arm_arguments, arm_config, build_datasets,  # noqa: E402
                                             finish, multi30k_tokenizer, new_model, objective_spec,
                                             read_corpora)
 
@@ -85,7 +85,7 @@ def pretrain(arm: str, model, tokenizer, data, args, work: Path, language_ids: b
     cpu0, wall0 = time.process_time(), time.perf_counter()
     summary = Trainer(model, mixture, {n: data[n] for n in ARMS[arm]}, arm_config(spec, args, out_dir)).fit()
     return {"objectives": spec, "steps": summary["steps"], "skipped_steps": summary["skipped_steps"],
-            "tokens": summary["tokens"], "final_metrics": final_metrics(out_dir),
+            "tokens": summary["tokens"], "final_metrics": logged_means(out_dir, 100, ("/loss", "/accuracy")),
             "cpu_s": round(time.process_time() - cpu0, 1), "wall_s": round(time.perf_counter() - wall0, 1)}
 
 

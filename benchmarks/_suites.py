@@ -1,0 +1,99 @@
+"""Every benchmark suite, by name: the script that runs it and the options that make its
+configuration. ``python -m benchmarks list`` shows them, ``python -m benchmarks run NAME`` runs one.
+
+A suite is a script (a module with ``main(argv)``) plus the options that fix what it measures:
+``long_documents_clm_multi30k`` is ``long_documents.py`` with ``--objectives segment_clm
+--extra-train multi30k --steps 600``. Its results live in ``benchmarks/results/<suite>/``, one
+``<machine-tag>.json`` per machine (see :mod:`benchmarks._results`); the same configuration on
+another machine is another file of the same suite, never another suite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from babelzoo.registry import Registry
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One registered benchmark: ``module.main(list(args) + user options)`` runs it; the
+    module's ``markdown(results)`` (and ``plot(results, path)`` where it has one) renders it;
+    ``headline(results)`` is its figure in the results index."""
+
+    name: str
+    module: str
+    description: str
+    args: tuple[str, ...] = ()
+    gpu: bool = False  # its machine is the GPU it ran on (tag h200), not the CPU
+    writes_out: bool = True  # takes --out FILE.json (a leaderboard writes the folder its config names)
+    headline: Optional[Callable[[dict], str]] = None
+
+
+SUITES: Registry[Suite] = Registry("benchmark suite")
+
+
+def suite(name: str, script: str, description: str, *args: str, **options) -> None:
+    SUITES.register(Suite(name, f"benchmarks.{script}", description, tuple(args), **options), name=name)
+
+
+STUDENT_RUN = ("--limit", "300", "--variants", "e5-small fp32", "distilled student", "--heldout-langs", "ara", "cmn",
+               "jpn", "tur")
+
+suite("adaptation", "adaptation", "e5-small adapted to the languages it serves poorly: the recipe, its ablations, "
+      "sentence-transformers' distillation (Tatoeba, SIB-200)")
+suite("adaptation_throughput", "adaptation", "training throughput of the adaptation arms (40 steps, no evaluation)",
+      "--train-only", "--max-steps", "40", "--arms", "recipe,st,distill")
+suite("adaptation_vocabulary", "adaptation_vocabulary", "how finely e5-small's tokenizer cuts the adapted languages, "
+      "and what vocabulary extension saves")
+suite("codex_link_prediction", "codex_link_prediction", "CoDEx-S link prediction: TransE, DistMult, ComplEx, RotatE "
+      "beside the paper")
+suite("compression", "compression", "e5-small and its compressed variants: size, CPU speed, Tatoeba, SIB-200 "
+      "zero-shot")
+suite("compression_students", "compression", "distilled students of e5-small (give --student DIR ...), fp32 and "
+      "int8", *STUDENT_RUN, "--repeats", "5")
+suite("compression_student", "compression", "one 4-layer distill_mlm student of e5-small (give --student DIR)",
+      *STUDENT_RUN, "--repeats", "3")
+suite("compression_student_sentence800", "compression", "one 4-layer distill_sentence student, 800 steps (give "
+      "--student DIR)", *STUDENT_RUN, "--repeats", "3")
+suite("cpu_contention", "cpu_contention", "training and encoding beside a competing CPU-bound process, and the "
+      "demo's time", "--demo")
+suite("deploy", "deploy", "serving e5-small on the CPU: sentences/s and Tatoeba of every deployment path")
+suite("e5_tatoeba", "e5_tatoeba", "pretrained multilingual-e5-small on Tatoeba and Multi30k against its reference "
+      "numbers")
+suite("generate_speed", "generate_speed", "BART generation speed beside transformers (greedy and beam search)")
+suite("generate_speed_tiny", "generate_speed", "generation speed of a tiny BART on one thread",
+      "--size", "tiny", "--threads", "1")
+suite("gpu_check", "gpu_check", "GPU acceptance: every CUDA path babelzoo claims, run, checked and timed", gpu=True)
+for _config in ("default", "transfer", "multimodal"):
+    suite(f"leaderboard_{_config}", "leaderboard", f"the leaderboard of benchmarks/configs/{_config}.yaml",
+          "--config", f"benchmarks/configs/{_config}.yaml", writes_out=False)
+suite("long_documents", "long_documents", "Transformer-XL's segment memory on long documents (segment MLM and CLM)")
+suite("long_documents_clm_3seeds", "long_documents", "segment memory with causal LM, three seeds",
+      "--objectives", "segment_clm", "--seeds", "3")
+suite("long_documents_clm_multi30k", "long_documents", "segment memory with causal LM and Multi30k captions as more "
+      "training text", "--objectives", "segment_clm", "--extra-train", "multi30k", "--steps", "600")
+suite("long_documents_mlm_multi30k", "long_documents", "segment memory with masked LM and Multi30k captions as more "
+      "training text", "--objectives", "segment_mlm", "--extra-train", "multi30k", "--steps", "600")
+suite("memory_search", "memory_search", "retrieval-memory search: FAISS indexes against exact top-k")
+suite("multimodal_retrieval", "multimodal_retrieval", "image-text and speech-text retrieval on multilingual pairs")
+suite("objectives_zoo", "objectives_zoo", "the shipped pre-training recipes side by side at one step budget")
+suite("speed", "speed", "training, inference and memory beside transformers, same BERT weights (CPU)")
+suite("speed_compile", "speed", "training speed with torch.compile (CPU, BERT-base)",
+      "--configs", "base", "--skip", "memory,inference,trainer", "--compile")
+suite("speed_inference", "speed", "unpadded inference beside transformers (CPU, fp32)",
+      "--skip", "training,memory,trainer", "--dtypes", "fp32", "--infer-repeats", "5")
+suite("speed_gpu", "speed", "training and inference beside transformers on a GPU", "--gpu", "--configs", "base",
+      "--skip", "memory", gpu=True)
+suite("streaming", "streaming", "streaming pre-training beside the cached path, and resuming a stream")
+suite("tokenize_speed", "tokenize_speed", "batch-encode speed of babelzoo's tokenizers beside a baseline revision "
+      "and the peers")
+suite("transfer", "transfer", "zero-shot cross-lingual transfer on SIB-200 beside transformers")
+suite("translation", "translation", "Multi30k translation: does multilingual pre-training of an encoder-decoder "
+      "help?")
+suite("xlingual_objectives", "xlingual_objectives", "do cross-lingual pre-training objectives align languages?")
+suite("xlingual_transfer_e5", "xlingual_transfer", "cross-lingual objectives judged by zero-shot transfer, from "
+      "e5-small", "--setting", "e5")
+suite("xlingual_transfer_scratch", "xlingual_transfer", "cross-lingual objectives judged by zero-shot transfer, "
+      "from scratch", "--setting", "scratch")
