@@ -45,9 +45,9 @@ def run_suite(name: str, options: Sequence[str]) -> int:
 
 def render(names: Sequence[str], plots: bool = True) -> list[str]:
     """Rewrite each suite's pages from its JSON, then the index; return the files written."""
-    written = [str(path) for name in names for json_file in runs(SUITES.get(name).name)
+    written = [str(path) for name in names if SUITES.get(name).writes_out for json_file in runs(name)
                for path in render_file(json_file, plots)]
-    text = index({name: SUITES.get(name).headline for name in SUITES.list()})
+    text = index([SUITES.get(name) for name in SUITES.list()])
     return written + [str(write_text_atomic(INDEX, text))]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import importlib.util
 import json
 import platform
 import re
@@ -84,6 +85,11 @@ def suite_file(suite: str, tag: str, suffix: str = ".json") -> Path:
     return RESULTS / suite / f"{tag}{suffix}"
 
 
+def default_out(suite: str, gpu: bool = False) -> Path:
+    """Where a script run without ``--out`` writes: ``benchmarks/results/SUITE/<this machine>.json``."""
+    return suite_file(suite, current_machine(gpu=gpu)["tag"])
+
+
 def _git(*args: str) -> str:
     done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
     return done.stdout.strip()
@@ -143,7 +149,7 @@ def render_file(path: Path, plots: bool = True) -> list[Path]:
     module = suite_module(run["suite"])
     written = [write_text_atomic(path.with_suffix(".md"), document(run, module.markdown))]
     plot = getattr(module, "plot", None)
-    if plots and plot is not None:
+    if plots and plot is not None and importlib.util.find_spec("matplotlib") is not None:
         plot(run["results"], path.with_suffix(".png"))
         written += [path.with_suffix(".png")] if path.with_suffix(".png").exists() else []
     return written
@@ -155,7 +161,7 @@ def suite_of(out: Path, script: str) -> str:
     return out.parent.name if out.resolve().parent.parent == RESULTS else script
 
 
-def write_run(out: str | Path, report: Any, markdown: Callable[[Any], str], script: str, indent: int = 1) -> Path:
+def write_results(out: str | Path, report: Any, markdown: Callable[[Any], str], script: str, indent: int = 1) -> Path:
     """Write ``report`` in its run's envelope as JSON to ``out`` (UTF-8, non-ASCII kept; objects
     JSON cannot encode are written with ``str``) and its Markdown beside it (``.md``), rendered
     from that JSON as ``python -m benchmarks render`` would; return ``out``."""
@@ -166,32 +172,38 @@ def write_run(out: str | Path, report: Any, markdown: Callable[[Any], str], scri
     return out
 
 
-def write_results(out: str | Path, report: Any, markdown: str, indent: int = 2) -> Path:
-    """Write ``report`` as JSON to ``out`` and ``markdown`` beside it (``.md``); return ``out``."""
-    out = Path(out)
-    write_json_atomic(out, report, indent=indent, default=str)
-    write_text_atomic(out.with_suffix(".md"), markdown if markdown.endswith("\n") else markdown + "\n")
-    return out
-
-
 def runs(suite: str) -> list[Path]:
     """The results files of ``suite``, one per machine."""
     return sorted((RESULTS / suite).glob("*.json"))
 
 
-def index(headlines: dict[str, Optional[Callable[[Any], str]]]) -> str:
-    """``benchmarks/results/README.md``: every suite's runs, headline, machine and date."""
+def index(suites: Sequence[Any]) -> str:
+    """``benchmarks/results/README.md``: every suite's runs with headline, machine and date; a
+    leaderboard (a folder its config names, written by :mod:`babelzoo.evaluation`) links its table."""
     rows = ["| suite | headline | machine | date | page |", "|---|---|---|---|---|"]
-    for suite, headline in headlines.items():
-        for path in runs(suite):
+    for entry in suites:
+        if not entry.writes_out:
+            rows += _leaderboard_row(entry.name)
+        for path in runs(entry.name) if entry.writes_out else ():
             run = read_run(path)
-            figure = headline(run["results"]) if headline else ""
+            figure = entry.headline(run["results"]) if entry.headline else ""
             link = path.relative_to(RESULTS).with_suffix(".md").as_posix()
-            rows.append(f"| {suite} | {figure} | `{run['machine']['tag']}` | {run.get('date') or ''} "
+            rows.append(f"| {entry.name} | {figure} | `{run['machine']['tag']}` | {run.get('date') or ''} "
                         f"| [{link}]({link}) |")
     return (f"{GENERATED}\n\n# Benchmark results\n\nOne folder per suite (`python -m benchmarks list`), one "
             "JSON per machine; each page is rendered from its JSON (`python -m benchmarks render --all`).\n\n"
             + "\n".join(rows) + "\n")
+
+
+def _leaderboard_row(suite: str) -> list[str]:
+    path = RESULTS / suite / "results.json"
+    if not path.exists():
+        return []
+    board = read_json_object(path, InputError)
+    models = {row["model"] for row in board["results"]}
+    tasks = {row["task"] for row in board["results"]}
+    link = f"{suite}/leaderboard.md"
+    return [f"| {suite} | {len(models)} models × {len(tasks)} tasks | | | [{link}]({link}) |"]
 
 
 def logged_means(run_dir: str | Path, window: int, suffixes: Sequence[str] = ("loss",)) -> dict[str, float]:

@@ -34,6 +34,44 @@ class Suite:
 SUITES: Registry[Suite] = Registry("benchmark suite")
 
 
+def _adapted(results: dict) -> str:
+    e5, recipe = (results["arms"][arm].get("eval") for arm in ("e5", "recipe"))
+    if not (e5 and recipe):
+        return ""
+    return f"Tatoeba, adapted languages: e5 {100 * e5['adapted_mean']:.1f} → recipe {100 * recipe['adapted_mean']:.1f}"
+
+
+def _fastest_variant(results: dict) -> str:
+    base, *rows = results["variants"]
+    key = "sentences_per_s" if "sentences_per_s" in base else "tokens_per_s"
+    best = max(rows, key=lambda row: row[key])
+    share = 100 * best["tatoeba"]["mean"] / base["tatoeba"]["mean"]
+    return f"{best['variant']}: {best[key] / base[key]:.2f}× {base['variant']}, {share:.1f} % of its Tatoeba"
+
+
+def _contention(results: dict) -> str:
+    demo = results.get("demo")
+    return f"demo beside a competitor: {demo['contended_s'] / demo['quiet_s']:.2f}× its quiet time" if demo else ""
+
+
+def _gpu_checks(results: dict) -> str:
+    statuses = [check["status"] for check in results["checks"].values()]
+    return f"{statuses.count('pass')} of {len(statuses)} checks pass, {results['wall_s']:.0f} s"
+
+
+def _inference(results: dict) -> str:
+    return ", ".join(f"{dtype} {d['ratio']:.2f}× transformers ({d['ratio_vs_sorted']:.2f}× sorted)"
+                     for dtype, d in results["inference"]["dtypes"].items())
+
+
+def _generation(results: dict) -> str:
+    return ", ".join(f"{name} {row['ratio']:.2f}× transformers" for name, row in results["runs"].items())
+
+
+def _transfer(results: dict) -> str:
+    return f"SIB-200 zero-shot mean {100 * results['arms']['babelzoo']['mean_zero_shot']:.1f}"
+
+
 def suite(name: str, script: str, description: str, *args: str, **options) -> None:
     SUITES.register(Suite(name, f"benchmarks.{script}", description, tuple(args), **options), name=name)
 
@@ -42,7 +80,7 @@ STUDENT_RUN = ("--limit", "300", "--variants", "e5-small fp32", "distilled stude
                "jpn", "tur")
 
 suite("adaptation", "adaptation", "e5-small adapted to the languages it serves poorly: the recipe, its ablations, "
-      "sentence-transformers' distillation (Tatoeba, SIB-200)")
+      "sentence-transformers' distillation (Tatoeba, SIB-200)", headline=_adapted)
 suite("adaptation_throughput", "adaptation", "training throughput of the adaptation arms (40 steps, no evaluation)",
       "--train-only", "--max-steps", "40", "--arms", "recipe,st,distill")
 suite("adaptation_vocabulary", "adaptation_vocabulary", "how finely e5-small's tokenizer cuts the adapted languages, "
@@ -50,22 +88,24 @@ suite("adaptation_vocabulary", "adaptation_vocabulary", "how finely e5-small's t
 suite("codex_link_prediction", "codex_link_prediction", "CoDEx-S link prediction: TransE, DistMult, ComplEx, RotatE "
       "beside the paper")
 suite("compression", "compression", "e5-small and its compressed variants: size, CPU speed, Tatoeba, SIB-200 "
-      "zero-shot")
+      "zero-shot", headline=_fastest_variant)
 suite("compression_students", "compression", "distilled students of e5-small (give --student DIR ...), fp32 and "
-      "int8", *STUDENT_RUN, "--repeats", "5")
+      "int8", *STUDENT_RUN, "--repeats", "5", headline=_fastest_variant)
 suite("compression_student", "compression", "one 4-layer distill_mlm student of e5-small (give --student DIR)",
-      *STUDENT_RUN, "--repeats", "3")
+      *STUDENT_RUN, "--repeats", "3", headline=_fastest_variant)
 suite("compression_student_sentence800", "compression", "one 4-layer distill_sentence student, 800 steps (give "
-      "--student DIR)", *STUDENT_RUN, "--repeats", "3")
+      "--student DIR)", *STUDENT_RUN, "--repeats", "3", headline=_fastest_variant)
 suite("cpu_contention", "cpu_contention", "training and encoding beside a competing CPU-bound process, and the "
-      "demo's time", "--demo")
+      "demo's time", "--demo", headline=_contention)
 suite("deploy", "deploy", "serving e5-small on the CPU: sentences/s and Tatoeba of every deployment path")
 suite("e5_tatoeba", "e5_tatoeba", "pretrained multilingual-e5-small on Tatoeba and Multi30k against its reference "
       "numbers")
-suite("generate_speed", "generate_speed", "BART generation speed beside transformers (greedy and beam search)")
+suite("generate_speed", "generate_speed", "BART generation speed beside transformers (greedy and beam search)",
+      headline=_generation)
 suite("generate_speed_tiny", "generate_speed", "generation speed of a tiny BART on one thread",
-      "--size", "tiny", "--threads", "1")
-suite("gpu_check", "gpu_check", "GPU acceptance: every CUDA path babelzoo claims, run, checked and timed", gpu=True)
+      "--size", "tiny", "--threads", "1", headline=_generation)
+suite("gpu_check", "gpu_check", "GPU acceptance: every CUDA path babelzoo claims, run, checked and timed", gpu=True,
+      headline=_gpu_checks)
 for _config in ("default", "transfer", "multimodal"):
     suite(f"leaderboard_{_config}", "leaderboard", f"the leaderboard of benchmarks/configs/{_config}.yaml",
           "--config", f"benchmarks/configs/{_config}.yaml", writes_out=False)
@@ -83,13 +123,14 @@ suite("speed", "speed", "training, inference and memory beside transformers, sam
 suite("speed_compile", "speed", "training speed with torch.compile (CPU, BERT-base)",
       "--configs", "base", "--skip", "memory,inference,trainer", "--compile")
 suite("speed_inference", "speed", "unpadded inference beside transformers (CPU, fp32)",
-      "--skip", "training,memory,trainer", "--dtypes", "fp32", "--infer-repeats", "5")
+      "--skip", "training,memory,trainer", "--dtypes", "fp32", "--infer-repeats", "5", headline=_inference)
 suite("speed_gpu", "speed", "training and inference beside transformers on a GPU", "--gpu", "--configs", "base",
       "--skip", "memory", gpu=True)
 suite("streaming", "streaming", "streaming pre-training beside the cached path, and resuming a stream")
 suite("tokenize_speed", "tokenize_speed", "batch-encode speed of babelzoo's tokenizers beside a baseline revision "
       "and the peers")
-suite("transfer", "transfer", "zero-shot cross-lingual transfer on SIB-200 beside transformers")
+suite("transfer", "transfer", "zero-shot cross-lingual transfer on SIB-200 beside transformers",
+      headline=_transfer)
 suite("translation", "translation", "Multi30k translation: does multilingual pre-training of an encoder-decoder "
       "help?")
 suite("xlingual_objectives", "xlingual_objectives", "do cross-lingual pre-training objectives align languages?")

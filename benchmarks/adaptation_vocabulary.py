@@ -235,7 +235,7 @@ def main(argv=None) -> None:
     if args.out:
         from benchmarks._results import write_results
 
-        write_results(args.out, report, text)
+        write_results(args.out, report, markdown, "adaptation_vocabulary")
 
 
 if __name__ == "__main__":

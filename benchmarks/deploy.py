@@ -324,7 +324,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     table = markdown(report)
     print(table)
     if args.out:
-        write_results(args.out, report, table)
+        write_results(args.out, report, markdown, "deploy")
     return 0
 
 

@@ -287,7 +287,7 @@ def _write(out, results: dict, clock: Clock) -> None:
     """Write what is done so far (JSON and Markdown), so that a long run keeps its finished stages."""
     if out is not None:
         results["total"] = clock.read()
-        write_results(out, results, markdown(results))
+        write_results(out, results, markdown, "multimodal_retrieval")
 
 
 def main(argv=None) -> int:

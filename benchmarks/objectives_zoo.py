@@ -60,7 +60,7 @@ from babelzoo.train.config import TrainConfig, load_recipe, recipe_path  # noqa:
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.typed import Where  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
-from benchmarks._results import logged_means, write_results  # noqa: E402
+from benchmarks._results import logged_means, read_run, write_results  # noqa: E402
 
 LANGS = ("en", "de", "fr", "es", "ru", "cs")
 PACKAGES = ("gramps", "django")
@@ -205,7 +205,7 @@ def finished_arms(out: Optional[Path], report: dict[str, Any]) -> dict[str, dict
     comparison can be run in parts and an interrupted one continues)."""
     if out is None or not out.is_file():
         return {}
-    earlier = json.loads(out.read_text(encoding="utf-8"))
+    earlier = read_run(out)["results"]
     same = all(earlier.get("settings", {}).get(k) == v for k, v in report["settings"].items() if k not in NOT_PROTOCOL)
     if not same or earlier.get("protocol") != report["protocol"]:
         print(f"{out}: written under other settings; every arm runs again", flush=True)
@@ -275,7 +275,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"Flores covered {f['covered']:.3f}", flush=True)
         if args.out:  # after every arm, so a long run's finished arms are kept
             report["wall_s"] = round(time.perf_counter() - start, 1)
-            write_results(args.out, report, markdown(report), indent=1)
+            write_results(args.out, report, markdown, "objectives_zoo")
 
     done = finished_arms(args.out, report)
     if done:
@@ -300,7 +300,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(table)
     print(f"\ntotal CPU {report['cpu_s']:.0f}s, wall {report['wall_s']:.0f}s ({torch.get_num_threads()} threads)")
     if args.out:
-        write_results(args.out, report, table, indent=1)
+        write_results(args.out, report, markdown, "objectives_zoo")
     return 0
 
 

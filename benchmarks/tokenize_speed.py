@@ -211,7 +211,7 @@ def main(argv=None) -> None:
     if args.out:
         from benchmarks._results import write_results
 
-        write_results(args.out, report, text)
+        write_results(args.out, report, markdown, "tokenize_speed")
 
 
 if __name__ == "__main__":

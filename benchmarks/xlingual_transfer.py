@@ -56,7 +56,7 @@ from babelzoo.objectives.mixture import Mixture  # noqa: E402
 from babelzoo.train.config import load_recipe, recipe_path  # noqa: E402
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
-from benchmarks._results import logged_means, write_results  # noqa: E402
+from benchmarks._results import logged_means, read_run, write_results  # noqa: E402
 from benchmarks.xlingual_objectives import (ARMS, add_arm_arguments, arm_config, build_datasets,  # noqa: E402
                                             finish, multi30k_tokenizer, new_model, objective_spec,
                                             read_corpora)
@@ -139,7 +139,7 @@ def finished_arms(out: Optional[Path], report: dict[str, Any]) -> dict[str, dict
     protocol differ), by name, so that an interrupted comparison continues where it stopped."""
     if out is None or not out.is_file():
         return {}
-    earlier = json.loads(out.read_text(encoding="utf-8"))
+    earlier = read_run(out)["results"]
     same = all(earlier.get("settings", {}).get(k) == v for k, v in report["settings"].items() if k not in NOT_PROTOCOL)
     if not same or earlier.get("protocol") != report["protocol"]:
         print(f"{out}: written under other settings; every arm runs again", flush=True)
@@ -224,7 +224,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"covered {row['tatoeba']['mean_covered']:.3f} all {row['tatoeba']['mean']:.3f}", flush=True)
         if args.out:  # after every arm, so a long run's finished arms are kept
             report["wall_s"] = round(time.perf_counter() - start, 1)
-            write_results(args.out, report, markdown(report), indent=1)
+            write_results(args.out, report, markdown, "xlingual_transfer")
 
     done = finished_arms(args.out, report) if args.keep_done else {}
     if done:
@@ -241,7 +241,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         model = fresh()
         row = {"arm": arm, "pretrain": pretrain(arm, model, tokenizer, data, args, work, language_ids=scratch)}
         record({**row, **evaluate_arm(arm, model, tokenizer, args, work)})
-    finish(report, markdown(report), args, start_cpu, start)
+    finish(report, markdown, args, start_cpu, start, "xlingual_transfer")
     return 0
 
 

@@ -33,9 +33,9 @@ def test_list_runs_as_a_module_without_torch():
 
 
 @pytest.mark.parametrize("name", SUITES.list())
-def test_every_suite_names_a_script_with_main(name):
+def test_every_suite_names_a_script_with_main_and_markdown(name):
     module = importlib.import_module(SUITES.get(name).module)
-    assert callable(module.main)
+    assert callable(module.main) and (not SUITES.get(name).writes_out or callable(module.markdown))
     assert SUITES.get(name).description and not SUITES.get(name).description.endswith(".")
 
 

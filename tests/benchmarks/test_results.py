@@ -1,0 +1,54 @@
+"""benchmarks/_results.py: a run's envelope (machine, command, commit, date), its page rendered
+from the JSON alone, and the committed results: every page and the index are what ``python -m
+benchmarks render --all`` makes from the committed JSON, so nothing hand-edited drifts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import __main__ as cli
+from benchmarks import _results as R
+from benchmarks import generate_speed
+from benchmarks._suites import SUITES
+
+REPORT = {"command": "python benchmarks/generate_speed.py --size tiny", "runs": {
+    "greedy": {"babelzoo_tokens_per_s": 120.04, "transformers_tokens_per_s": 100.0, "ratio": 1.2004},
+    "beam4": {"babelzoo_tokens_per_s": 50.0, "transformers_tokens_per_s": 62.5, "ratio": 0.8}}}
+
+
+def test_a_run_writes_its_envelope_and_the_page_render_makes_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(R, "current_machine", lambda gpu=None: {"tag": "epyc-avx2", "description": "AMD EPYC, 2 CPUs"})
+    out = R.write_results(tmp_path / "x.json", REPORT, generate_speed.markdown, "generate_speed")
+    run = json.loads(out.read_text(encoding="utf-8"))
+    assert run["suite"] == "generate_speed" and run["results"] == REPORT
+    assert run["machine"] == {"tag": "epyc-avx2", "description": "AMD EPYC, 2 CPUs"}
+    assert run["commit"] and run["date"].endswith(" UTC") and run["command"].startswith("python ")
+    page = out.with_suffix(".md").read_text(encoding="utf-8")
+    assert "| greedy | 120.0 | 100.0 | 1.20 |" in page and "| beam4 | 50.0 | 62.5 | 0.80 |" in page
+    assert "Machine: `epyc-avx2` (AMD EPYC, 2 CPUs)" in page and f"Commit: {run['commit']}; date: " in page
+    out.with_suffix(".md").write_text("edited by hand\n", encoding="utf-8")
+    assert R.render_file(out) == [out.with_suffix(".md")]
+    assert out.with_suffix(".md").read_text(encoding="utf-8") == page
+
+
+def test_the_suite_is_the_folder_under_results_else_the_script(tmp_path):
+    assert R.suite_of(R.RESULTS / "generate_speed_tiny" / "h200.json", "generate_speed") == "generate_speed_tiny"
+    assert R.suite_of(tmp_path / "generate_speed_tiny" / "h200.json", "generate_speed") == "generate_speed"
+
+
+def test_a_page_without_a_command_says_so():
+    run = {"suite": "generate_speed", "machine": {"tag": "unrecorded", "description": "x86_64"}, "command": None,
+           "commit": "abc1234", "date": "2026-12-02 11:19 UTC", "results": REPORT}
+    page = R.document(run, generate_speed.markdown)
+    assert page.startswith(R.GENERATED + "\n\n| decoding |")
+    assert page.endswith("Machine: `unrecorded` (x86_64)  \nCommand: not recorded  \n"
+                         "Commit: abc1234; date: 2026-12-02 11:19 UTC\n")
+
+
+def test_a_file_that_is_not_a_run_is_refused_by_name(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"runs": {}}), encoding="utf-8")
+    with pytest.raises(R.InputError, match="old.json: not a benchmark results file: no suite, machine, results"):
+        R.render_file(path)
