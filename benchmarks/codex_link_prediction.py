@@ -3,8 +3,8 @@ Hits@1/3/10 (head and tail prediction, mean of both) on the test split, beside t
 (Safavi & Koutra, EMNLP 2020, Table 4: TransE 0.354, ComplEx 0.465; LibKGE hyper-parameter
 search, GPU).
 
-    python benchmarks/codex_link_prediction.py --data-dir ../shared/data/codex-s \
-        --models transe,distmult,complex,rotate --out benchmarks/results/codex_link_prediction.json
+    python -m benchmarks run codex_link_prediction --data-dir ../shared/data/codex-s \
+        --models transe,distmult,complex,rotate
 
 Model selection uses the validation split (best of periodic evaluations, early stopping); the
 test split is evaluated once, with the selected weights. Every model has a CPU time budget

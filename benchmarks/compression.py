@@ -23,14 +23,12 @@ benchmark languages, and the share of Tatoeba sentences whose pieces a trimmed v
 and SIB-200 zero-shot accuracy of a logistic-regression probe on frozen vectors (trained and
 selected on English only). A PNG plots Tatoeba accuracy against speed.
 
-    python benchmarks/compression.py --data-dir ../shared/data --out benchmarks/results/compression.json
-    python benchmarks/compression.py --data-dir ../shared/data --limit 300 --repeats 5 \
-        --student runs/distill_e5_small/checkpoints/step-00002000 runs/d6_ffn1024 \
-        --variants "e5-small fp32" "distilled student" --heldout-langs ara cmn jpn tur \
-        --out benchmarks/results/compression_students.json
+    python -m benchmarks run compression --data-dir ../shared/data
+    python -m benchmarks run compression_students --data-dir ../shared/data \
+        --student runs/distill_e5_small/checkpoints/step-00002000 runs/d6_ffn1024
 
 (``runs/d6_ffn1024``: ``prune_ffn`` of the 6-layer student to 1,024 neurons a layer, saved with
-``save_pretrained``; ``compression_students_avx2`` also holds a 4-layer student,
+``save_pretrained``; ``compression_students/epyc-avx2`` also holds a 4-layer student,
 ``distill_e5_small`` with ``--set "init.layers=[0, 1, 10, 11]"``.)
 """
 

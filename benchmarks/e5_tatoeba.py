@@ -9,7 +9,7 @@ every language file present, English→X and X→English. Multi30k (Elliott et a
 ``test_2016_flickr``: English↔German/French/Czech. The tasks and the encoder are the
 leaderboard's own (:mod:`babelzoo.evaluation`), so these are the numbers its row shows.
 
-    python benchmarks/e5_tatoeba.py --data-dir ../shared/data --out benchmarks/results/e5_retrieval.json
+    python -m benchmarks run e5_tatoeba --data-dir ../shared/data
 """
 
 from __future__ import annotations

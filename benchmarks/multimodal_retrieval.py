@@ -24,7 +24,7 @@ text-only peer) reading the emoji *character* in place of its picture, against t
 (a per-language least-squares fit of frames on characters, on training pairs) predicts the
 utterance's length.
 
-    python benchmarks/multimodal_retrieval.py --out benchmarks/results/multimodal_retrieval.json
+    python -m benchmarks run multimodal_retrieval
 """
 
 from __future__ import annotations

@@ -28,8 +28,7 @@ where the family defines one), English↔X accuracy@1. A randomly initialised ``
 floor. The Transformer-XL memory comparison (held-out long-document loss with and without
 memory at equal tokens seen) is :mod:`benchmarks.long_documents`.
 
-    python benchmarks/objectives_zoo.py --data-dir ../shared/data \\
-        --out benchmarks/results/objectives_zoo.json
+    python -m benchmarks run objectives_zoo --data-dir ../shared/data
 """
 
 from __future__ import annotations

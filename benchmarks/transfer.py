@@ -1,6 +1,6 @@
 """Zero-shot cross-lingual transfer on SIB-200, side by side with transformers, in one run.
 
-    python benchmarks/transfer.py --data-dir ../shared/data --out benchmarks/results/transfer_sib200.json
+    python -m benchmarks run transfer --data-dir ../shared/data
 
 1. **babelzoo**: the shipped recipe (``--recipe``, default ``sib200_e5_small``) through
    :func:`babelzoo.finetune.run_finetune`, the path ``babelzoo finetune`` runs.

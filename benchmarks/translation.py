@@ -32,7 +32,7 @@ token required (:func:`benchmarks.generate_speed.measure`). New tokens/s counts 
 position; written tokens are those up to each end token. ``--speed-only`` times the models an
 earlier run fine-tuned and adds the section to its report.
 
-    python benchmarks/translation.py --data-dir ../shared/data --out benchmarks/results/translation.json
+    python -m benchmarks run translation --data-dir ../shared/data
     python benchmarks/translation.py --quick            # a smoke run: tiny budgets, 64 test sentences
 """
 

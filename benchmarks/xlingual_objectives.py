@@ -25,8 +25,7 @@ X→English. Multi30k ``test_2016_flickr``: en↔de/fr/cs. Accuracies of the oth
 (0 = embeddings) are kept in the JSON for reference only. A randomly initialised copy of the
 model is evaluated as a floor.
 
-    python benchmarks/xlingual_objectives.py --data-dir ../shared/data \\
-        --out benchmarks/results/xlingual_objectives.json
+    python -m benchmarks run xlingual_objectives --data-dir ../shared/data
 """
 
 from __future__ import annotations

@@ -26,10 +26,8 @@ Two settings:
 every other language is reported too. No target-language label is read for training or model
 selection: the recipes train and select on English only.
 
-    python benchmarks/xlingual_transfer.py --setting e5 --data-dir ../shared/data \\
-        --out benchmarks/results/xlingual_transfer_e5.json
-    python benchmarks/xlingual_transfer.py --setting scratch --data-dir ../shared/data \\
-        --out benchmarks/results/xlingual_transfer_scratch.json
+    python -m benchmarks run xlingual_transfer_e5 --data-dir ../shared/data
+    python -m benchmarks run xlingual_transfer_scratch --data-dir ../shared/data
 """
 
 from __future__ import annotations
