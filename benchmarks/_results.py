@@ -6,6 +6,9 @@ A run of suite ``S`` on a machine tagged ``T`` (:func:`machine_tag`: ``xeon-amx`
     {"suite": "S", "machine": {"tag": "T", "description": "..."}, "command": "...",
      "commit": "...", "date": "...", "results": {... the script's own report ...}}
 
+(and, in files moved here from the flat folder of earlier runs, ``notes``: what their hand-kept
+page said that the report does not hold).
+
 and ``T.md`` (and ``T.png`` where the suite plots) rendered from that JSON alone by
 :func:`render_file`, so ``python -m benchmarks render --all`` remakes every page from the committed
 JSON without running anything. ``benchmarks/results/README.md`` is the index :func:`index` makes.
@@ -120,7 +123,8 @@ def footer(run: dict[str, Any]) -> str:
     lines = [f"Machine: `{machine['tag']}` ({machine['description']})",
              f"Command: `{run['command']}`" if run.get("command") else "Command: not recorded",
              f"Commit: {run.get('commit') or 'not recorded'}; date: {run.get('date') or 'not recorded'}"]
-    return "\n\n---\n\n" + "  \n".join(lines) + "\n"
+    notes = "".join(f"\n{note}\n" for note in run.get("notes", ()))
+    return "\n\n---\n\n" + "  \n".join(lines) + "\n" + notes
 
 
 def document(run: dict[str, Any], markdown: Callable[[Any], str]) -> str:

@@ -56,7 +56,9 @@ def _contention(results: dict) -> str:
 
 def _gpu_checks(results: dict) -> str:
     statuses = [check["status"] for check in results["checks"].values()]
-    return f"{statuses.count('pass')} of {len(statuses)} checks pass, {results['wall_s']:.0f} s"
+    counts = ", ".join(f"{statuses.count(s)} {word}" for s, word in (("pass", "pass"), ("skip", "skipped"),
+                                                                     ("fail", "failed")) if s in statuses)
+    return f"{counts}, {results['wall_s']:.0f} s"
 
 
 def _inference(results: dict) -> str:

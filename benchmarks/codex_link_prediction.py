@@ -102,10 +102,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 def markdown(report: dict) -> str:
     results, threads = report["results"], report["machine"]["threads"]
-    sizes = (f"{report['test_triples']} triples, {report['entities']} entities. " if "test_triples" in report else "")
+    sizes = f", {report['test_triples']} triples, {report['entities']} entities" if "test_triples" in report else ""
     budget = f", training budget {report['max_minutes']:g} CPU minutes per model" if "max_minutes" in report else ""
     return ("# CoDEx-S link prediction\n\n"
-            f"Test split, filtered ranking (head and tail averaged, ties count half), {sizes}Model selection on valid "
+            f"Test split, filtered ranking (head and tail averaged, ties count half){sizes}. Model selection on valid "
             f"MRR. CPU time is process time over {threads} thread(s){budget}. Paper: Safavi & Koutra (EMNLP 2020), "
             "Table 4 (LibKGE hyper-parameter search on GPU).\n\n"
             + markdown_table(results) + "\n\nSettings:\n\n" + "\n".join(map(setting_line, results)) + "\n")

@@ -52,3 +52,45 @@ def test_a_file_that_is_not_a_run_is_refused_by_name(tmp_path):
     path.write_text(json.dumps({"runs": {}}), encoding="utf-8")
     with pytest.raises(R.InputError, match="old.json: not a benchmark results file: no suite, machine, results"):
         R.render_file(path)
+
+
+COMMITTED = sorted(R.RESULTS.glob("*/*.json"))
+RUNS = [path for path in COMMITTED if path.name != "results.json"]  # a leaderboard's is its own format
+
+
+def test_every_results_folder_is_a_registered_suite_with_one_file_per_machine():
+    folders = sorted({path.name for path in R.RESULTS.iterdir() if path.is_dir()} - {"archive"})
+    assert folders and set(folders) <= set(SUITES.list())
+    assert len(RUNS) >= 36
+    for path in RUNS:
+        run = R.read_run(path)
+        assert run["suite"] == path.parent.name and run["machine"]["tag"] == path.stem, path
+        assert run["machine"]["description"] and run["commit"] and run["date"], path
+    # a page is the page of a JSON beside it (the archive's, from before JSON was kept, excepted)
+    pages = {p.with_suffix(".json") for p in R.RESULTS.glob("*/*.md")
+             if p.parent.name != "archive" and p.name not in ("leaderboard.md", "per_language.md")}
+    assert pages == set(RUNS)
+    assert sorted(p.name for p in (R.RESULTS / "archive").iterdir()) == ["speed_cpu_inference.md"]
+
+
+@pytest.mark.parametrize("path", RUNS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_each_committed_page_is_what_render_makes_from_its_json(path):
+    run = R.read_run(path)
+    committed = path.with_suffix(".md").read_text(encoding="utf-8")
+    assert committed == R.document(run, R.suite_module(run["suite"]).markdown), \
+        f"{path.with_suffix('.md')} differs from its JSON's page: python -m benchmarks render {run['suite']}"
+
+
+def test_render_all_writes_the_pages_and_the_index(tmp_path, monkeypatch):
+    folder = tmp_path / "results"
+    (folder / "generate_speed").mkdir(parents=True)
+    source = R.RESULTS / "generate_speed" / "unrecorded.json"
+    (folder / "generate_speed" / "unrecorded.json").write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(R, "RESULTS", folder)
+    monkeypatch.setattr(cli, "INDEX", folder / "README.md")
+    assert cli.main(["render", "--all", "--no-plots"]) == 0
+    page = (folder / "generate_speed" / "unrecorded.md").read_text(encoding="utf-8")
+    assert page == source.with_suffix(".md").read_text(encoding="utf-8")
+    index = (folder / "README.md").read_text(encoding="utf-8")
+    assert "| generate_speed | greedy 1.09× transformers, beam4 1.12× transformers | `unrecorded` |" in index
+    assert index.count("\n| ") == 2
