@@ -81,6 +81,15 @@ def test_each_committed_page_is_what_render_makes_from_its_json(path):
         f"{path.with_suffix('.md')} differs from its JSON's page: python -m benchmarks render {run['suite']}"
 
 
+def test_the_committed_index_is_what_render_makes():
+    text = R.index([SUITES.get(name) for name in SUITES.list()])
+    assert R.INDEX.read_text(encoding="utf-8") == text, "python -m benchmarks render --all"
+    assert "| gpu_check | 10 pass, 1 skipped, 371 s | `h200` | 2026-12-04 18:32:31 UTC | [gpu_check/h200.md]" in text
+    assert "| speed_inference | fp32 5.57× transformers (2.62× sorted) | `epyc-avx512` |" in text
+    assert "| leaderboard_transfer | 3 models × 4 tasks | | | [leaderboard_transfer/leaderboard.md]" in text
+    assert text.count("\n| ") == len(RUNS) + 3 + 1  # the runs, the three leaderboards, the header
+
+
 def test_render_all_writes_the_pages_and_the_index(tmp_path, monkeypatch):
     folder = tmp_path / "results"
     (folder / "generate_speed").mkdir(parents=True)
