@@ -70,6 +70,42 @@ def _generation(results: dict) -> str:
     return ", ".join(f"{name} {row['ratio']:.2f}× transformers" for name, row in results["runs"].items())
 
 
+def _training(results: dict) -> str:
+    training = results.get("training") or {}
+    config = "base" if "base" in training else next(iter(training), None)
+    if config is None:
+        return ""
+    ratios = [f"{dtype} {row['ratio']:.2f}×" for dtype, row in training[config]["dtypes"].items() if "ratio" in row]
+    return f"training {config}: {', '.join(ratios)} transformers' tokens/s" if ratios else ""
+
+
+def _streaming(results: dict) -> str:
+    runs = results["runs"]
+    cached = max(run["tokens_per_s"] for name, run in runs.items() if name.startswith("cached"))
+    return f"streamed {runs['streamed']['tokens_per_s'] / cached:.2f}× the fastest cached run's tokens/s"
+
+
+def _memory_gain(results: dict) -> str:
+    gains = [f"{name} {settings['memory_gain']['mean']:+.4f}" for name, settings in results["results"].items()
+             if "memory_gain" in settings]
+    return f"memory gain (held-out loss): {', '.join(gains)}" if gains else ""
+
+
+def _tatoeba_mean(results: dict) -> str:
+    means = results["tatoeba_mean"]
+    return f"Tatoeba mean en→x {means['en2x']:.3f}, x→en {means['x2en']:.3f}" if means else ""
+
+
+def _link_prediction(results: dict) -> str:
+    return "test MRR " + ", ".join(f"{row['model']} {row['test']['mrr']:.3f}" for row in results["results"])
+
+
+def _tokenize(results: dict) -> str:
+    ours, base = results["results"]["this tree"], results["results"].get("baseline", {})
+    return ", ".join(f"{name} {row['sentences_per_s'] / base[name]['sentences_per_s']:.1f}× the baseline"
+                     for name, row in ours.items() if name in base)
+
+
 def _transfer(results: dict) -> str:
     return f"SIB-200 zero-shot mean {100 * results['arms']['babelzoo']['mean_zero_shot']:.1f}"
 
@@ -88,7 +124,8 @@ suite("adaptation_throughput", "adaptation", "training throughput of the adaptat
 suite("adaptation_vocabulary", "adaptation_vocabulary", "how finely e5-small's tokenizer cuts the adapted languages, "
       "and what vocabulary extension saves")
 suite("codex_link_prediction", "codex_link_prediction", "CoDEx-S link prediction: TransE, DistMult, ComplEx, RotatE "
-      "beside the paper")
+      "beside the paper",
+      headline=_link_prediction)
 suite("compression", "compression", "e5-small and its compressed variants: size, CPU speed, Tatoeba, SIB-200 "
       "zero-shot", headline=_fastest_variant)
 suite("compression_students", "compression", "distilled students of e5-small (give --student DIR ...), fp32 and "
@@ -101,7 +138,8 @@ suite("cpu_contention", "cpu_contention", "training and encoding beside a compet
       "demo's time", "--demo", headline=_contention)
 suite("deploy", "deploy", "serving e5-small on the CPU: sentences/s and Tatoeba of every deployment path")
 suite("e5_tatoeba", "e5_tatoeba", "pretrained multilingual-e5-small on Tatoeba and Multi30k against its reference "
-      "numbers")
+      "numbers",
+      headline=_tatoeba_mean)
 suite("generate_speed", "generate_speed", "BART generation speed beside transformers (greedy and beam search)",
       headline=_generation)
 suite("generate_speed_tiny", "generate_speed", "generation speed of a tiny BART on one thread",
@@ -111,26 +149,35 @@ suite("gpu_check", "gpu_check", "GPU acceptance: every CUDA path babelzoo claims
 for _config in ("default", "transfer", "multimodal"):
     suite(f"leaderboard_{_config}", "leaderboard", f"the leaderboard of benchmarks/configs/{_config}.yaml",
           "--config", f"benchmarks/configs/{_config}.yaml", writes_out=False)
-suite("long_documents", "long_documents", "Transformer-XL's segment memory on long documents (segment MLM and CLM)")
+suite("long_documents", "long_documents", "Transformer-XL's segment memory on long documents (segment MLM and CLM)",
+      headline=_memory_gain)
 suite("long_documents_clm_3seeds", "long_documents", "segment memory with causal LM, three seeds",
-      "--objectives", "segment_clm", "--seeds", "3")
+      "--objectives", "segment_clm", "--seeds", "3",
+      headline=_memory_gain)
 suite("long_documents_clm_multi30k", "long_documents", "segment memory with causal LM and Multi30k captions as more "
-      "training text", "--objectives", "segment_clm", "--extra-train", "multi30k", "--steps", "600")
+      "training text", "--objectives", "segment_clm", "--extra-train", "multi30k", "--steps", "600",
+      headline=_memory_gain)
 suite("long_documents_mlm_multi30k", "long_documents", "segment memory with masked LM and Multi30k captions as more "
-      "training text", "--objectives", "segment_mlm", "--extra-train", "multi30k", "--steps", "600")
+      "training text", "--objectives", "segment_mlm", "--extra-train", "multi30k", "--steps", "600",
+      headline=_memory_gain)
 suite("memory_search", "memory_search", "retrieval-memory search: FAISS indexes against exact top-k")
 suite("multimodal_retrieval", "multimodal_retrieval", "image-text and speech-text retrieval on multilingual pairs")
 suite("objectives_zoo", "objectives_zoo", "the shipped pre-training recipes side by side at one step budget")
-suite("speed", "speed", "training, inference and memory beside transformers, same BERT weights (CPU)")
+suite("speed", "speed", "training, inference and memory beside transformers, same BERT weights (CPU)",
+      headline=_training)
 suite("speed_compile", "speed", "training speed with torch.compile (CPU, BERT-base)",
-      "--configs", "base", "--skip", "memory,inference,trainer", "--compile")
+      "--configs", "base", "--skip", "memory,inference,trainer", "--compile",
+      headline=_training)
 suite("speed_inference", "speed", "unpadded inference beside transformers (CPU, fp32)",
       "--skip", "training,memory,trainer", "--dtypes", "fp32", "--infer-repeats", "5", headline=_inference)
 suite("speed_gpu", "speed", "training and inference beside transformers on a GPU", "--gpu", "--configs", "base",
-      "--skip", "memory", gpu=True)
-suite("streaming", "streaming", "streaming pre-training beside the cached path, and resuming a stream")
+      "--skip", "memory", gpu=True,
+      headline=_training)
+suite("streaming", "streaming", "streaming pre-training beside the cached path, and resuming a stream",
+      headline=_streaming)
 suite("tokenize_speed", "tokenize_speed", "batch-encode speed of babelzoo's tokenizers beside a baseline revision "
-      "and the peers")
+      "and the peers",
+      headline=_tokenize)
 suite("transfer", "transfer", "zero-shot cross-lingual transfer on SIB-200 beside transformers",
       headline=_transfer)
 suite("translation", "translation", "Multi30k translation: does multilingual pre-training of an encoder-decoder "

@@ -86,6 +86,8 @@ def test_the_committed_index_is_what_render_makes():
     assert R.INDEX.read_text(encoding="utf-8") == text, "python -m benchmarks render --all"
     assert "| gpu_check | 10 pass, 1 skipped, 371 s | `h200` | 2026-12-04 18:32:31 UTC | [gpu_check/h200.md]" in text
     assert "| speed_inference | fp32 5.57× transformers (2.62× sorted) | `epyc-avx512` |" in text
+    assert "| streaming | streamed 0.93× the fastest cached run's tokens/s | `xeon` |" in text
+    assert "| speed_gpu | training base: bf16 1.29×, fp16 1.32× transformers' tokens/s | `h200` |" in text
     assert "| leaderboard_transfer | 3 models × 4 tasks | | | [leaderboard_transfer/leaderboard.md]" in text
     assert text.count("\n| ") == len(RUNS) + 3 + 1  # the runs, the three leaderboards, the header
 
