@@ -38,8 +38,12 @@ def run_argv(name: str, options: Sequence[str]) -> list[str]:
 
 
 def run_suite(name: str, options: Sequence[str]) -> int:
-    entry = SUITES.get(name)
-    result = importlib.import_module(entry.module).main(run_argv(name, options))
+    """The script's exit status: what its ``main`` returns, or its ``exit_code(report)`` where
+    ``main`` returns the report (gpu_check: 1 when a check failed)."""
+    module = importlib.import_module(SUITES.get(name).module)
+    result = module.main(run_argv(name, options))
+    if hasattr(module, "exit_code"):
+        return module.exit_code(result)
     return result if isinstance(result, int) else 0
 
 
@@ -65,7 +69,11 @@ def parser() -> ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """A user error (an unknown suite or option) is one line on stderr and exit 2."""
+    return run_command("benchmarks", command, list(sys.argv[1:] if argv is None else argv), prog=PROG)
+
+
+def command(argv: list[str]) -> int:
     p = parser()
     args, rest = p.parse_known_args(argv)
     if args.command != "run" and rest:
@@ -74,11 +82,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(list_suites())
         return 0
     if args.command == "run":
-        return run_command("run", lambda _: run_suite(args.name, rest), rest, prog=PROG)
+        return run_suite(args.name, rest)
     if not args.all and not args.names:
         p.error("name the suites to render, or --all")
-    names = SUITES.list() if args.all else args.names
-    return run_command("render", lambda _: print("\n".join(render(names, args.plots))), names, prog=PROG)
+    print("\n".join(render(SUITES.list() if args.all else args.names, args.plots)))
+    return 0
 
 
 if __name__ == "__main__":

@@ -51,6 +51,15 @@ def test_run_passes_the_configuration_then_the_options_and_writes_under_the_suit
     assert seen[1] == ["--out", "/tmp/x.json", "--help"]
 
 
+def test_run_exits_as_the_script_would(monkeypatch):
+    gpu_check = importlib.import_module("benchmarks.gpu_check")
+    checks = {"sdpa": {"status": "pass"}, "faiss": {"status": "skip"}}
+    monkeypatch.setattr(gpu_check, "main", lambda argv: {"checks": checks})
+    assert cli.main(["run", "gpu_check", "--out", "/tmp/g.json"]) == 0
+    checks["fsdp"] = {"status": "fail"}
+    assert cli.main(["run", "gpu_check", "--out", "/tmp/g.json"]) == 1
+
+
 def test_a_leaderboard_suite_writes_where_its_config_says(monkeypatch):
     seen = []
     monkeypatch.setattr(importlib.import_module("benchmarks.leaderboard"), "main", lambda argv: seen.append(argv))
@@ -63,10 +72,12 @@ def test_an_unknown_suite_or_command_is_one_line_with_the_close_names(capsys):
     assert "unknown benchmark suite 'compresion'; did you mean 'compression'" in capsys.readouterr().err
     with pytest.raises(RegistryError, match="did you mean 'speed_gpu'"):
         cli.run_argv("speed_gpus", [])
-    with pytest.raises(UsageError, match="unrecognized arguments: --fast"):
-        cli.main(["list", "--fast"])
-    with pytest.raises(UsageError, match="--all"):
-        cli.main(["render"])
+    assert cli.main(["list", "--fast"]) == 2
+    assert capsys.readouterr().err == ("python -m benchmarks: unrecognized arguments: --fast "
+                                       "(see python -m benchmarks --help)\n")
+    assert cli.main(["render"]) == 2 and "name the suites to render, or --all" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="the following arguments are required: NAME"):
+        cli.command(["run"])
 
 
 @pytest.mark.parametrize("model, flags, tag", [
