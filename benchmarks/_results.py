@@ -98,6 +98,13 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
+def commit() -> Optional[str]:
+    """HEAD, marked when the package's code differs from it (the results may not be HEAD's)."""
+    head = _git("rev-parse", "--short", "HEAD")
+    return head + (" + uncommitted changes" if _git("status", "--porcelain", "--", "babelzoo", "benchmarks/*.py",
+                                                      "benchmarks/_speed") else "") if head else None
+
+
 def command_line(argv: Sequence[str] = ()) -> str:
     """The command that ran this process, as typed from the repository root."""
     argv = list(argv or sys.argv)
@@ -114,7 +121,7 @@ def command_line(argv: Sequence[str] = ()) -> str:
 def envelope(report: Any, suite: str, machine: Optional[dict[str, str]] = None) -> dict[str, Any]:
     """``report`` with what every results file says about its run."""
     return {"suite": suite, "machine": machine or current_machine(), "command": command_line(),
-            "commit": _git("rev-parse", "--short", "HEAD") or None,
+            "commit": commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "results": report}
 
 
