@@ -1,17 +1,16 @@
 """Where every benchmark writes its results, and how they become Markdown.
 
-A run of suite ``S`` on a machine tagged ``T`` (:func:`machine_tag`: ``xeon-amx``, ``epyc-avx2``,
-``h200``, ...) writes ``benchmarks/results/S/T.json``::
+A run of suite ``S`` on a machine tagged ``T`` (:func:`current_machine`: ``xeon-amx``,
+``epyc-avx2``, ``h200``, ...) writes ``benchmarks/results/S/T.json``::
 
     {"suite": "S", "machine": {"tag": "T", "description": "..."}, "command": "...",
      "commit": "...", "date": "...", "results": {... the script's own report ...}}
 
-(and, in files moved here from the flat folder of earlier runs, ``notes``: what their hand-kept
-page said that the report does not hold).
-
 and ``T.md`` (and ``T.png`` where the suite plots) rendered from that JSON alone by
 :func:`render_file`, so ``python -m benchmarks render --all`` remakes every page from the committed
 JSON without running anything. ``benchmarks/results/README.md`` is the index :func:`index` makes.
+Files moved here from the flat folder of earlier runs may also hold ``notes``: what their
+hand-kept page said that the report does not.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import datetime
 import importlib
 import importlib.util
 import json
+import os
 import platform
 import re
 import subprocess
@@ -29,6 +29,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from babelzoo._files import read_json_object, write_json_atomic, write_text_atomic
 from babelzoo.errors import InputError
+
+from ._suites import SUITES, Suite
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -78,9 +80,7 @@ def current_machine(gpu: Optional[bool] = None) -> dict[str, str]:
         name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     else:
         name = _gpu_name() if gpu is None else None
-    from os import cpu_count
-
-    description = f"{model}, {cpu_count()} CPUs" + (f", {name}" if name else "")
+    description = f"{model}, {os.cpu_count()} CPUs" + (f", {name}" if name else "")
     return {"tag": gpu_tag(name) if name else cpu_tag(model, flags), "description": description}
 
 
@@ -101,8 +101,10 @@ def _git(*args: str) -> str:
 def commit() -> Optional[str]:
     """HEAD, marked when the package's code differs from it (the results may not be HEAD's)."""
     head = _git("rev-parse", "--short", "HEAD")
-    return head + (" + uncommitted changes" if _git("status", "--porcelain", "--", "babelzoo", "benchmarks/*.py",
-                                                      "benchmarks/_speed") else "") if head else None
+    if not head:
+        return None
+    changed = _git("status", "--porcelain", "--", "babelzoo", "benchmarks/*.py")
+    return f"{head} + uncommitted changes" if changed else head
 
 
 def command_line(argv: Sequence[str] = ()) -> str:
@@ -141,8 +143,6 @@ def document(run: dict[str, Any], markdown: Callable[[Any], str]) -> str:
 
 
 def suite_module(suite: str):
-    from ._suites import SUITES
-
     return importlib.import_module(SUITES.get(suite).module)
 
 
@@ -188,22 +188,25 @@ def runs(suite: str) -> list[Path]:
     return sorted((RESULTS / suite).glob("*.json"))
 
 
-def index(suites: Sequence[Any]) -> str:
+def index(suites: Sequence[Suite]) -> str:
     """``benchmarks/results/README.md``: every suite's runs with headline, machine and date; a
     leaderboard (a folder its config names, written by :mod:`babelzoo.evaluation`) links its table."""
     rows = ["| suite | headline | machine | date | page |", "|---|---|---|---|---|"]
     for entry in suites:
-        if not entry.writes_out:
+        if entry.writes_out:
+            rows += [_run_row(entry, path) for path in runs(entry.name)]
+        else:
             rows += _leaderboard_row(entry.name)
-        for path in runs(entry.name) if entry.writes_out else ():
-            run = read_run(path)
-            figure = entry.headline(run["results"]) if entry.headline else ""
-            link = path.relative_to(RESULTS).with_suffix(".md").as_posix()
-            rows.append(f"| {entry.name} | {figure} | `{run['machine']['tag']}` | {run.get('date') or ''} "
-                        f"| [{link}]({link}) |")
     return (f"{GENERATED}\n\n# Benchmark results\n\nOne folder per suite (`python -m benchmarks list`), one "
-            "JSON per machine; each page is rendered from its JSON (`python -m benchmarks render --all`).\n\n"
-            + "\n".join(rows) + "\n")
+            "JSON per machine; each page is rendered from its JSON (`python -m benchmarks render --all`). "
+            "`archive/` keeps a page from before runs were kept as JSON.\n\n" + "\n".join(rows) + "\n")
+
+
+def _run_row(entry: Suite, path: Path) -> str:
+    run = read_run(path)
+    figure = entry.headline(run["results"]) if entry.headline else ""
+    link = path.relative_to(RESULTS).with_suffix(".md").as_posix()
+    return f"| {entry.name} | {figure} | `{run['machine']['tag']}` | {run.get('date') or ''} | [{link}]({link}) |"
 
 
 def _leaderboard_row(suite: str) -> list[str]:

@@ -38,7 +38,8 @@ def _adapted(results: dict) -> str:
     e5, recipe = (results["arms"][arm].get("eval") for arm in ("e5", "recipe"))
     if not (e5 and recipe):
         return ""
-    return f"Tatoeba, adapted languages: e5 {100 * e5['adapted_mean']:.1f} → recipe {100 * recipe['adapted_mean']:.1f}"
+    return (f"Tatoeba, adapted languages: e5 {100 * e5['adapted_mean']:.1f} → "
+            f"recipe {100 * recipe['adapted_mean']:.1f}")
 
 
 def _fastest_variant(results: dict) -> str:

@@ -62,15 +62,16 @@ def by_language(results: Sequence[Result]) -> dict[str, dict[str, dict[str, floa
 
 def markdown(report: dict) -> str:
     """Accuracy@1 by task and language, both directions, and the reference numbers missed."""
+    protocol = report["protocol"]
     lines = [f"# {report['model']}: sentence retrieval", "", f"Weights: {report['weights']}; "
-             f"{report['protocol']['pooling']}, {report['protocol']['similarity']}, {report['protocol']['metric']}.", ""]
+             f"{protocol['pooling']}, {protocol['similarity']}, {protocol['metric']}.", ""]
     for task, langs in report["by_language"].items():
         lines += [f"## {task}", "", "| language | en→x | x→en |", "|---|---:|---:|"]
         lines += [f"| {lang} | {v['en2x']:.3f} | {v['x2en']:.3f} |" for lang, v in sorted(langs.items())] + [""]
     means = report["tatoeba_mean"]
     if means:
-        lines.append(f"Tatoeba mean over {len(report['by_language']['tatoeba'])} languages: en→x {means['en2x']:.3f}, "
-                     f"x→en {means['x2en']:.3f}.")
+        lines.append(f"Tatoeba mean over {len(report['by_language']['tatoeba'])} languages: "
+                     f"en→x {means['en2x']:.3f}, x→en {means['x2en']:.3f}.")
     misses = report["reference_misses"]
     lines.append("Reference numbers: " + ("; ".join(misses) if misses else f"all within ±{TOLERANCE}") + ".")
     return "\n".join(lines) + "\n"

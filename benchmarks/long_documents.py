@@ -264,8 +264,9 @@ def markdown(report: dict[str, Any]) -> str:
              f"{p['held_out_documents']} held-out documents ({p['held_out_document_tokens']} tokens, "
              f"{p['held_out_rule']}). {p['model']} (hidden {p['hidden_size']}, {p['layers']} layers), "
              f"{p['steps']} steps of {p['batch_documents']} documents, segments of {p['segment_length']}, "
-             f"training seeds {p.get('seeds', [p.get('seed')])} (initialisation and batch order; both settings of a seed see the "
-             f"same batches). Perplexity = exp(held-out loss) per sub-word (masked LM: over the masked tokens). "
+             f"training seeds {p.get('seeds', [p.get('seed')])} (initialisation and batch order; both settings of a "
+             f"seed see the same batches). Perplexity = exp(held-out loss) per sub-word (masked LM: over the masked "
+             f"tokens). "
              f"Losses are means over the seeds; *per seed* lists each seed's held-out loss.", "",
              "| objective | setting | mem_len | train tokens | held-out loss | perplexity | first segment | "
              "later segments | held-out loss per seed |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
