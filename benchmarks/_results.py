@@ -183,6 +183,20 @@ def write_results(out: str | Path, report: Any, markdown: Callable[[Any], str], 
     return out
 
 
+def finished_arms(out: Optional[Path], report: dict[str, Any], ignored: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The arms an earlier run wrote to ``out`` under the same settings (but for the ``ignored``
+    ones, which change no number) and protocol, by name; none where they differ. A comparison can
+    so be run in parts, and an interrupted one continues where it stopped."""
+    if out is None or not Path(out).is_file():
+        return {}
+    earlier = read_run(Path(out))["results"]
+    same = all(earlier.get("settings", {}).get(k) == v for k, v in report["settings"].items() if k not in ignored)
+    if not same or earlier.get("protocol") != report["protocol"]:
+        print(f"{out}: written under other settings; every arm runs again", flush=True)
+        return {}
+    return {row["arm"]: row for row in earlier.get("arms", [])}
+
+
 def runs(suite: str) -> list[Path]:
     """The results files of ``suite``, one per machine."""
     return sorted((RESULTS / suite).glob("*.json"))

@@ -33,7 +33,6 @@ selection: the recipes train and select on English only.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import time
@@ -54,7 +53,7 @@ from babelzoo.objectives.mixture import Mixture  # noqa: E402
 from babelzoo.train.config import load_recipe, recipe_path  # noqa: E402
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
-from benchmarks._results import logged_means, read_run, write_results  # noqa: E402
+from benchmarks._results import finished_arms, logged_means, write_results  # noqa: E402
 from benchmarks.xlingual_objectives import (ARMS, add_arm_arguments, arm_config, build_datasets,  # noqa: E402
                                             finish, multi30k_tokenizer, new_model, objective_spec,
                                             read_corpora)
@@ -130,19 +129,6 @@ def evaluate_arm(name: str, model, tokenizer, args, work: Path) -> dict[str, Any
 
 # Options that do not change a number: a report written under other values of these still counts.
 NOT_PROTOCOL = ("out", "work_dir", "threads", "arms", "baseline", "keep_done", "data_dir")
-
-
-def finished_arms(out: Optional[Path], report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The arms an earlier run of the same settings wrote to ``out`` (none if the settings or
-    protocol differ), by name, so that an interrupted comparison continues where it stopped."""
-    if out is None or not out.is_file():
-        return {}
-    earlier = read_run(out)["results"]
-    same = all(earlier.get("settings", {}).get(k) == v for k, v in report["settings"].items() if k not in NOT_PROTOCOL)
-    if not same or earlier.get("protocol") != report["protocol"]:
-        print(f"{out}: written under other settings; every arm runs again", flush=True)
-        return {}
-    return {row["arm"]: row for row in earlier.get("arms", [])}
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -224,7 +210,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             report["wall_s"] = round(time.perf_counter() - start, 1)
             write_results(args.out, report, markdown, "xlingual_transfer")
 
-    done = finished_arms(args.out, report) if args.keep_done else {}
+    done = finished_arms(args.out, report, NOT_PROTOCOL) if args.keep_done else {}
     if done:
         report["arms"] = list(done.values())
         print(f"kept from {args.out}: {', '.join(done)}", flush=True)

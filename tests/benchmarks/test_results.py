@@ -105,3 +105,13 @@ def test_render_all_writes_the_pages_and_the_index(tmp_path, monkeypatch):
     index = (folder / "README.md").read_text(encoding="utf-8")
     assert "| generate_speed | greedy 1.09× transformers, beam4 1.12× transformers | `unrecorded` |" in index
     assert index.count("\n| ") == 2
+
+
+def test_an_interrupted_comparison_keeps_the_arms_written_under_the_same_settings(tmp_path, capsys):
+    report = {"settings": {"steps": 100, "out": "a.json"}, "protocol": "p", "arms": [{"arm": "mlm", "x": 1.5}]}
+    out = R.write_results(tmp_path / "zoo.json", report, lambda r: "table", "objectives_zoo")
+    again = {"settings": {"steps": 100, "out": "b.json"}, "protocol": "p"}
+    assert R.finished_arms(out, again, ignored=("out",)) == {"mlm": {"arm": "mlm", "x": 1.5}}
+    assert R.finished_arms(out, {**again, "settings": {"steps": 200, "out": "a.json"}}, ignored=("out",)) == {}
+    assert "written under other settings; every arm runs again" in capsys.readouterr().out
+    assert R.finished_arms(tmp_path / "none.json", again, ignored=()) == {}
