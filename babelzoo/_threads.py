@@ -4,7 +4,7 @@ faster on the cores this process actually gets.
 PyTorch starts one intra-op thread per core and each parallel region waits for its slowest
 thread. When another process keeps a core busy, the thread that shares it runs at half speed and
 every product waits for it: on a 2-core machine a tiny model's step took 5.4× longer with one
-competing process, where one thread would have taken 1.7× (``benchmarks/results/cpu_contention.md``).
+competing process, where one thread would have taken 1.7× (``benchmarks/results/cpu_contention/xeon.md``).
 So before a run the candidates (the threads the caller allows, then halves of it down to one) are
 timed on a product of the model's width, in seven interleaved windows each (about 0.3 s in all),
 and the fewest threads within 15% of the fastest median are kept. The caller's

@@ -60,7 +60,7 @@ if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
 from babelzoo._files import write_json_atomic  # noqa: E402
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import default_out, write_results  # noqa: E402
 
 RECIPE = "adapt_e5_small"
 OBJECTIVE = "distill_sentence"  # the recipe's objective, whose data entry holds the pairs source
@@ -648,6 +648,9 @@ NOTES = [
 
 
 def plot(report: Mapping[str, Any], path: Path) -> None:
+    """Tatoeba accuracy by language for every arm evaluated; nothing when none was."""
+    if not any(entry.get("eval") for entry in report["arms"].values()):
+        return
     import matplotlib
 
     matplotlib.use("Agg")
@@ -711,7 +714,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--other-limit", type=int, default=200,
                         help="sentence pairs per other Tatoeba language (0: all)")
     parser.add_argument("--work", default=str(REPO / "runs" / "adaptation"), help="the arms' folders")
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "adaptation"),
+    parser.add_argument("--out", default=str(default_out("adaptation").with_suffix("")),
                         help="writes OUT.json, OUT.md and OUT.png")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--train-only", action="store_true",
@@ -771,9 +774,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         report["notes"].append(f"--sib200: none of the adapted languages is in {run.data_dir / 'sib200'}.")
 
     def save() -> None:
-        write_results(out.with_suffix(".json"), report, markdown(report))
-        if any(arm.get("eval") for arm in report["arms"].values()):
-            plot(report, out.with_suffix(".png"))
+        write_results(out.with_suffix(".json"), report, markdown, "adaptation")
+        plot(report, out.with_suffix(".png"))
 
     for arm in ARMS:
         if arm in args.arm_list:

@@ -2,8 +2,7 @@
 recipe picks, against English on the same translations, and how much vocabulary extension
 (:mod:`babelzoo.compression.extension`) helps. Tokenisation only: no model is loaded or trained.
 
-    python benchmarks/adaptation_vocabulary.py --data-dir ../shared/data \
-        --out benchmarks/results/adaptation_vocabulary.json
+    python -m benchmarks run adaptation_vocabulary --data-dir ../shared/data
 
 Languages: those the ``adapt_e5_small`` recipe's rule picks (:func:`babelzoo.sources.adaptation.
 select_languages` with the ``adaptation_pairs`` source's defaults), or ``--langs``. Text: each
@@ -235,7 +234,7 @@ def main(argv=None) -> None:
     if args.out:
         from benchmarks._results import write_results
 
-        write_results(args.out, report, text)
+        write_results(args.out, report, markdown, "adaptation_vocabulary")
 
 
 if __name__ == "__main__":

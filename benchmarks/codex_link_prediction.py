@@ -3,8 +3,8 @@ Hits@1/3/10 (head and tail prediction, mean of both) on the test split, beside t
 (Safavi & Koutra, EMNLP 2020, Table 4: TransE 0.354, ComplEx 0.465; LibKGE hyper-parameter
 search, GPU).
 
-    python benchmarks/codex_link_prediction.py --data-dir ../shared/data/codex-s \
-        --models transe,distmult,complex,rotate --out benchmarks/results/codex_link_prediction.json
+    python -m benchmarks run codex_link_prediction --data-dir ../shared/data/codex-s \
+        --models transe,distmult,complex,rotate
 
 Model selection uses the validation split (best of periodic evaluations, early stopping); the
 test split is evaluated once, with the selected weights. Every model has a CPU time budget
@@ -18,6 +18,7 @@ import json
 import platform
 import sys
 import time
+from typing import Optional, Sequence
 from pathlib import Path
 
 import torch
@@ -58,7 +59,7 @@ def run(name: str, data: LinkPredictionData, minutes: float, epochs: int | None,
             "paper_test_mrr": PAPER_MRR.get(name)}
 
 
-def main() -> None:
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=None, help="CoDEx-S folder (default: $BABELZOO_DATA_DIR/codex-s "
                         "or a checksummed download)")
@@ -71,7 +72,7 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="results JSON; a Markdown table is written beside it (.md)")
     parser.add_argument("--save", type=Path, default=None,
                         help="save each trained model in SAVE/NAME (kge.safetensors + kge.json) for the leaderboard")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     kb = load_codex("s", root=args.data_dir)
     data = LinkPredictionData.from_kb(kb)
@@ -94,23 +95,30 @@ def main() -> None:
                               "model selected on valid MRR",
                   "machine": {"threads": args.threads, "processor": platform.processor() or platform.machine(),
                               "torch": torch.__version__},
+                  "test_triples": len(data.test), "entities": data.num_entities, "max_minutes": args.max_minutes,
                   "results": results}
-        write_results(args.out, report,
-            "# CoDEx-S link prediction\n\n"
-            f"Test split, filtered ranking (head and tail averaged, ties count half), {len(data.test)} triples, "
-            f"{data.num_entities} entities. Model selection on valid MRR. CPU time is process time over "
-            f"{args.threads} thread(s), training budget {args.max_minutes:g} CPU minutes per model. Paper: Safavi & "
-            "Koutra (EMNLP 2020), Table 4 (LibKGE hyper-parameter search on GPU).\n\n"
-            + table + "\n\nSettings:\n\n" + "\n".join(
-                f"- {r['model']}: dim {r['dim']}, {json.dumps(r['model_kwargs'])}, loss {r['train']['loss']}, "
-                f"lr {r['train']['lr']}, batch {r['train']['batch_size']}"
-                + (f", {r['train']['negatives']} negatives" if r['train']['loss'] != "1vsall" else "")
-                + (f", {r['train']['regularizer']} {r['train']['regularization_weight']}"
-                   if r['train']['regularizer'] else "")
-                + (f", label smoothing {r['train']['label_smoothing']}" if r['train']['label_smoothing'] else "")
-                + f"; best epoch {r['best_epoch']} of {r['epochs_run']}"
-                for r in results) + "\n\nRegenerate: `python benchmarks/codex_link_prediction.py --data-dir "
-            "../shared/data/codex-s --threads 1 --out benchmarks/results/codex_link_prediction.json`\n")
+        write_results(args.out, report, markdown, "codex_link_prediction")
+
+
+def markdown(report: dict) -> str:
+    results, threads = report["results"], report["machine"]["threads"]
+    sizes = f", {report['test_triples']} triples, {report['entities']} entities" if "test_triples" in report else ""
+    budget = f", training budget {report['max_minutes']:g} CPU minutes per model" if "max_minutes" in report else ""
+    return ("# CoDEx-S link prediction\n\n"
+            f"Test split, filtered ranking (head and tail averaged, ties count half){sizes}. Model selection on valid "
+            f"MRR. CPU time is process time over {threads} thread(s){budget}. Paper: Safavi & Koutra (EMNLP 2020), "
+            "Table 4 (LibKGE hyper-parameter search on GPU).\n\n"
+            + markdown_table(results) + "\n\nSettings:\n\n" + "\n".join(map(setting_line, results)) + "\n")
+
+
+def setting_line(r: dict) -> str:
+    train = r["train"]
+    return (f"- {r['model']}: dim {r['dim']}, {json.dumps(r['model_kwargs'])}, loss {train['loss']}, "
+            f"lr {train['lr']}, batch {train['batch_size']}"
+            + (f", {train['negatives']} negatives" if train["loss"] != "1vsall" else "")
+            + (f", {train['regularizer']} {train['regularization_weight']}" if train["regularizer"] else "")
+            + (f", label smoothing {train['label_smoothing']}" if train["label_smoothing"] else "")
+            + f"; best epoch {r['best_epoch']} of {r['epochs_run']}")
 
 
 def markdown_table(results: list[dict]) -> str:

@@ -23,14 +23,12 @@ benchmark languages, and the share of Tatoeba sentences whose pieces a trimmed v
 and SIB-200 zero-shot accuracy of a logistic-regression probe on frozen vectors (trained and
 selected on English only). A PNG plots Tatoeba accuracy against speed.
 
-    python benchmarks/compression.py --data-dir ../shared/data --out benchmarks/results/compression.json
-    python benchmarks/compression.py --data-dir ../shared/data --limit 300 --repeats 5 \
-        --student runs/distill_e5_small/checkpoints/step-00002000 runs/d6_ffn1024 \
-        --variants "e5-small fp32" "distilled student" --heldout-langs ara cmn jpn tur \
-        --out benchmarks/results/compression_students.json
+    python -m benchmarks run compression --data-dir ../shared/data
+    python -m benchmarks run compression_students --data-dir ../shared/data \
+        --student runs/distill_e5_small/checkpoints/step-00002000 runs/d6_ffn1024
 
 (``runs/d6_ffn1024``: ``prune_ffn`` of the 6-layer student to 1,024 neurons a layer, saved with
-``save_pretrained``; ``compression_students_avx2`` also holds a 4-layer student,
+``save_pretrained``; ``compression_students/epyc-avx2`` also holds a 4-layer student,
 ``distill_e5_small`` with ``--set "init.layers=[0, 1, 10, 11]"``.)
 """
 
@@ -241,6 +239,12 @@ def selected(name: str, wanted: Optional[Sequence[str]]) -> bool:
     return not wanted or any(name == w or (w == STUDENTS and name.startswith(w + " (")) for w in wanted)
 
 
+def speed_up(row: dict[str, Any], base: dict[str, Any]) -> float:
+    """Sentences/s over the base's; a run from before sentences/s was measured: real tokens/s."""
+    key = "sentences_per_s" if "sentences_per_s" in base else "tokens_per_s"
+    return row[key] / base[key]
+
+
 def markdown(report: dict[str, Any]) -> str:
     base = report["variants"][0]
     heldout = base.get("tatoeba_heldout")
@@ -252,8 +256,8 @@ def markdown(report: dict[str, Any]) -> str:
     for row in report["variants"]:
         kept = "–" if row["kept_share"] is None else f"{100 * row['kept_share']:.1f}%"
         cells = [row["variant"], f"{row['parameters'] / 1e6:.1f} M", f"{row['checkpoint_mb']:.0f}",
-                 f"{row['sentences_per_s']:.0f}", f"{row['tokens_per_s']:.0f}",
-                 f"{row['sentences_per_s'] / base['sentences_per_s']:.2f}×",
+                 f"{row['sentences_per_s']:.0f}" if "sentences_per_s" in row else "–", f"{row['tokens_per_s']:.0f}",
+                 f"{speed_up(row, base):.2f}×",
                  f"{100 * row['tatoeba']['mean']:.1f}",
                  f"{100 * (row['tatoeba']['mean'] - base['tatoeba']['mean']):+.1f}", kept,
                  f"{100 * row['sib200']['english']:.1f}", f"{100 * row['sib200']['mean_zero_shot']:.1f}"]
@@ -276,12 +280,13 @@ def plot(report: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rate = "sentences_per_s" if "sentences_per_s" in report["variants"][0] else "tokens_per_s"
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for row in report["variants"]:
-        ax.scatter(row["sentences_per_s"], 100 * row["tatoeba"]["mean"])
-        ax.annotate(row["variant"], (row["sentences_per_s"], 100 * row["tatoeba"]["mean"]), fontsize=7,
+        ax.scatter(row[rate], 100 * row["tatoeba"]["mean"])
+        ax.annotate(row["variant"], (row[rate], 100 * row["tatoeba"]["mean"]), fontsize=7,
                     xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel("CPU inference, sentences/s")
+    ax.set_xlabel("CPU inference, " + ("sentences/s" if rate == "sentences_per_s" else "real tokens/s"))
     ax.set_ylabel("Tatoeba accuracy@1 (mean, %)")
     ax.set_title("multilingual-e5-small compressed: accuracy against speed")
     fig.tight_layout()
@@ -342,7 +347,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print()
     print(table)
     if args.out:
-        write_results(args.out, report, table, indent=1)
+        write_results(args.out, report, markdown, "compression")
         plot(report, args.out.with_suffix(".png"))
     return 0
 

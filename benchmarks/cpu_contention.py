@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import default_out, write_results  # noqa: E402
 
 # a busy loop that ends with the benchmark that started it, even when that one is killed
 COMPETITOR = ("import os\nparent = os.getppid()\nx = 0\nwhile True:\n    x += 1\n"
@@ -115,7 +115,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--sentences", type=int, default=2000)
     p.add_argument("--demo", action="store_true", help="also time `babelzoo demo --fresh`, quiet and contended")
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "cpu_contention.json"))
+    p.add_argument("--out", default=str(default_out("cpu_contention")))
     p.add_argument("--cell", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.cell:
@@ -147,7 +147,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
         report["demo"] = {"quiet_s": quiet, "contended_s": contended}
         print(f"demo: quiet {quiet:.0f} s, contended {contended:.0f} s ({contended / quiet:.2f}x)", flush=True)
     table = markdown(report)
-    write_results(args.out, report, table)
+    write_results(args.out, report, markdown, "cpu_contention")
     print(table)
     return report
 

@@ -22,7 +22,7 @@ the same sentences (Tatoeba, several scripts); vectors are compared with babelzo
 (cosine). Accuracy: Tatoeba accuracy@1, mean of X→en and en→X, over ``--langs``. Calibration
 text (SmoothQuant): SIB-200 train+dev and catalog sentences (never Tatoeba).
 
-    python benchmarks/deploy.py --data-dir ../shared/data --out benchmarks/results/deploy.json \\
+    python -m benchmarks run deploy --data-dir ../shared/data \\
         [--student runs/distill_e5_small/checkpoints/step-00002000]
 """
 
@@ -324,7 +324,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     table = markdown(report)
     print(table)
     if args.out:
-        write_results(args.out, report, table)
+        write_results(args.out, report, markdown, "deploy")
     return 0
 
 

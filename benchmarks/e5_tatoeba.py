@@ -9,7 +9,7 @@ every language file present, English→X and X→English. Multi30k (Elliott et a
 ``test_2016_flickr``: English↔German/French/Czech. The tasks and the encoder are the
 leaderboard's own (:mod:`babelzoo.evaluation`), so these are the numbers its row shows.
 
-    python benchmarks/e5_tatoeba.py --data-dir ../shared/data --out benchmarks/results/e5_retrieval.json
+    python -m benchmarks run e5_tatoeba --data-dir ../shared/data
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
-from babelzoo._files import write_json_atomic  # noqa: E402
+from benchmarks._results import write_results  # noqa: E402
 from babelzoo.evaluation.leaderboard import ModelSpec, build_encoder  # noqa: E402
 from babelzoo.evaluation.tasks import Result, TaskContext, load_tasks  # noqa: E402
 
@@ -58,6 +58,23 @@ def by_language(results: Sequence[Result]) -> dict[str, dict[str, dict[str, floa
         lang = tgt if english else src
         table.setdefault(r.task, {}).setdefault(lang, {})["en2x" if english else "x2en"] = r.value
     return table
+
+
+def markdown(report: dict) -> str:
+    """Accuracy@1 by task and language, both directions, and the reference numbers missed."""
+    protocol = report["protocol"]
+    lines = [f"# {report['model']}: sentence retrieval", "", f"Weights: {report['weights']}; "
+             f"{protocol['pooling']}, {protocol['similarity']}, {protocol['metric']}.", ""]
+    for task, langs in report["by_language"].items():
+        lines += [f"## {task}", "", "| language | en→x | x→en |", "|---|---:|---:|"]
+        lines += [f"| {lang} | {v['en2x']:.3f} | {v['x2en']:.3f} |" for lang, v in sorted(langs.items())] + [""]
+    means = report["tatoeba_mean"]
+    if means:
+        lines.append(f"Tatoeba mean over {len(report['by_language']['tatoeba'])} languages: "
+                     f"en→x {means['en2x']:.3f}, x→en {means['x2en']:.3f}.")
+    misses = report["reference_misses"]
+    lines.append("Reference numbers: " + ("; ".join(misses) if misses else f"all within ±{TOLERANCE}") + ".")
+    return "\n".join(lines) + "\n"
 
 
 def check_reference(table: dict) -> list[str]:
@@ -101,7 +118,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                "metric": "accuracy@1"},
                   "by_language": table, "tatoeba_mean": means, "reference_misses": misses,
                   "results": [r.to_dict() for r in results], "seconds": round(time.time() - start, 1)}
-        write_json_atomic(args.out, report)
+        write_results(args.out, report, markdown, "e5_tatoeba")
     return 1 if misses else 0
 
 

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import default_out, write_results  # noqa: E402
 
 SIZES = {  # BartConfig fields
     "base": dict(vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6, encoder_attention_heads=12,
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads (default: torch's); 1 on a machine other jobs share")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, batch 4, 8 new tokens, 2 repeats")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "generate_speed.json")
+    parser.add_argument("--out", type=Path, default=default_out("generate_speed"))
     args = parser.parse_args(argv)
     if args.quick:
         args.size, args.batch, args.new_tokens, args.repeats = "tiny", 4, 8, 2
@@ -142,11 +142,15 @@ def main(argv=None) -> int:
         results["runs"][name] = row
         print(f"{name}: babelzoo {row['babelzoo_tokens_per_s']:.1f} new tokens/s, transformers "
               f"{row['transformers_tokens_per_s']:.1f}, ratio {row['ratio']:.2f} (identical ids)", flush=True)
+    write_results(args.out, results, markdown, "generate_speed")
+    return 0
+
+
+def markdown(results: dict) -> str:
     table = ["| decoding | babelzoo tokens/s | transformers tokens/s | ratio |", "|---|---|---|---|"]
     table += [f"| {name} | {row['babelzoo_tokens_per_s']:.1f} | {row['transformers_tokens_per_s']:.1f} | "
               f"{row['ratio']:.2f} |" for name, row in results["runs"].items()]
-    write_results(args.out, results, "\n".join(table))
-    return 0
+    return "\n".join(table)
 
 
 if __name__ == "__main__":

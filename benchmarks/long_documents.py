@@ -23,7 +23,7 @@ tokens), and the loss of the first segments (which no setting gives a memory) ap
 later ones (where the memory can help). The memory-trained model is also scored with a longer
 memory (``--eval-mem-len``), as the paper evaluates.
 
-    python benchmarks/long_documents.py --data-dir ../shared/data --out benchmarks/results/long_documents.json
+    python -m benchmarks run long_documents --data-dir ../shared/data
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from babelzoo.datasets.spm import SentencePieceTokenizer  # noqa: E402
 from babelzoo.objectives import Sentence, build_objective  # noqa: E402
 from babelzoo.train.data import seeded  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import default_out, write_results  # noqa: E402
 
 UD = "ud/UD_English-EWT/en_ewt-ud-{split}.conllu"
 CATALOG_LANGS = ["de", "fr", "es"]
@@ -83,7 +83,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=3, help="training seeds (initialisation and batches): seed .. "
                                                          "seed + seeds - 1")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "long_documents.json"))
+    p.add_argument("--out", default=str(default_out("long_documents")))
     return p
 
 
@@ -264,8 +264,9 @@ def markdown(report: dict[str, Any]) -> str:
              f"{p['held_out_documents']} held-out documents ({p['held_out_document_tokens']} tokens, "
              f"{p['held_out_rule']}). {p['model']} (hidden {p['hidden_size']}, {p['layers']} layers), "
              f"{p['steps']} steps of {p['batch_documents']} documents, segments of {p['segment_length']}, "
-             f"training seeds {p['seeds']} (initialisation and batch order; both settings of a seed see the "
-             f"same batches). Perplexity = exp(held-out loss) per sub-word (masked LM: over the masked tokens). "
+             f"training seeds {p.get('seeds', [p.get('seed')])} (initialisation and batch order; both settings of a "
+             f"seed see the same batches). Perplexity = exp(held-out loss) per sub-word (masked LM: over the masked "
+             f"tokens). "
              f"Losses are means over the seeds; *per seed* lists each seed's held-out loss.", "",
              "| objective | setting | mem_len | train tokens | held-out loss | perplexity | first segment | "
              "later segments | held-out loss per seed |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
@@ -273,14 +274,16 @@ def markdown(report: dict[str, Any]) -> str:
         for setting, r in settings.items():
             if setting == "memory_gain":
                 continue
-            m = r["mean"]
-            per_seed = ", ".join(f"{x['held_loss']:.4f}" for x in r["per_seed"])
+            m = r.get("mean", r)  # a one-seed run (before --seeds) holds its figures at the top
+            per_seed = ", ".join(f"{x['held_loss']:.4f}" for x in r.get("per_seed", [r]))
             tokens = f"{m['train_tokens']:.0f}" if "train_tokens" in m else "(same model)"
             lines.append(f"| {name} | {setting} | {r['mem_len']} | {tokens} | "
                          f"{m['held_loss']:.4f} | {m['perplexity']:.2f} | {m['first_segment_loss']:.4f} | "
                          f"{m['later_segments_loss']:.4f} | {per_seed} |")
     lines += ["", "Memory gain (held-out loss without memory − with memory; > 0: the memory helps):", ""]
     for name, settings in report["results"].items():
+        if "memory_gain" not in settings:
+            continue
         g = settings["memory_gain"]
         per_seed = ", ".join(f"{x:+.4f}" for x in g["per_seed"])
         lines.append(f"- {name}: mean {g['mean']:+.4f}; per seed {per_seed}; "
@@ -292,7 +295,7 @@ def markdown(report: dict[str, Any]) -> str:
 def main(argv: Optional[list[str]] = None) -> int:
     args = parser().parse_args(argv)
     report = run(args)
-    out = write_results(args.out, report, markdown(report))
+    out = write_results(args.out, report, markdown, "long_documents")
     print(markdown(report))
     print(f"wrote {out}")
     return 0

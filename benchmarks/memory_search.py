@@ -3,8 +3,7 @@
 side by side: recall@10 against the exact neighbours, search time for a batch of queries, and
 the speed-up over exact search.
 
-    python benchmarks/memory_search.py --n 1000000 --dim 256 --queries 1000 \
-        --out benchmarks/results/memory_search.json
+    python -m benchmarks run memory_search --n 1000000 --dim 256 --queries 1000
 
 Data: ``n`` keys drawn around 1,000 Gaussian cluster centres (embedding collections are
 clustered; isotropic noise is the worst case for every index), L2-normalised, cosine similarity;
@@ -22,6 +21,7 @@ import gc
 import platform
 import sys
 import time
+from typing import Optional, Sequence
 from pathlib import Path
 
 import torch
@@ -71,7 +71,7 @@ def timed(fn, repeats: int = 3):
     return best_wall, best_cpu, result
 
 
-def main() -> None:
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--dim", type=int, default=256)
@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per setting (the best counts)")
     parser.add_argument("--out", default=None, help="results JSON; a Markdown table is written beside it (.md)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import faiss
 
     torch.set_num_threads(args.threads)
@@ -139,17 +139,20 @@ def main() -> None:
         report = {"benchmark": "memory search", "n": args.n, "dim": args.dim, "queries": args.queries,
                   "k": args.k, "threads": args.threads, "data": "1000 Gaussian clusters, sigma 0.35, L2-normalised",
                   "metric": "cosine", "faiss": faiss.__version__, "torch": torch.__version__,
-                  "processor": platform.processor() or platform.machine(), "results": rows}
-        write_results(args.out, report,
-            "# Retrieval-memory search\n\n"
+                  "processor": platform.processor() or platform.machine(), "repeats": args.repeats, "results": rows}
+        write_results(args.out, report, markdown, "memory_search")
+
+
+def markdown(report: dict) -> str:
+    header = (f"{report['n']:,} x {report['dim']} keys, {report['queries']:,} queries, k={report['k']}, "
+              f"{report['threads']} thread(s)")
+    best_of = f"the best of {report['repeats']} runs" if "repeats" in report else "the best of repeated runs"
+    return ("# Retrieval-memory search\n\n"
             f"{header}; cosine similarity; keys drawn around 1,000 Gaussian centres (sigma 0.35), "
-            f"L2-normalised; queries from the same distribution, not in the memory. Recall@{args.k} against "
-            "the exact neighbours of matmul + `torch.topk`; times are the best of "
-            f"{args.repeats} runs for the whole query batch, wall clock and CPU time; speed-up = exact time / "
-            f"index time. faiss {faiss.__version__}, torch {torch.__version__}.\n\n" + table +
-            f"\n\nRegenerate: `python benchmarks/memory_search.py --n {args.n} --dim {args.dim} --queries "
-            f"{args.queries} --indexes {args.indexes} --repeats {args.repeats} --threads {args.threads} "
-            f"--out {args.out}`\n")
+            f"L2-normalised; queries from the same distribution, not in the memory. Recall@{report['k']} against "
+            f"the exact neighbours of matmul + `torch.topk`; times are {best_of} for the whole query batch, wall "
+            "clock and CPU time; speed-up = exact time / index time. "
+            f"faiss {report['faiss']}, torch {report['torch']}.\n\n" + markdown_table(report["results"]) + "\n")
 
 
 def markdown_table(rows: list[dict]) -> str:

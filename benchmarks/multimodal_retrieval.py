@@ -24,7 +24,7 @@ text-only peer) reading the emoji *character* in place of its picture, against t
 (a per-language least-squares fit of frames on characters, on training pairs) predicts the
 utterance's length.
 
-    python benchmarks/multimodal_retrieval.py --out benchmarks/results/multimodal_retrieval.json
+    python -m benchmarks run multimodal_retrieval
 """
 
 from __future__ import annotations
@@ -287,7 +287,7 @@ def _write(out, results: dict, clock: Clock) -> None:
     """Write what is done so far (JSON and Markdown), so that a long run keeps its finished stages."""
     if out is not None:
         results["total"] = clock.read()
-        write_results(out, results, markdown(results))
+        write_results(out, results, markdown, "multimodal_retrieval")
 
 
 def main(argv=None) -> int:

@@ -28,14 +28,12 @@ where the family defines one), English↔X accuracy@1. A randomly initialised ``
 floor. The Transformer-XL memory comparison (held-out long-document loss with and without
 memory at equal tokens seen) is :mod:`benchmarks.long_documents`.
 
-    python benchmarks/objectives_zoo.py --data-dir ../shared/data \\
-        --out benchmarks/results/objectives_zoo.json
+    python -m benchmarks run objectives_zoo --data-dir ../shared/data
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -60,7 +58,7 @@ from babelzoo.train.config import TrainConfig, load_recipe, recipe_path  # noqa:
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.typed import Where  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
-from benchmarks._results import logged_means, write_results  # noqa: E402
+from benchmarks._results import finished_arms, logged_means, write_results  # noqa: E402
 
 LANGS = ("en", "de", "fr", "es", "ru", "cs")
 PACKAGES = ("gramps", "django")
@@ -200,19 +198,6 @@ def evaluate(name: str, model, tokenizer, args: argparse.Namespace, work: Path) 
 NOT_PROTOCOL = ("out", "work_dir", "arms", "floor", "data_dir")
 
 
-def finished_arms(out: Optional[Path], report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The arms an earlier run with the same settings wrote to ``out``, by name (so that a
-    comparison can be run in parts and an interrupted one continues)."""
-    if out is None or not out.is_file():
-        return {}
-    earlier = json.loads(out.read_text(encoding="utf-8"))
-    same = all(earlier.get("settings", {}).get(k) == v for k, v in report["settings"].items() if k not in NOT_PROTOCOL)
-    if not same or earlier.get("protocol") != report["protocol"]:
-        print(f"{out}: written under other settings; every arm runs again", flush=True)
-        return {}
-    return {row["arm"]: row for row in earlier.get("arms", [])}
-
-
 def markdown(report: dict[str, Any]) -> str:
     head = ["arm", "model", "params", "steps", "tokens seen", "pre-train CPU s",
             "SIB-200 en", "SIB-200 covered", "SIB-200 zero-shot", "UD POS en", "UD POS covered",
@@ -275,9 +260,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"Flores covered {f['covered']:.3f}", flush=True)
         if args.out:  # after every arm, so a long run's finished arms are kept
             report["wall_s"] = round(time.perf_counter() - start, 1)
-            write_results(args.out, report, markdown(report), indent=1)
+            write_results(args.out, report, markdown, "objectives_zoo")
 
-    done = finished_arms(args.out, report)
+    done = finished_arms(args.out, report, NOT_PROTOCOL)
     if done:
         report["arms"] = list(done.values())
         print(f"kept from {args.out}: {', '.join(done)}", flush=True)
@@ -300,7 +285,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(table)
     print(f"\ntotal CPU {report['cpu_s']:.0f}s, wall {report['wall_s']:.0f}s ({torch.get_num_threads()} threads)")
     if args.out:
-        write_results(args.out, report, table, indent=1)
+        write_results(args.out, report, markdown, "objectives_zoo")
     return 0
 
 

@@ -56,7 +56,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import default_out, write_results  # noqa: E402
 from benchmarks._speed.common import CONFIGS, DTYPES, load_average, machine, matmul_peak, mlm_batches, sentences, tokenizer  # noqa: E402
 from benchmarks._speed.inference import inference_section  # noqa: E402
 from benchmarks._speed.memory import memory_probe, memory_section  # noqa: E402
@@ -111,7 +111,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     args.infer_batch = args.infer_batch or (128 if gpu else 32)
     if args.quick:
         args.warmup, args.repeats, args.infer_repeats, args.trainer_steps = 1, 2, 1, 3
-    args.out = args.out or str(REPO / "benchmarks" / "results" / f"speed_{'gpu' if gpu else 'cpu'}{'_quick' if args.quick else ''}.json")
+    args.out = args.out or str(default_out("speed_gpu" if gpu else "speed", gpu=gpu))
     skip = set(filter(None, args.skip.split(",")))
     device = torch.device(args.device)
     configs, dtypes = args.configs.split(","), args.dtypes.split(",")
@@ -155,7 +155,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     report["load_end"] = load_average()
     report["targets"] = targets(report)
     table = markdown(report)
-    write_results(args.out, report, table, indent=1)
+    write_results(args.out, report, markdown, "speed")
     print(table)
     return report
 

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import default_out, write_results  # noqa: E402
 
 RECIPE = "mlm_tiny"
 LANGS = ("en", "de", "fr", "cs")
@@ -200,7 +200,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python benchmarks/streaming.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("BABELZOO_DATA_DIR", str(REPO.parent / "shared" / "data")))
     parser.add_argument("--work", default=str(REPO / "runs" / "streaming"))
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "streaming.json"))
+    parser.add_argument("--out", default=str(default_out("streaming")))
     parser.add_argument("--lines", type=int, default=700_000)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--resume-steps", default="10,1000,10000")
@@ -224,7 +224,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "machine": machine(),
               "lines": args.lines, "steps": args.steps, "batch": batch, "shuffle_buffer": source_default("shuffle_buffer"),
               "runs": runs, "resume": resumes}
-    write_results(args.out, report, markdown(report))
+    write_results(args.out, report, markdown, "streaming")
     print(markdown(report))
     return 0
 

@@ -2,8 +2,7 @@
 revision (exported from git into a temporary folder and run in a subprocess), babelzoo in this
 tree, and Hugging Face ``transformers``' fast tokenizer on the same vocabulary.
 
-    python benchmarks/tokenize_speed.py --data-dir ../shared/data --baseline-rev 6567d96 \
-        --out benchmarks/results/tokenize_speed.json
+    python -m benchmarks run tokenize_speed --data-dir ../shared/data --baseline-rev 6567d96
 
 Sentences: the first ⌈count / files⌉ non-empty lines of every Tatoeba ``tatoeba.XXX-eng.XXX``
 file, in sorted language order, cut at ``--count`` (10,000 by default over 106 languages: 95 of
@@ -211,7 +210,7 @@ def main(argv=None) -> None:
     if args.out:
         from benchmarks._results import write_results
 
-        write_results(args.out, report, text)
+        write_results(args.out, report, markdown, "tokenize_speed")
 
 
 if __name__ == "__main__":

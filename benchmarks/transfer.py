@@ -1,6 +1,6 @@
 """Zero-shot cross-lingual transfer on SIB-200, side by side with transformers, in one run.
 
-    python benchmarks/transfer.py --data-dir ../shared/data --out benchmarks/results/transfer_sib200.json
+    python -m benchmarks run transfer --data-dir ../shared/data
 
 1. **babelzoo**: the shipped recipe (``--recipe``, default ``sib200_e5_small``) through
    :func:`babelzoo.finetune.run_finetune`, the path ``babelzoo finetune`` runs.
@@ -32,7 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import default_out, write_results  # noqa: E402
 
 PEER_SET = ["task.head.pooling=pooler", "model_overrides.pooler=true"]
 
@@ -190,7 +190,7 @@ def main(argv=None) -> int:
                         help=f"overrides of the peer comparison (default: {' '.join(PEER_SET)})")
     parser.add_argument("--skip", default="", help="comma-separated arms to skip: peer, probes")
     parser.add_argument("--runs", default="runs/transfer_benchmark")
-    parser.add_argument("--out", default="benchmarks/results/transfer_sib200.json")
+    parser.add_argument("--out", default=str(default_out("transfer")))
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     peer_set = args.peer_set if args.peer_set is not None else PEER_SET
@@ -230,7 +230,7 @@ def main(argv=None) -> int:
     if "probes" not in skip:
         report["arms"].update(probe_arm(args.data_dir, lambda m: None))
     report["seconds"] = time.perf_counter() - start
-    write_results(args.out, report, markdown(report))
+    write_results(args.out, report, markdown, "transfer")
     print(markdown(report))
     return 0
 

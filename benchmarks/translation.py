@@ -32,7 +32,7 @@ token required (:func:`benchmarks.generate_speed.measure`). New tokens/s counts 
 position; written tokens are those up to each end token. ``--speed-only`` times the models an
 earlier run fine-tuned and adds the section to its report.
 
-    python benchmarks/translation.py --data-dir ../shared/data --out benchmarks/results/translation.json
+    python -m benchmarks run translation --data-dir ../shared/data
     python benchmarks/translation.py --quick            # a smoke run: tiny budgets, 64 test sentences
 """
 
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import os
 import shutil
 import sys
@@ -65,7 +64,7 @@ from babelzoo.train.cli import build_run, build_tokenizer  # noqa: E402
 from babelzoo.train.config import TrainConfig, load_recipe, recipe_path  # noqa: E402
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.typed import Where  # noqa: E402
-from benchmarks._results import logged_means, write_results  # noqa: E402
+from benchmarks._results import logged_means, read_run, write_results  # noqa: E402
 from benchmarks.generate_speed import measure  # noqa: E402
 
 LANGS = ("en", "de", "fr", "cs")
@@ -294,12 +293,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.speed_only:
         if args.out is None or not args.out.is_file():
             parser.error("--speed-only adds the speed section to the report an earlier run wrote to --out")
-        report = json.loads(args.out.read_text(encoding="utf-8"))
+        report = read_run(args.out)["results"]
         arm = next((a for a in args.arms if ARMS[a] is not None), None)
         if arm is None:
             parser.error("--speed-only times a pre-trained arm's model; --arms names none")
         report["generation_speed"] = generation_speed(finetuned(arm, args.targets[0], work), args.targets[0], args)
-        write_results(args.out, report, markdown(report), indent=1)
+        write_results(args.out, report, markdown, "translation")
         print(markdown(report))
         return 0
     tokenizer, tokenizer_dir = shared_tokenizer(args, work)
@@ -319,7 +318,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         report["wall_s"] = round(time.perf_counter() - start, 1)
         report["cpu_s"] = round(time.process_time() - start_cpu, 1)
         if args.out:
-            write_results(args.out, report, markdown(report), indent=1)
+            write_results(args.out, report, markdown, "translation")
 
     speed_run = None
     for arm in args.arms:

@@ -25,8 +25,7 @@ X→English. Multi30k ``test_2016_flickr``: en↔de/fr/cs. Accuracies of the oth
 (0 = embeddings) are kept in the JSON for reference only. A randomly initialised copy of the
 model is evaluated as a floor.
 
-    python benchmarks/xlingual_objectives.py --data-dir ../shared/data \\
-        --out benchmarks/results/xlingual_objectives.json
+    python -m benchmarks run xlingual_objectives --data-dir ../shared/data
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -252,15 +251,16 @@ def multi30k_tokenizer(args: argparse.Namespace, mono, pairs, work: Path):
     return build_tokenizer(tok_cfg, [*mono, *pairs])
 
 
-def finish(report: dict[str, Any], table: str, args: argparse.Namespace, start_cpu: float, start: float) -> None:
+def finish(report: dict[str, Any], render: Callable[[dict], str], args: argparse.Namespace, start_cpu: float,
+           start: float, script: str = "xlingual_objectives") -> None:
     """Print the table and the run's cost; write both with ``--out``."""
     report["cpu_s"] = round(time.process_time() - start_cpu, 1)
     report["wall_s"] = round(time.perf_counter() - start, 1)
     print()
-    print(table)
+    print(render(report))
     print(f"\ntotal CPU {report['cpu_s']:.0f}s, wall {report['wall_s']:.0f}s ({torch.get_num_threads()} threads)")
     if args.out:
-        write_results(args.out, report, table, indent=1)
+        write_results(args.out, report, render, script)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -301,7 +301,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{row['wall_s']['total']:.0f}s  {row['final_metrics']}", flush=True)
     report["by_layer_keys"] = "str(layer) -> task -> language -> {en2x, x2en}"
     report = json.loads(json.dumps(report))  # layer keys become strings, as in the file
-    finish(report, markdown(report), args, start_cpu, start)
+    finish(report, markdown, args, start_cpu, start)
     return 0
 
 

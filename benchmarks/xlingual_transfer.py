@@ -26,16 +26,13 @@ Two settings:
 every other language is reported too. No target-language label is read for training or model
 selection: the recipes train and select on English only.
 
-    python benchmarks/xlingual_transfer.py --setting e5 --data-dir ../shared/data \\
-        --out benchmarks/results/xlingual_transfer_e5.json
-    python benchmarks/xlingual_transfer.py --setting scratch --data-dir ../shared/data \\
-        --out benchmarks/results/xlingual_transfer_scratch.json
+    python -m benchmarks run xlingual_transfer_e5 --data-dir ../shared/data
+    python -m benchmarks run xlingual_transfer_scratch --data-dir ../shared/data
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import time
@@ -56,8 +53,8 @@ from babelzoo.objectives.mixture import Mixture  # noqa: E402
 from babelzoo.train.config import load_recipe, recipe_path  # noqa: E402
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
-from benchmarks._results import write_results  # noqa: E402
-from benchmarks.xlingual_objectives import (ARMS, add_arm_arguments, arm_config, build_datasets, final_metrics,  # noqa: E402
+from benchmarks._results import finished_arms, logged_means, write_results  # noqa: E402
+from benchmarks.xlingual_objectives import (ARMS, add_arm_arguments, arm_config, build_datasets,  # noqa: E402
                                             finish, multi30k_tokenizer, new_model, objective_spec,
                                             read_corpora)
 
@@ -85,7 +82,7 @@ def pretrain(arm: str, model, tokenizer, data, args, work: Path, language_ids: b
     cpu0, wall0 = time.process_time(), time.perf_counter()
     summary = Trainer(model, mixture, {n: data[n] for n in ARMS[arm]}, arm_config(spec, args, out_dir)).fit()
     return {"objectives": spec, "steps": summary["steps"], "skipped_steps": summary["skipped_steps"],
-            "tokens": summary["tokens"], "final_metrics": final_metrics(out_dir),
+            "tokens": summary["tokens"], "final_metrics": logged_means(out_dir, 100, ("/loss", "/accuracy")),
             "cpu_s": round(time.process_time() - cpu0, 1), "wall_s": round(time.perf_counter() - wall0, 1)}
 
 
@@ -132,19 +129,6 @@ def evaluate_arm(name: str, model, tokenizer, args, work: Path) -> dict[str, Any
 
 # Options that do not change a number: a report written under other values of these still counts.
 NOT_PROTOCOL = ("out", "work_dir", "threads", "arms", "baseline", "keep_done", "data_dir")
-
-
-def finished_arms(out: Optional[Path], report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The arms an earlier run of the same settings wrote to ``out`` (none if the settings or
-    protocol differ), by name, so that an interrupted comparison continues where it stopped."""
-    if out is None or not out.is_file():
-        return {}
-    earlier = json.loads(out.read_text(encoding="utf-8"))
-    same = all(earlier.get("settings", {}).get(k) == v for k, v in report["settings"].items() if k not in NOT_PROTOCOL)
-    if not same or earlier.get("protocol") != report["protocol"]:
-        print(f"{out}: written under other settings; every arm runs again", flush=True)
-        return {}
-    return {row["arm"]: row for row in earlier.get("arms", [])}
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -224,9 +208,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"covered {row['tatoeba']['mean_covered']:.3f} all {row['tatoeba']['mean']:.3f}", flush=True)
         if args.out:  # after every arm, so a long run's finished arms are kept
             report["wall_s"] = round(time.perf_counter() - start, 1)
-            write_results(args.out, report, markdown(report), indent=1)
+            write_results(args.out, report, markdown, "xlingual_transfer")
 
-    done = finished_arms(args.out, report) if args.keep_done else {}
+    done = finished_arms(args.out, report, NOT_PROTOCOL) if args.keep_done else {}
     if done:
         report["arms"] = list(done.values())
         print(f"kept from {args.out}: {', '.join(done)}", flush=True)
@@ -241,7 +225,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         model = fresh()
         row = {"arm": arm, "pretrain": pretrain(arm, model, tokenizer, data, args, work, language_ids=scratch)}
         record({**row, **evaluate_arm(arm, model, tokenizer, args, work)})
-    finish(report, markdown(report), args, start_cpu, start)
+    finish(report, markdown, args, start_cpu, start, "xlingual_transfer")
     return 0
 
 

@@ -39,11 +39,11 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
 # The sentences of docs/performance.md are checked by their benchmarks' tests:
 # tests/test_threads.py (CPU contention), tests/benchmarks/test_gpu_check.py (GPU) and
 # tests/benchmarks/test_adaptation.py (adaptation).
-SPEED_CPU = "benchmarks/results/speed_cpu.json"
-UNPADDED = "benchmarks/results/speed_cpu_inference_avx512.json"
-LONG_DOCUMENTS = "benchmarks/results/long_documents_clm_multi30k.json"
+SPEED_CPU = "benchmarks/results/speed/epyc.json"
+UNPADDED = "benchmarks/results/speed_inference/epyc-avx512.json"
+LONG_DOCUMENTS = "benchmarks/results/long_documents_clm_multi30k/unrecorded.json"
 PERFORMANCE = "docs/performance.md"
-CONTENTION = "benchmarks/results/cpu_contention.json"
+CONTENTION = "benchmarks/results/cpu_contention/xeon.json"
 FIGURES = [
     ("README.md", "print the leaderboard (under 10 minutes", CONTENTION, "demo/contended_s", "< 600"),
     ("docs/getting-started.md", "print the leaderboard (under 10 minutes", CONTENTION, "demo/contended_s", "< 600"),
@@ -77,7 +77,7 @@ FIGURES = [
 
 @pytest.mark.parametrize("page, quoted, results, path, form", FIGURES, ids=[q.rsplit(" | ", 1)[0] for _, q, *_ in FIGURES])
 def test_quoted_figure_is_the_results_files(page, quoted, results, path, form):
-    value = json.loads((REPO / results).read_text(encoding="utf-8"))
+    value = json.loads((REPO / results).read_text(encoding="utf-8"))["results"]
     for key in path.split("/"):
         value = value[key]
     text = (REPO / page).read_text(encoding="utf-8")
@@ -87,7 +87,7 @@ def test_quoted_figure_is_the_results_files(page, quoted, results, path, form):
         return
     assert quoted.endswith(" " + form.format(value))
     # the table names the file the figure comes from
-    assert f"{quoted} | `{Path(results).name}` |" in text
+    assert f"{quoted} | `{Path(results).relative_to('benchmarks/results')}` |" in text
 
 
 def test_every_figure_in_the_performance_table_is_checked():

@@ -243,7 +243,7 @@ def test_shell_block_runs(where, block, tmp_path):
 
 
 WRITES = re.compile(r"(?:--out|--to-hf|--to-onnx|--to|--save|--output)\s+(\S+)")
-PUBLISHING = ("python benchmarks/", "python -m benchmarks.", "babelzoo eval")  # default: benchmarks/results
+PUBLISHING = ("python benchmarks/", "python -m benchmarks.", "python -m benchmarks run", "babelzoo eval")  # default: benchmarks/results
 
 
 def test_commands_write_only_where_a_checkout_ignores():

@@ -101,13 +101,17 @@ def markdown(report: dict) -> str:
         for dname, d in r["dtypes"].items():
             aten = (f"{d['babelzoo_aten']['real_tokens_per_s']:.0f} ({d['ratio_aten_vs_sorted']:.2f}× sorted)"
                     if "babelzoo_aten" in d else "–")
+            padded = d.get("babelzoo_padded")  # none in runs from before the padded arm was measured
+            pad_rate, pad_ratio, pad_tokens, pad_diff = (
+                (f"{padded['real_tokens_per_s']:.0f}", f"{d['ratio_vs_padded']:.2f}×", padded["padded_tokens"],
+                 f"{d['max_abs_diff_padded']:.1e}") if padded else ("–",) * 4)
             lines.append(
                 f"| {dname} | {d['babelzoo']['real_tokens_per_s']:.0f} | {aten} | "
-                f"{d['babelzoo_padded']['real_tokens_per_s']:.0f} | {d['transformers']['real_tokens_per_s']:.0f} | "
+                f"{pad_rate} | {d['transformers']['real_tokens_per_s']:.0f} | "
                 f"{d['transformers_sorted']['real_tokens_per_s']:.0f} | **{d['ratio']:.2f}×** | "
-                f"**{d['ratio_vs_sorted']:.2f}×** | {d['ratio_vs_padded']:.2f}× | {d['babelzoo']['padded_tokens']} / "
-                f"{d['babelzoo_padded']['padded_tokens']} / {d['transformers']['padded_tokens']} | "
-                f"{d['max_abs_diff']:.1e} / {d['max_abs_diff_padded']:.1e} |")
+                f"**{d['ratio_vs_sorted']:.2f}×** | {pad_ratio} | {d['babelzoo']['padded_tokens']} / "
+                f"{pad_tokens} / {d['transformers']['padded_tokens']} | "
+                f"{d['max_abs_diff']:.1e} / {pad_diff} |")
     if report.get("trainer"):
         t = report["trainer"]
         lines += ["", f"## babelzoo Trainer (small, batch {t['batch_sentences']} sentences, num_workers=0)", "",

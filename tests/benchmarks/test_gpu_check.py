@@ -13,6 +13,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("soundfile")
 
 from benchmarks import gpu_check as G  # noqa: E402
+from benchmarks._results import current_machine  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +51,12 @@ def test_every_check_passes_on_the_cpu_with_the_figures_it_claims(dry_run):
 
 def test_the_results_files_hold_the_report_and_its_table(dry_run):
     report, out = dry_run
-    saved = json.loads(out.read_text(encoding="utf-8"))
+    run = json.loads(out.read_text(encoding="utf-8"))
+    saved = run["results"]
     assert saved["dry_run"] is True and saved["checks"].keys() == report["checks"].keys()
     assert saved["machine"]["torch"] == torch.__version__ and saved["commit"] and saved["date"]
+    assert run["suite"] == "gpu_check" and run["machine"]["tag"] == current_machine()["tag"]
+    assert run["commit"] and run["date"] and run["command"].startswith("python ")
     table = out.with_suffix(".md").read_text(encoding="utf-8")
     for name in G.CHECKS:
         assert f"| {name} | pass |" in table
@@ -83,7 +87,7 @@ def test_the_readme_quotes_the_committed_gpu_run():
     from pathlib import Path
 
     repo = Path(G.__file__).resolve().parents[1]
-    report = json.loads((repo / "benchmarks/results/gpu_check.json").read_text(encoding="utf-8"))
+    report = json.loads((repo / "benchmarks/results/gpu_check/h200.json").read_text(encoding="utf-8"))["results"]
     readme = (repo / "docs" / "performance.md").read_text(encoding="utf-8")
     statuses = {name: c["status"] for name, c in report["checks"].items()}
     assert statuses == {**{name: "pass" for name in G.CHECKS}, "faiss": "skip"} and "H200" in report["machine"]["gpu"]

@@ -1,0 +1,117 @@
+"""benchmarks/_results.py: a run's envelope (machine, command, commit, date), its page rendered
+from the JSON alone, and the committed results: every page and the index are what ``python -m
+benchmarks render --all`` makes from the committed JSON, so nothing hand-edited drifts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import __main__ as cli
+from benchmarks import _results as R
+from benchmarks import generate_speed
+from benchmarks._suites import SUITES
+
+REPORT = {"command": "python benchmarks/generate_speed.py --size tiny", "runs": {
+    "greedy": {"babelzoo_tokens_per_s": 120.04, "transformers_tokens_per_s": 100.0, "ratio": 1.2004},
+    "beam4": {"babelzoo_tokens_per_s": 50.0, "transformers_tokens_per_s": 62.5, "ratio": 0.8}}}
+
+
+def test_a_run_writes_its_envelope_and_the_page_render_makes_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(R, "current_machine", lambda gpu=None: {"tag": "epyc-avx2", "description": "AMD EPYC, 2 CPUs"})
+    out = R.write_results(tmp_path / "x.json", REPORT, generate_speed.markdown, "generate_speed")
+    run = json.loads(out.read_text(encoding="utf-8"))
+    assert run["suite"] == "generate_speed" and run["results"] == REPORT
+    assert run["machine"] == {"tag": "epyc-avx2", "description": "AMD EPYC, 2 CPUs"}
+    assert run["commit"] and run["date"].endswith(" UTC") and run["command"].startswith("python ")
+    page = out.with_suffix(".md").read_text(encoding="utf-8")
+    assert "| greedy | 120.0 | 100.0 | 1.20 |" in page and "| beam4 | 50.0 | 62.5 | 0.80 |" in page
+    assert "Machine: `epyc-avx2` (AMD EPYC, 2 CPUs)" in page and f"Commit: {run['commit']}; date: " in page
+    out.with_suffix(".md").write_text("edited by hand\n", encoding="utf-8")
+    assert R.render_file(out) == [out.with_suffix(".md")]
+    assert out.with_suffix(".md").read_text(encoding="utf-8") == page
+
+
+def test_the_suite_is_the_folder_under_results_else_the_script(tmp_path):
+    assert R.suite_of(R.RESULTS / "generate_speed_tiny" / "h200.json", "generate_speed") == "generate_speed_tiny"
+    assert R.suite_of(tmp_path / "generate_speed_tiny" / "h200.json", "generate_speed") == "generate_speed"
+
+
+def test_a_page_without_a_command_says_so():
+    run = {"suite": "generate_speed", "machine": {"tag": "unrecorded", "description": "x86_64"}, "command": None,
+           "commit": "abc1234", "date": "2026-12-02 11:19 UTC", "results": REPORT}
+    page = R.document(run, generate_speed.markdown)
+    assert page.startswith(R.GENERATED + "\n\n| decoding |")
+    assert page.endswith("Machine: `unrecorded` (x86_64)  \nCommand: not recorded  \n"
+                         "Commit: abc1234; date: 2026-12-02 11:19 UTC\n")
+
+
+def test_a_file_that_is_not_a_run_is_refused_by_name(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"runs": {}}), encoding="utf-8")
+    with pytest.raises(R.InputError, match="old.json: not a benchmark results file: no suite, machine, results"):
+        R.render_file(path)
+
+
+COMMITTED = sorted(R.RESULTS.glob("*/*.json"))
+RUNS = [path for path in COMMITTED if path.name != "results.json"]  # a leaderboard's is its own format
+
+
+def test_every_results_folder_is_a_registered_suite_with_one_file_per_machine():
+    folders = sorted({path.name for path in R.RESULTS.iterdir() if path.is_dir()} - {"archive"})
+    assert folders and set(folders) <= set(SUITES.list())
+    assert len(RUNS) >= 36
+    for path in RUNS:
+        run = R.read_run(path)
+        assert run["suite"] == path.parent.name and run["machine"]["tag"] == path.stem, path
+        assert run["machine"]["description"] and run["commit"] and run["date"], path
+    # a page is the page of a JSON beside it (the archive's, from before JSON was kept, excepted)
+    pages = {p.with_suffix(".json") for p in R.RESULTS.glob("*/*.md")
+             if p.parent.name != "archive" and p.name not in ("leaderboard.md", "per_language.md")}
+    assert pages == set(RUNS)
+    assert sorted(p.name for p in (R.RESULTS / "archive").iterdir()) == ["speed_cpu_inference.md"]
+
+
+@pytest.mark.parametrize("path", RUNS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_each_committed_page_is_what_render_makes_from_its_json(path):
+    run = R.read_run(path)
+    committed = path.with_suffix(".md").read_text(encoding="utf-8")
+    assert committed == R.document(run, R.suite_module(run["suite"]).markdown), \
+        f"{path.with_suffix('.md')} differs from its JSON's page: python -m benchmarks render {run['suite']}"
+
+
+def test_the_committed_index_is_what_render_makes():
+    text = R.index([SUITES.get(name) for name in SUITES.list()])
+    assert R.INDEX.read_text(encoding="utf-8") == text, "python -m benchmarks render --all"
+    assert "| gpu_check | 10 pass, 1 skipped, 371 s | `h200` | 2026-12-04 18:32:31 UTC | [gpu_check/h200.md]" in text
+    assert "| speed_inference | fp32 5.57× transformers (2.62× sorted) | `epyc-avx512` |" in text
+    assert "| streaming | streamed 0.93× the fastest cached run's tokens/s | `xeon` |" in text
+    assert "| speed_gpu | training base: bf16 1.29×, fp16 1.32× transformers' tokens/s | `h200` |" in text
+    assert "| leaderboard_transfer | 3 models × 4 tasks | | | [leaderboard_transfer/leaderboard.md]" in text
+    assert text.count("\n| ") == len(RUNS) + 3 + 1  # the runs, the three leaderboards, the header
+
+
+def test_render_all_writes_the_pages_and_the_index(tmp_path, monkeypatch):
+    folder = tmp_path / "results"
+    (folder / "generate_speed").mkdir(parents=True)
+    source = R.RESULTS / "generate_speed" / "unrecorded.json"
+    (folder / "generate_speed" / "unrecorded.json").write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(R, "RESULTS", folder)
+    monkeypatch.setattr(cli, "INDEX", folder / "README.md")
+    assert cli.main(["render", "--all", "--no-plots"]) == 0
+    page = (folder / "generate_speed" / "unrecorded.md").read_text(encoding="utf-8")
+    assert page == source.with_suffix(".md").read_text(encoding="utf-8")
+    index = (folder / "README.md").read_text(encoding="utf-8")
+    assert "| generate_speed | greedy 1.09× transformers, beam4 1.12× transformers | `unrecorded` |" in index
+    assert index.count("\n| ") == 2
+
+
+def test_an_interrupted_comparison_keeps_the_arms_written_under_the_same_settings(tmp_path, capsys):
+    report = {"settings": {"steps": 100, "out": "a.json"}, "protocol": "p", "arms": [{"arm": "mlm", "x": 1.5}]}
+    out = R.write_results(tmp_path / "zoo.json", report, lambda r: "table", "objectives_zoo")
+    again = {"settings": {"steps": 100, "out": "b.json"}, "protocol": "p"}
+    assert R.finished_arms(out, again, ignored=("out",)) == {"mlm": {"arm": "mlm", "x": 1.5}}
+    assert R.finished_arms(out, {**again, "settings": {"steps": 200, "out": "a.json"}}, ignored=("out",)) == {}
+    assert "written under other settings; every arm runs again" in capsys.readouterr().out
+    assert R.finished_arms(tmp_path / "none.json", again, ignored=()) == {}
