@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional, Sequence
 
+from .._files import expand_path
 from ..errors import ArgumentParser, UsageError, command
 from ..typed import Range, Seed, Where, build, check_fields, option, read_yaml
 from ..zoo.config import ConfigError
@@ -104,7 +105,8 @@ def run_eval(args: argparse.Namespace) -> int:
             raise UsageError(f"--models: {missing} not in {args.config}; known: {', '.join(sorted(known))}")
         specs = [s for s in specs if s.name in args.models]
     tasks = args.tasks or list(config.tasks)
-    data_dir = args.data_dir or config.data_dir or os.environ.get("BABELZOO_DATA_DIR")
+    data_dir = args.data_dir or (config.data_dir and expand_path(config.data_dir, f"{args.config}: data_dir")) \
+        or os.environ.get("BABELZOO_DATA_DIR")
     if args.fetch:
         if not data_dir:
             raise UsageError("--fetch needs --data-dir (where to put the standard sets)")
@@ -116,7 +118,7 @@ def run_eval(args: argparse.Namespace) -> int:
     context = TaskContext(data_dir=Path(data_dir) if data_dir else None, languages=config.languages,
                           seed=config.seed, limit=args.limit if args.limit is not None else config.limit,
                           options=dict(config.task_options))
-    out = args.out or Path(config.out or "leaderboard_out")
+    out = args.out or Path(expand_path(config.out, f"{args.config}: out") if config.out else "leaderboard_out")
     check_out(out, "--out" if args.out else f"{args.config}: out" if config.out else "the default output folder")
     results, cells = run_matrix(specs, tasks, context)
     paths = write_outputs(results, cells, out, {"config": str(args.config), "tasks": tasks,
