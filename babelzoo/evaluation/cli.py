@@ -14,7 +14,8 @@ from typing import Annotated, Optional, Sequence
 
 from .._files import expand_path
 from ..errors import ArgumentParser, UsageError, command
-from ..typed import Range, Seed, Where, build, check_fields, option, read_yaml
+from ..typed import Range, Seed, check_fields, option
+from ..typed import load_config as load_typed
 from ..zoo.config import ConfigError
 from .leaderboard import ModelSpec, run_matrix, write_outputs
 from .tasks import TaskContext
@@ -47,11 +48,9 @@ class LeaderboardConfig:
 
 
 def load_config(path: Path) -> LeaderboardConfig:
-    """Read a leaderboard YAML (:func:`~babelzoo.typed.read_yaml`); mistakes, in its models too,
+    """Read a leaderboard YAML (:func:`~babelzoo.typed.load_config`); mistakes, in its models too,
     are errors naming the file, line and key."""
-    data, lines = read_yaml(path)
-    where = Where(file=str(path), lines=lines, label="LeaderboardConfig.")
-    config = build(LeaderboardConfig, {} if data is None else data, where, what="leaderboard config")
+    config, where = load_typed(LeaderboardConfig, path, what="leaderboard config", kind="leaderboard config")
     for i, model in enumerate(config.models):
         ModelSpec.from_dict(model, where.key("models").key(i))
     return config

@@ -22,13 +22,11 @@ every valid key.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..typed import Seed, Where, YAMLRefused, build, check_fields, coerce_options, load_yaml, read_yaml, unknown_key
+from ..typed import Loaded, Seed, Where, build, check_fields, coerce_options, load_config, read_mapping, set_keys, unknown_key
 from ..zoo.config import ConfigError
 
 OPTIMIZERS = ("lamb", "adamw")
@@ -208,86 +206,42 @@ def unknown_key_message(key: str, valid: Sequence[str]) -> str:
     return unknown_key(key, valid, "TrainConfig")
 
 
-# --- value checking --------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=1)
-def _field_types() -> dict[str, Any]:
-    return typing.get_type_hints(TrainConfig)
-
-
 # --- recipes -----------------------------------------------------------------------------------
 
 def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Apply ``key=value`` strings to a recipe mapping. Values are parsed as YAML
-    (``lr=5e-4``, ``betas=[0.9,0.98]``, ``progress=false``); ``a.b.c=v`` sets a key inside the
-    dict field ``a`` (``model_overrides.hidden_size=64``, ``objectives.mlm.masking.probability=0.2``)."""
-    data = dict(data)
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        key, raw = item.split("=", 1)
-        key = key.strip()
-        try:
-            value = load_yaml(raw)[0] if raw.strip() else ""
-        except YAMLRefused as err:
-            raise ConfigError(f"--set {item!r}: {err.reason}") from None
-        top, *rest = key.split(".")
-        if top not in TrainConfig.field_names():
-            raise ConfigError(f"--set {item!r}: {unknown_key_message(top, TrainConfig.field_names())}")
-        if not rest:
-            data[top] = value
-            continue
-        if _field_types()[top] is not dict:
-            raise ConfigError(f"--set {item!r}: TrainConfig.{top} is not a mapping, so {key!r} cannot be set")
-        target = data[top] = _deep_copy_dict(data.get(top) or {})
-        for part in rest[:-1]:
-            child = target.get(part)
-            if child is None:
-                child = target[part] = {}
-            elif not isinstance(child, dict):
-                raise ConfigError(f"--set {item!r}: {part!r} holds {child!r}, not a mapping")
-            target = child
-        target[rest[-1]] = value
-    return data
-
-
-def _deep_copy_dict(value: Mapping) -> dict:
-    return {k: _deep_copy_dict(v) if isinstance(v, Mapping) else v for k, v in value.items()}
+    """Apply ``key=value`` strings to a recipe mapping (:func:`babelzoo.typed.set_keys`): values
+    parsed as YAML (``lr=5e-4``, ``betas=[0.9,0.98]``, ``progress=false``); ``a.b.c=v`` sets a
+    key inside the section ``a`` (``model_overrides.hidden_size=64``,
+    ``objectives.mlm.masking.probability=0.2``)."""
+    return set_keys(TrainConfig, data, overrides, "TrainConfig")
 
 
 def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
     """The raw mapping of a YAML recipe and the line of each key path (:func:`babelzoo.typed.read_yaml`:
     plain, bounded data in UTF-8)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such recipe file")
-    data, lines = read_yaml(path)
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a recipe must be a mapping of TrainConfig keys, got {type(data).__name__}")
-    return data, lines
+    return read_mapping(path, "TrainConfig", "recipe")
 
 
 def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
     """Read a YAML recipe, apply ``key=value`` overrides, validate, return a TrainConfig."""
-    data, lines = read_recipe(path)
-    TrainConfig.from_dict(data, where=str(path), lines=lines)  # report recipe mistakes with their line
-    # a value given by --set is not on the recipe's line for that key
-    changed = [item.split("=", 1)[0].strip() for item in overrides]
-    kept = {key: line for key, line in lines.items()
-            if not any(key == c or key.startswith((f"{c}.", f"{c}[")) for c in changed)}
-    cfg = TrainConfig.from_dict(apply_overrides(data, overrides), where=str(path), lines=kept)
+    return read_recipe_config(path, overrides).config
+
+
+def read_recipe_config(path: str | Path, overrides: Sequence[str] = ()) -> Loaded:
+    """:func:`load_recipe`'s TrainConfig, and where each of its keys was read, for the sections
+    an upper layer reads (a fine-tuning ``task``): the recipe read by
+    :func:`babelzoo.typed.load_config`, the loader of every config file."""
+    cfg, where = load_config(TrainConfig, path, overrides, what="TrainConfig", kind="recipe")
     # the objectives' and the tokenizer's options too, before any data is read
     if cfg.objectives:
         from ..objectives.mixture import check_spec
 
-        check_spec(cfg.objectives, Where("objectives", str(path), kept, "TrainConfig."))
+        check_spec(cfg.objectives, where.key("objectives"))
     if "vocab_size" in cfg.tokenizer:  # sentencepiece training options
         from ..datasets.spm import SentencePieceTokenizer
 
-        coerce_options(SentencePieceTokenizer.train, cfg.tokenizer, Where("tokenizer", str(path), kept, "TrainConfig."))
-    return cfg
+        coerce_options(SentencePieceTokenizer.train, cfg.tokenizer, where.key("tokenizer"))
+    return Loaded(cfg, where)
 
 
 def recipe_path(name: str | Path) -> Path:
