@@ -35,9 +35,11 @@ error naming the file and line, found before anything is expanded.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import functools
+import inspect
 import math
 import re
 import types
@@ -281,16 +283,49 @@ def check(value: Any, hint: Any, where: Where) -> Any:
     return _read(value, hint, where, strict=True)
 
 
-def coerce_options(func: Callable, options: Mapping[str, Any], where: Where) -> dict[str, Any]:
-    """Keyword ``options`` for ``func`` (an objective's constructor, a tokenizer's ``train``), each
-    read against its annotation as a config field is (:func:`coerce`); an option ``func`` does
-    not annotate, or whose annotations do not resolve (a plug-in's), is passed as given."""
+@functools.cache
+def options_class(func: Callable, name: str, skip: Optional[tuple[str, ...]] = None) -> type:
+    """The options of ``func`` (an objective's constructor, a tokenizer's ``train``, a KG
+    embedding model's constructor) as a frozen dataclass ``<name>Options``, made once: one field
+    per keyword-only parameter (given ``skip``, the names of the arguments the caller supplies,
+    per named parameter but those), typed by its annotation and defaulting to its default; a
+    parameter without a default is a required field. Annotations that do not resolve (a
+    plug-in's) leave their fields ``Any``."""
     try:
         hints = typing.get_type_hints(func, include_extras=True)
     except (NameError, TypeError):
-        return dict(options)
-    return {key: coerce(value, hints[key], where.key(str(key))) if key in hints and key != "return" else value
-            for key, value in options.items()}
+        hints = {}
+    named = (inspect.Parameter.KEYWORD_ONLY,) if skip is None else \
+        (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    fields = []
+    for param in inspect.signature(func).parameters.values():
+        if param.kind not in named or param.name in (skip or ()) or param.name in ("self", "cls"):
+            continue
+        if param.default is inspect.Parameter.empty:
+            spec = dataclasses.field()
+        elif type(param.default).__hash__ is None:  # a mutable default: each instance its own copy
+            spec = dataclasses.field(default_factory=functools.partial(copy.deepcopy, param.default))
+        else:
+            spec = dataclasses.field(default=param.default)
+        fields.append((param.name, hints.get(param.name, Any), spec))
+    return dataclasses.make_dataclass(f"{name}Options", fields, frozen=True, kw_only=True)
+
+
+def read_options(func: Callable, options: Mapping[str, Any], where: Where, name: str,
+                 skip: Optional[tuple[str, ...]] = None) -> dict[str, Any]:
+    """``options`` read as :func:`options_class` fields of ``func`` (:func:`build`: an unknown
+    option with a close match, a wrong type, a missing required option, each naming ``where``
+    and the option): the options given, typed. When ``func`` takes ``**kwargs``, an option it
+    does not name is passed on as given."""
+    cls = options_class(func, name, skip)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(func).parameters.values()):
+        known = {f.name for f in dataclasses.fields(cls)}
+        extra = {key: value for key, value in options.items() if key not in known}
+        options = {key: value for key, value in options.items() if key in known}
+    else:
+        extra = {}
+    built = build(cls, options, where, what=f"{name} option")
+    return {**{key: getattr(built, key) for key in options}, **extra}
 
 
 def check_fields(obj: Any, label: Optional[str] = None, strict: bool = False) -> None:

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Callable, Optional
 import torch
 
 from .._files import expand_path
-from ..typed import Range, check_fields, coerce_options, load_config
+from ..typed import Range, check_fields, load_config, read_options
 from ..zoo.config import ConfigError
 from .kge import KGE_MODELS, KGEModel, LinkPredictionData, create_kge
 from .link_prediction import KGETrainConfig, train_kge
@@ -62,8 +62,9 @@ def kge_recipe(name: str) -> KGERecipe:
     else:
         raise ConfigError(f"no KG embedding recipe {name!r}; known: {', '.join(kge_recipes())} (or a .yaml file)")
     recipe, where = load_config(KGERecipe, path, kind="KG embedding recipe")
-    coerce_options(KGE_MODELS.get(recipe.model).__init__, recipe.options, where.key("options"))
-    return recipe
+    options = read_options(KGE_MODELS.get(recipe.model).__init__, recipe.options, where.key("options"), recipe.model,
+                           skip=("num_entities", "num_relations", "dim"))
+    return dataclasses.replace(recipe, options=options)
 
 
 def train_by_recipe(name: str, data: LinkPredictionData, max_minutes: float = 14.0, epochs: Optional[int] = None,

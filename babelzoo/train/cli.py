@@ -220,36 +220,25 @@ def combine(datasets: Mapping[str, list], alphas: Mapping[str, Optional[float]],
     return data
 
 
-def with_word_starts(objectives: Mapping[str, Any], tokenizer: Any) -> dict[str, dict]:
-    """The recipe's objective options, with the tokenizer's word-start table given to every
-    objective that takes one (whole-word and span masking count words, not pieces), unless
-    the recipe sets it."""
-    import inspect
-
+def with_run_inputs(objectives: Mapping[str, Any], tokenizer: Any, models: PretrainedModels) -> dict[str, dict]:
+    """The recipe's objective options with what each objective declares it takes from the run
+    (:attr:`~babelzoo.objectives.base.Objective.from_run`, :data:`~babelzoo.objectives.base.RUN_INPUTS`),
+    and nothing else: ``word_starts``, the tokenizer's word-start table, unless the recipe sets
+    it; ``teacher``, the zoo model the option names, loaded through ``models`` (so a teacher that
+    is also the run's tokenizer or initial weights is read once)."""
     from ..objectives.mixture import objective_class
+    from ..zoo.factory import list_models
 
     table, out = None, {}
     for name, options in objectives.items():
         options = dict(options or {})
-        cls = objective_class(options.get("objective", name))
-        if "word_starts" in inspect.signature(cls.__init__).parameters and "word_starts" not in options:
+        wants = objective_class(options.get("objective", name)).from_run
+        if "word_starts" in wants and "word_starts" not in options:
             table = tokenizer.word_starts() if table is None else table
             options["word_starts"] = table
-        out[name] = options
-    return out
-
-
-def with_teachers(objectives: Mapping[str, dict], models: PretrainedModels) -> dict[str, dict]:
-    """The objective options with a ``teacher`` that names a zoo entry replaced by that model,
-    loaded through ``models`` (so a teacher that is also the run's tokenizer or initial weights
-    is read once)."""
-    from ..zoo.factory import list_models
-
-    out = {}
-    for name, options in objectives.items():
         teacher = options.get("teacher")
-        if isinstance(teacher, str) and teacher in list_models():
-            options = {**options, "teacher": models.get(teacher)}
+        if "teacher" in wants and isinstance(teacher, str) and teacher in list_models():
+            options["teacher"] = models.get(teacher)
         out[name] = options
     return out
 
@@ -448,7 +437,7 @@ def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path] = None):
         if cfg.knowledge:
             module, _, function = ATTACH_KNOWLEDGE.partition(":")
             model = getattr(importlib.import_module(module), function)(model, cfg.knowledge, where.key("knowledge"))
-        spec = with_teachers(with_word_starts(cfg.objectives, tokenizer), models)
+        spec = with_run_inputs(cfg.objectives, tokenizer, models)
         if single:
             (name, options), = spec.items()
             if options.pop("weight", 1.0) != 1.0:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..typed import Loaded, Seed, Where, build, check_fields, coerce_options, load_config, read_mapping, set_keys, unknown_key
+from ..typed import Loaded, Seed, Where, build, check_fields, load_config, read_options, read_mapping, set_keys, unknown_key
 from ..zoo.config import ConfigError
 
 OPTIMIZERS = ("lamb", "adamw")
@@ -240,7 +240,8 @@ def read_recipe_config(path: str | Path, overrides: Sequence[str] = ()) -> Loade
     if "vocab_size" in cfg.tokenizer:  # sentencepiece training options
         from ..datasets.spm import SentencePieceTokenizer
 
-        coerce_options(SentencePieceTokenizer.train, cfg.tokenizer, where.key("tokenizer"))
+        read_options(SentencePieceTokenizer.train, cfg.tokenizer, where.key("tokenizer"), "sentencepiece",
+                     skip=("corpus",))
     return Loaded(cfg, where)
 
 

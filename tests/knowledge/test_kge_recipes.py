@@ -22,6 +22,8 @@ def test_shipped_recipes_hold_the_codex_s_settings():
     ("model: transe\ndim: 8\ntrain:\n  lr: fast\n", r"r.yaml:4 KGERecipe.train.lr='fast' must be a number, got str"),
     ("model: transe\ndims: 8\n", r"r.yaml:2 KGERecipe.dims: unknown KGERecipe key 'dims'; did you mean 'dim'\?"),
     ("model: transe\ndim: 8\noptions: {gamma: big}\n", r"r.yaml:3 KGERecipe.options.gamma='big' must be a number"),
+    ("model: transe\ndim: 8\noptions: {gama: 1.0}\n", r"r.yaml:3 KGERecipe.options.gama: unknown transe option key "
+                                                      r"'gama'; did you mean 'gamma'\?"),
     ("model: transx\ndim: 8\n", r"r.yaml:1: KGERecipe.model='transx' must be one of"),
 ])
 def test_a_recipe_file_mistake_names_the_file_line_and_key(tmp_path, text, message):
