@@ -119,13 +119,31 @@ class Range:
         return f"in {'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """In a field's annotation, ``Annotated[dict, Section(read)]``: a part of a config kept as
+    the mapping it was written as (what ``--set`` reaches into, what ``to_dict`` and a run's
+    identity hold) and read by ``read(value, where)`` into its typed dataclass whenever the
+    config is built, so that a mistake in it is found when the file is loaded, named with its
+    file, line and key. The code that uses the part reads it with the same ``read``."""
+
+    read: Callable[[Any, "Where"], Any]
+
+
 INT64 = Range(-2 ** 63, 2 ** 63 - 1)  # every int field: what a tensor or a numpy array holds
 Seed = Annotated[int, Range(0, 2 ** 32 - 1)]  # np.random.seed takes [0, 2**32); torch.manual_seed more
 
 
 def _bounded(value: Any, hint: Any, where: Where, strict: bool) -> Any:
-    """``Annotated[T, Range(...), ...]``: the value read as ``T``, then held to each range."""
+    """``Annotated[T, Range(...), ...]``: the value read as ``T``, then held to each range;
+    ``Annotated[T, Section(read)]``: the value read as ``T``, then by ``read``."""
     inner, *extras = typing.get_args(hint)
+    sections = [s for s in extras if isinstance(s, Section)]
+    if sections:
+        value = _read(value, inner, where, strict)
+        for section in sections:
+            section.read(value, where)
+        return value
     ranges = [r for r in extras if isinstance(r, Range)]
 
     def check(number: Any) -> Any:

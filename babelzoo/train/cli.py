@@ -56,7 +56,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from ..errors import ArgumentParser, InputError, command
 from ..typed import Where, build, check_fields, read_yaml
 from ..zoo.config import ConfigError
-from .config import TrainConfig, load_recipe, recipe_path
+from .config import InitSpec, TrainConfig, load_recipe, read_data, read_init, read_tokenizer, recipe_path
 
 # the knowledge layer (above this one) attaches a recipe's knowledge base; found by name
 ATTACH_KNOWLEDGE = "babelzoo.knowledge.sources:attach_from_recipe"
@@ -65,7 +65,7 @@ ATTACH_KNOWLEDGE = "babelzoo.knowledge.sources:attach_from_recipe"
 def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list, Optional[float]]]:
     """``{objective: (sources, α)}`` from the recipe's ``data``, every source checked against
     the example type its objective consumes (nothing is read yet); equal sources are one object."""
-    from ..datasets.sources import check_consumes, parse_source
+    from ..datasets.sources import check_consumes
     from ..objectives.mixture import objective_class
 
     if not cfg.objectives:
@@ -75,28 +75,18 @@ def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list
         raise ConfigError(f"data must have one entry per objective: no data for {missing}, data for no "
                           f"objective {extra}")
     out, shared = {}, {}
+    data = read_data(cfg.data, where.key("data"))
     for name, options in cfg.objectives.items():
         registered = (options or {}).get("objective", name)
         consumes = objective_class(registered).consumes
-        entry, alpha = cfg.data[name], None
-        at = where.key("data").key(name)
-        if isinstance(entry, Mapping):
-            unknown = sorted(set(entry) - {"sources", "alpha"})
-            if unknown or "sources" not in entry:
-                raise ConfigError(f"{at}: expected a list of sources or {{alpha: a, sources: [...]}}, "
-                                  f"got keys {sorted(entry)}")
-            alpha, entry, at = entry.get("alpha"), entry["sources"], at.key("sources")
-        if not isinstance(entry, list) or not entry:
-            raise ConfigError(f"{at}: expected a non-empty list of sources, got {entry!r}")
         sources = []
-        for i, spec in enumerate(entry):
-            source = parse_source(spec, at.key(i))
+        for source in data[name].sources:
             if cfg.languages is not None and getattr(source, "languages", None) == "auto":
                 source.languages = list(cfg.languages)  # the run's languages replace the source's rule
             check_consumes(name if registered == name else f"{name} ({registered})", consumes, source)
             # a source several objectives name (a YAML anchor) is one object: read, tokenised once
             sources.append(shared.setdefault((source.kind, repr(asdict(source))), source))
-        out[name] = (sources, alpha)
+        out[name] = (sources, data[name].alpha)
     return out
 
 
@@ -142,32 +132,25 @@ def build_tokenizer(cfg: TrainConfig, texts, models: Optional[PretrainedModels] 
     from ..datasets.tokenizer import load_tokenizer, saved_metadata
 
     saved = Path(cfg.output_dir) / "tokenizer"
-    spec = dict(cfg.tokenizer)
-    if "from_model" in spec:
-        extra = sorted(set(spec) - {"from_model"})
-        if extra:
-            raise ConfigError(f"tokenizer: with from_model, no other option is used; remove {extra}")
-        tokenizer = pretrained_tokenizer(spec["from_model"], models)
-    elif "path" in spec:
-        extra = sorted(set(spec) - {"path"})
-        if extra:
-            raise ConfigError(f"tokenizer: with path, no training options are used; remove {extra}")
-        tokenizer = load_tokenizer(spec["path"])
+    spec = read_tokenizer(cfg.tokenizer, Where("tokenizer"))
+    if spec.from_model is not None:
+        tokenizer = pretrained_tokenizer(spec.from_model, models)
+    elif spec.path is not None:
+        tokenizer = load_tokenizer(spec.path)
         if tokenizer is None:
-            raise ConfigError(f"tokenizer.path={spec['path']!r}: no tokenizer files in that directory")
+            raise ConfigError(f"tokenizer.path={spec.path!r}: no tokenizer files in that directory")
     elif saved_metadata(saved) is not None:
         tokenizer = load_tokenizer(saved)
     elif (checkpoint := _checkpoint_with_tokenizer(cfg)) is not None:
         # the run's own tokenizer, saved with its weights: never train a new one for old weights
         tokenizer = load_tokenizer(checkpoint)
     else:
-        if "vocab_size" not in spec:
+        if "vocab_size" not in spec.train:
             raise ConfigError("tokenizer: give {path: DIR} or sentencepiece options with vocab_size "
                               "(e.g. {vocab_size: 8000, model_type: unigram, alpha: 0.3})")
-        spec.setdefault("seed", cfg.seed)
         texts = texts() if callable(texts) else texts
         by_lang = dict(texts) if isinstance(texts, Mapping) else texts_of(texts)
-        tokenizer = SentencePieceTokenizer.train(by_lang, **spec)
+        tokenizer = SentencePieceTokenizer.train(by_lang, **{"seed": cfg.seed, **spec.train})
     tokenizer.save(saved)
     return tokenizer, _fingerprint(saved)
 
@@ -243,49 +226,6 @@ def with_run_inputs(objectives: Mapping[str, Any], tokenizer: Any, models: Pretr
     return out
 
 
-@dataclass(frozen=True)
-class InitSpec:
-    """A recipe's ``init``: the model starts from pretrained weights rather than random ones.
-
-    ``pretrained``: ``true`` for the ``model`` entry's published weights, or a checkpoint (a
-    directory or Hub id) that fits ``model`` with ``model_overrides`` (its ``vocab_size``
-    included: the weights fix the vocabulary), loaded as
-    ``create_model(model, pretrained=..., **model_overrides)`` loads it; ``layers``: keep only
-    these encoder layers, in order (:func:`~babelzoo.compression.prune_layers`; DistilBERT
-    initialises its student with one teacher layer in two); ``intermediate_size``: narrow every
-    feed-forward layer to this many neurons, those of largest weight magnitude
-    (:func:`~babelzoo.compression.prune_ffn`); ``freeze``: parameter names (shell
-    patterns, as ``model.named_parameters()`` spells them) that keep their initial values, with no
-    gradient and no optimizer state (a student that keeps its teacher's word embeddings);
-    ``freeze_pieces_of``: languages (as the run's sources name them, e.g. ``[en]``) whose pieces
-    keep their word-embedding rows: every piece the run's text of these languages uses gets no
-    gradient (with ``weight_decay: 0`` its row stays exactly as it was), so training moves only
-    the pieces of the other languages; ``train_rows_from``: an id from which on the word-embedding
-    rows train while every row before it keeps its value (the pieces a vocabulary extension
-    appended, :func:`~babelzoo.compression.add_pieces`, learn; the model's own stay as they were)::
-
-        model: multilingual_e5_small
-        init: {pretrained: true, layers: [0, 2, 4, 6, 8, 10], freeze: [embeddings.word.*]}
-
-    A resumed run takes its weights from the checkpoint; ``init`` is part of the run's identity.
-    """
-
-    pretrained: bool | str = True
-    layers: Optional[list[int]] = None
-    intermediate_size: Optional[int] = None
-    freeze: list[str] = field(default_factory=list)
-    freeze_pieces_of: list[str] = field(default_factory=list)
-    train_rows_from: Optional[int] = None
-
-    def __post_init__(self) -> None:
-        check_fields(self, "init")
-        if self.pretrained is False:
-            raise ConfigError("init.pretrained=False starts from nothing: remove init for random weights")
-        if self.train_rows_from is not None and self.train_rows_from < 1:
-            raise ConfigError(f"init.train_rows_from={self.train_rows_from}: an id of at least 1 (rows before it "
-                              "stay fixed)")
-
-
 def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, specials, tokenizer=None,
                   texts: Optional[Callable[[], Mapping[str, list[str]]]] = None):
     """A fresh copy of the pretrained weights ``cfg.init`` names (see :class:`InitSpec`), checked
@@ -293,7 +233,7 @@ def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, spec
     language) serve ``freeze_pieces_of``."""
     from ..compression import prune_ffn, prune_layers
 
-    init = build(InitSpec, cfg.init, where, what="init")
+    init = read_init(cfg.init, where)
     source = models.get(cfg.model, init.pretrained, **cfg.model_overrides)
     try:
         model = copy.deepcopy(source) if init.layers is None else prune_layers(source, init.layers)
