@@ -53,16 +53,16 @@ class TrainConfig:
     The ``model``/``model_overrides``/``init``/``tokenizer``/``objectives``/``mixture``/``data`` fields
     are read by ``babelzoo pretrain`` to build the run (see :mod:`babelzoo.train.cli` for their
     layout); :class:`~babelzoo.train.Trainer` itself takes those parts as Python objects and
-    ignores them. ``init``, ``tokenizer``, ``objectives`` and ``data`` are kept as written and
-    typed by their sections (:class:`InitSpec`, :class:`TokenizerSpec`, each objective's options,
-    :class:`ObjectiveData`) whenever a TrainConfig is built, so that a mistake in them is named
+    ignores them. ``knowledge``, ``init``, ``tokenizer``, ``objectives`` and ``data`` are kept as
+    written and typed by their sections (:class:`KnowledgeSpec`, :class:`InitSpec`,
+    :class:`TokenizerSpec`, each objective's options, :class:`ObjectiveData`) whenever a TrainConfig is built, so that a mistake in them is named
     with its file and line when the recipe is loaded.
     """
 
     # --- what to train (used by the command line) ---------------------------------------------
     model: str = "xlmr_tiny"
     model_overrides: dict = field(default_factory=dict)
-    knowledge: dict = field(default_factory=dict)
+    knowledge: Annotated[dict, Section(read_knowledge)] = field(default_factory=dict)
     # start from pretrained weights: {pretrained: true | DIR, layers: [0, 2, ...]} (InitSpec)
     init: Annotated[dict, Section(read_init)] = field(default_factory=dict)
     tokenizer: Annotated[dict, Section(read_tokenizer)] = field(default_factory=dict)
@@ -328,6 +328,29 @@ def read_data(value: Mapping[str, Any], where: Where) -> dict[str, ObjectiveData
             raise ConfigError(f"{at}: expected a non-empty list of sources, got {entry!r}")
         out[str(name)] = ObjectiveData([parse_source(spec, at.key(i)) for i, spec in enumerate(entry)], alpha)
     return out
+
+
+@dataclass(frozen=True)
+class KnowledgeSpec:
+    """A recipe's ``knowledge:`` part: ERNIE fusion over ``kb`` in ``fusion_layers`` (default:
+    the upper half of the encoder), an entity table of width ``entity_dim``, initialised from
+    ``entity_embeddings`` (a folder written by ``babelzoo kb train-kge --out``) when given."""
+
+    kb: str
+    fusion_layers: Optional[list[int]] = None
+    entity_dim: Optional[int] = None
+    entity_embeddings: Optional[str] = None
+    freeze_entities: bool = True
+    languages: Optional[list[str]] = None
+
+    def __post_init__(self) -> None:
+        check_fields(self, "knowledge")
+
+
+def read_knowledge(value: Mapping[str, Any], where: Where) -> Optional[KnowledgeSpec]:
+    """The recipe's ``knowledge`` as a :class:`KnowledgeSpec` (None when the recipe has none);
+    the knowledge layer attaches it (:func:`babelzoo.knowledge.sources.attach_from_recipe`)."""
+    return build(KnowledgeSpec, value, where, what="knowledge") if value else None
 
 
 # --- recipes -----------------------------------------------------------------------------------

@@ -30,6 +30,11 @@ data:
                                                       r"number, got list"),
     ("tokenizer: {path: tok, vocab_size: 8}\n", r"r.yaml:7 TrainConfig.tokenizer: with path, no training options are "
                                                 r"used; remove \['vocab_size'\]"),
+    ("knowledge: {kb: cldr, fusion_layer: [1]}\n", r"r.yaml:7 TrainConfig.knowledge.fusion_layer: unknown knowledge key "
+                                                   r"'fusion_layer'; did you mean 'fusion_layers'\?"),
+    ("knowledge:\n  kb: cldr\n  entity_dim: wide\n", r"r.yaml:9 TrainConfig.knowledge.entity_dim='wide' must be an "
+                                                     r"integer or null, got str"),
+    ("knowledge: {entity_dim: 8}\n", r"r.yaml:7 TrainConfig.knowledge: knowledge needs kb"),
     ("tokenizer:\n  vocab_size: many\n", r"r.yaml:8 TrainConfig.tokenizer.vocab_size='many' must be an integer, got "
                                          r"str"),
     ("tokenizer: {from_model: xlmr_base, vocab_size: 8}\n", r"r.yaml:7 TrainConfig.tokenizer: with from_model, no "
