@@ -27,6 +27,12 @@ off) unless its annotation says ``Range(finite=False)``; an ``int`` fits in 64 b
 numpy); a :data:`Seed` is one that torch and numpy both accept. A field's own bounds go in its
 annotation (``lr: Annotated[float, Range(0, low_open=True)]``) or in ``__post_init__``.
 
+Config files (recipes, leaderboards, KG embedding recipes) are read by one loader,
+:func:`load_config` (``--set`` overrides by :func:`set_keys`). A part of a config kept as the
+mapping it was written as is typed by ``Annotated[dict, Section(read)]``, and a function's keyword
+options (an objective's constructor) by :func:`options_class` / :func:`read_options`, with the
+same errors.
+
 YAML files given by users are read only through :func:`read_yaml` / :func:`load_yaml`: plain data
 (no ``!!python`` tags), and a document whose aliases would expand past :data:`MAX_ALIAS_VALUES`
 values (a "billion laughs" file), refers to itself, or nests deeper than :data:`MAX_DEPTH` is an

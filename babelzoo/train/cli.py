@@ -1,8 +1,10 @@
 """``babelzoo pretrain --config RECIPE.yaml [--set key=value ...]``: build a run from a recipe
 and train it.
 
-A recipe is a :class:`~babelzoo.train.config.TrainConfig` in YAML. Besides the training
-settings, these fields describe what to train:
+A recipe is a :class:`~babelzoo.train.config.TrainConfig` in YAML, read by the one loader of
+config files (:func:`babelzoo.typed.load_config`). Besides the training settings, these fields
+describe what to train; each is typed when the recipe loads (a wrong key or type is an error
+naming the file, the line and the key):
 
 ``model`` / ``model_overrides``
     a registered architecture and changes to its config. ``vocab_size`` and ``pad_token_id``
@@ -10,20 +12,23 @@ settings, these fields describe what to train:
 ``knowledge``
     ``{kb: cldr, fusion_layers: [1], entity_dim: 32}``: ERNIE fusion over a knowledge base
     attached to the model (:func:`babelzoo.knowledge.attach_knowledge`), for objectives such as
-    ``dea`` that read its entities.
+    ``dea`` that read its entities (:class:`~babelzoo.train.config.KnowledgeSpec`).
 ``init``
     ``{pretrained: true, layers: [0, 2, 4, 6, 8, 10]}``: start ``model`` from its published
     weights (or ``pretrained: DIR``, a checkpoint that fits it), keeping only the listed encoder
     layers when ``layers`` is given and keeping the parameters ``freeze`` names fixed
-    (:class:`InitSpec`); a distilled student starts from its teacher.
+    (:class:`~babelzoo.train.config.InitSpec`); a distilled student starts from its teacher.
 ``tokenizer``
     ``{from_model: NAME}`` for the tokenizer of a zoo entry with pretrained weights,
     ``{path: DIR}`` to load a saved tokenizer, or sentencepiece training options
     (``{vocab_size: 8000, model_type: unigram, alpha: 0.3}``) to train one on the text of every
-    source; it is saved in ``<output_dir>/tokenizer`` and reused when the run resumes.
+    source; it is saved in ``<output_dir>/tokenizer`` and reused when the run resumes
+    (:class:`~babelzoo.train.config.TokenizerSpec`).
 ``objectives`` / ``mixture``
     ``{name: {weight: w, objective: registered_name, **options}}``; several objectives form a
-    :class:`~babelzoo.objectives.mixture.Mixture` trained by ``mixture: sum`` or ``sample``.
+    :class:`~babelzoo.objectives.mixture.Mixture` trained by ``mixture: sum`` or ``sample``. The
+    options are the objective's typed options (:meth:`~babelzoo.objectives.base.Objective.options`);
+    what the run gives an objective besides them is what it declares in ``from_run``.
 ``data``
     ``{objective name: [source, ...]}``, each source a registered data source
     (:mod:`babelzoo.datasets.sources`: ``{kind: text, path: P, lang: de}``,
@@ -31,9 +36,11 @@ settings, these fields describe what to train:
     ``{kind: kb_facts, kb: cldr, langs: [en]}``, ...; ``babelzoo list sources``). A source must
     provide the example type its objective consumes, which is checked before anything is read.
     Several sources of one objective are sampled with XLM's q ∝ p^α when the objective's entry
-    is ``{alpha: 0.7, sources: [...]}``, else uniformly over all their examples.
+    is ``{alpha: 0.7, sources: [...]}``, else uniformly over all their examples
+    (:class:`~babelzoo.train.config.ObjectiveData`).
 
-Paths may use environment variables (``${BABELZOO_DATA_DIR}/multi30k/train.de.gz``); relative
+Paths may use environment variables (``${BABELZOO_DATA_DIR}/multi30k/train.de.gz``, expanded by
+:func:`babelzoo._files.expand_path`, the one expander of every recipe and config); relative
 paths are relative to the current directory. Examples::
 
     babelzoo pretrain --config mlm_tiny --set max_steps=50 --set output_dir=runs/try
@@ -44,19 +51,20 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import fnmatch
 import hashlib
 import importlib
 import json
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import ArgumentParser, InputError, command
-from ..typed import Where, build, check_fields, read_yaml
+from ..typed import Where
 from ..zoo.config import ConfigError
-from .config import InitSpec, TrainConfig, load_recipe, read_data, read_init, read_tokenizer, recipe_path
+from .config import TrainConfig, read_data, read_init, read_recipe, read_recipe_config, read_tokenizer, recipe_path
 
 # the knowledge layer (above this one) attaches a recipe's knowledge base; found by name
 ATTACH_KNOWLEDGE = "babelzoo.knowledge.sources:attach_from_recipe"
@@ -228,7 +236,7 @@ def with_run_inputs(objectives: Mapping[str, Any], tokenizer: Any, models: Pretr
 
 def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, specials, tokenizer=None,
                   texts: Optional[Callable[[], Mapping[str, list[str]]]] = None):
-    """A fresh copy of the pretrained weights ``cfg.init`` names (see :class:`InitSpec`), checked
+    """A fresh copy of the pretrained weights ``cfg.init`` names (see :class:`~babelzoo.train.config.InitSpec`), checked
     against the tokenizer's ``specials``; ``tokenizer`` and ``texts`` (the run's text by
     language) serve ``freeze_pieces_of``."""
     from ..compression import prune_ffn, prune_layers
@@ -264,7 +272,7 @@ def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, spec
 
 
 def train_rows_from(model, first: int, where: Where) -> None:
-    """Only the word-embedding rows from id ``first`` on train (see :class:`InitSpec`)."""
+    """Only the word-embedding rows from id ``first`` on train (see :class:`~babelzoo.train.config.InitSpec`)."""
     import torch
 
     rows = model.config.text.vocab_size
@@ -321,13 +329,13 @@ def _say(reports: Sequence[str]) -> None:
         print(f"babelzoo pretrain: {report}", file=sys.stderr)
 
 
-def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
-    """(model, objectives, data, tokenizer) described by a recipe (``recipe``: its file, for
-    messages that name the line)."""
+def build_run(cfg: TrainConfig, recipe: Optional[Path | Where] = None):
+    """(model, objectives, data, tokenizer) described by a recipe (``recipe``: its file, or where
+    the loader read each key, for messages that name the line)."""
     return build_run_and_sources(cfg, recipe)[0]
 
 
-def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path] = None):
+def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path | Where] = None):
     """:func:`build_run`'s tuple, and the data sources it read (their records go with the model)."""
     import torch
 
@@ -335,7 +343,10 @@ def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path] = None):
     from ..objectives.mixture import Mixture, build_objective
     from ..zoo.factory import create_model
 
-    where = Where(file=str(recipe), lines=read_yaml(recipe)[1]) if recipe else Where()
+    if isinstance(recipe, Where):
+        where = dataclasses.replace(recipe, label="")
+    else:
+        where = Where(file=str(recipe), lines=read_recipe(recipe)[1]) if recipe else Where()
     sources = parse_data(cfg, where)
     unique = list({id(source): source for items, _ in sources.values() for source in items}.values())
     for source in unique:
@@ -410,7 +421,7 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``babelzoo pretrain``; returns the exit status."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     path = recipe_path(args.config)
-    cfg = load_recipe(path, args.overrides)
+    cfg, where = read_recipe_config(path, args.overrides)
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
         return 0
@@ -423,7 +434,7 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
 
     def attempt():
         try:
-            return build_run_and_sources(cfg, path)
+            return build_run_and_sources(cfg, where)
         except (ConfigError, ValueError, OSError) as err:
             print(f"babelzoo pretrain: {err}", file=sys.stderr)
             return None
