@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..typed import Range, Where, coerce, read_options
+from ..typed import Range, Where, build, coerce
 from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from .base import OBJECTIVES, Loss, Objective
 from .examples import ExampleError
@@ -78,7 +78,8 @@ def objective_options(name: str, options: Mapping[str, Any], where: Optional[Whe
     if missing:
         raise ConfigError(f"{where}: give {', '.join(missing)} (objective {name!r} has no default for "
                           f"{'it' if len(missing) == 1 else 'them'})")
-    return read_options(cls.__init__, options, where, name)
+    built = build(cls.options(), options, where, what=f"{name} option")
+    return {key: getattr(built, key) for key in options}
 
 
 def check_spec(spec: Any, where: Where = Where(label="objectives.")) -> None:

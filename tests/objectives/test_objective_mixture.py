@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Annotated
+
 import pytest
 import torch
 
@@ -9,6 +12,7 @@ import babelzoo
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.objectives import MLM, TLM, Mixture, Pair, build_objective
 from babelzoo.objectives.base import Loss, Objective
+from babelzoo.typed import Range
 
 S = SpecialIds(pad=0, cls=1, sep=2, unk=3, mask=4, vocab_size=64, languages={"en": 0, "de": 1})
 SENTENCES = [([10, 11, 12, 13, 14, 15], "en"), ([20, 21, 22, 23], "de")]
@@ -90,8 +94,6 @@ def test_every_objective_of_a_mixture_reports_its_loss():
 
 
 def test_an_objectives_options_are_a_dataclass_made_once_from_its_constructor():
-    import dataclasses
-
     from babelzoo.objectives.mixture import objective_class
 
     options = objective_class("mlm").options()
@@ -105,3 +107,22 @@ def test_an_objectives_options_are_a_dataclass_made_once_from_its_constructor():
     with pytest.raises(ValueError, match=r"^objectives.tlm.max_lenght: unknown tlm option key 'max_lenght'; did you "
                                          r"mean 'max_length'\?"):
         build_objective("tlm", S, max_lenght=3)
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """Options an objective declares itself (its annotations resolve in this module)."""
+
+    max_length: Annotated[int, Range(8, 512)] = 128
+
+
+def test_an_objective_may_declare_its_options(monkeypatch):
+    from babelzoo.objectives.mixture import objective_options
+
+    monkeypatch.setattr(MLM, "options", classmethod(lambda cls: Declared))
+    assert objective_options("mlm", {"max_length": 64.0}) == {"max_length": 64}
+    with pytest.raises(ValueError, match=r"^objectives.mlm.max_length=4 must be in \[8, 512\]$"):
+        objective_options("mlm", {"max_length": 4})
+    with pytest.raises(ValueError, match=r"^objectives.mlm.masking: unknown mlm option key 'masking' Valid keys: "
+                                         r"max_length$"):
+        objective_options("mlm", {"masking": {}})
