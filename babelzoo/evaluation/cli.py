@@ -14,7 +14,7 @@ from typing import Annotated, Optional, Sequence
 
 from .._files import expand_path
 from ..errors import ArgumentParser, UsageError, command
-from ..typed import Range, Seed, check_fields, option
+from ..typed import Range, Section, Seed, Where, check_fields, option
 from ..typed import load_config as load_typed
 from ..zoo.config import ConfigError
 from .leaderboard import ModelSpec, run_matrix, write_outputs
@@ -25,13 +25,18 @@ STANDARD_SET_OF_TASK = {"tatoeba": "tatoeba", "multi30k": "multi30k", "codex_lin
                         "sib200_probe": "sib200", "flores_retrieval": "sib200", "sib200": "sib200", "udpos": "ud"}
 
 
+def read_models(value: list, where: Where) -> list[ModelSpec]:
+    """A leaderboard's ``models``, each a :class:`~babelzoo.evaluation.leaderboard.ModelSpec`."""
+    return [ModelSpec.from_dict(model, where.key(i)) for i, model in enumerate(value)]
+
+
 @dataclass
 class LeaderboardConfig:
     """A leaderboard YAML (``benchmarks/configs/*.yaml``): the ``tasks`` run on every one of
     ``models`` (:class:`~babelzoo.evaluation.leaderboard.ModelSpec` mappings)."""
 
     tasks: list[str]
-    models: list[dict]
+    models: Annotated[list[dict], Section(read_models)]
     title: str = "babelzoo leaderboard"
     data_dir: Optional[str] = None
     languages: Optional[list[str]] = None
@@ -50,10 +55,7 @@ class LeaderboardConfig:
 def load_config(path: Path) -> LeaderboardConfig:
     """Read a leaderboard YAML (:func:`~babelzoo.typed.load_config`); mistakes, in its models too,
     are errors naming the file, line and key."""
-    config, where = load_typed(LeaderboardConfig, path, what="leaderboard config", kind="leaderboard config")
-    for i, model in enumerate(config.models):
-        ModelSpec.from_dict(model, where.key("models").key(i))
-    return config
+    return load_typed(LeaderboardConfig, path, what="leaderboard config", kind="leaderboard config").config
 
 
 def build_parser(prog: str = "babelzoo eval") -> argparse.ArgumentParser:
