@@ -15,7 +15,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["babelzoo", "babelzoo.*"]),
-    package_data={"babelzoo": ["recipes/*.yaml", "datasets/standard_sets.json", "sources/e5_small_tatoeba.json"]},
+    package_data={"babelzoo": ["recipes/*.yaml", "recipes/kge/*.yaml", "datasets/standard_sets.json", "sources/e5_small_tatoeba.json"]},
     install_requires=[
         "torch>=2.6",
         "torchvision>=0.21",

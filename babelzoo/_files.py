@@ -10,9 +10,10 @@ import json
 import os
 import re
 import shutil
+import string
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 
 from .errors import BabelzooError, ConfigError
 
@@ -267,10 +268,23 @@ def same_or_inside(a: str | Path, b: str | Path) -> bool:
     return ra == rb or ra in rb.parents or rb in ra.parents
 
 
-def expand_path(value: str, where: str) -> str:
-    """``~`` and environment variables expanded; an unset variable is an error (a
-    :class:`~babelzoo.errors.ConfigError` naming ``where``)."""
-    expanded = os.path.expanduser(os.path.expandvars(str(value)))
-    if "$" in expanded:
-        raise ConfigError(f"{where}: {value!r} names an environment variable that is not set")
-    return expanded
+def expand_path(value: str, where: str, env: Optional[Mapping[str, str]] = None, hint: str = "") -> str:
+    """The one ``${VAR}`` expander of recipes and configs (pre-training data, fine-tuning tasks,
+    leaderboards, KG embedding recipes): ``${VAR}`` and ``$VAR`` from ``env`` (default: the
+    environment), ``$$`` for a ``$``, then a leading ``~`` for the home folder. An unset variable
+    is a :class:`~babelzoo.errors.ConfigError` naming ``where``, the value and the variable, and
+    ending with ``hint`` (how to set it); so is a ``$`` that starts no variable::
+
+        >>> expand_path("${DATA}/de.txt", "data.mlm[0].path", {"DATA": "/d"})
+        '/d/de.txt'
+        >>> expand_path("${DATA}/de.txt", "data.mlm[0].path", {})
+        ConfigError: data.mlm[0].path: '${DATA}/de.txt' names 'DATA', which is not set
+    """
+    text = str(value)
+    try:
+        expanded = string.Template(text).substitute(os.environ if env is None else env)
+    except KeyError as err:
+        raise ConfigError(f"{where}: {text!r} names {err.args[0]!r}, which is not set{hint}") from None
+    except ValueError:
+        raise ConfigError(f"{where}: {text!r} has a '$' that starts no ${{VAR}} (write $$ for a '$')") from None
+    return os.path.expanduser(expanded)

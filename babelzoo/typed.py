@@ -27,6 +27,12 @@ off) unless its annotation says ``Range(finite=False)``; an ``int`` fits in 64 b
 numpy); a :data:`Seed` is one that torch and numpy both accept. A field's own bounds go in its
 annotation (``lr: Annotated[float, Range(0, low_open=True)]``) or in ``__post_init__``.
 
+Config files (recipes, leaderboards, KG embedding recipes) are read by one loader,
+:func:`load_config` (``--set`` overrides by :func:`set_keys`). A part of a config kept as the
+mapping it was written as is typed by ``Annotated[dict, Section(read)]``, and a function's keyword
+options (an objective's constructor) by :func:`options_class` / :func:`read_options`, with the
+same errors.
+
 YAML files given by users are read only through :func:`read_yaml` / :func:`load_yaml`: plain data
 (no ``!!python`` tags), and a document whose aliases would expand past :data:`MAX_ALIAS_VALUES`
 values (a "billion laughs" file), refers to itself, or nests deeper than :data:`MAX_DEPTH` is an
@@ -35,15 +41,17 @@ error naming the file and line, found before anything is expanded.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import functools
+import inspect
 import math
 import re
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Callable, Mapping, Optional, Sequence
+from typing import Annotated, Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from ._files import read_utf8
 from .errors import ConfigError
@@ -117,13 +125,31 @@ class Range:
         return f"in {'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """In a field's annotation, ``Annotated[dict, Section(read)]``: a part of a config kept as
+    the mapping it was written as (what ``--set`` reaches into, what ``to_dict`` and a run's
+    identity hold) and read by ``read(value, where)`` into its typed dataclass whenever the
+    config is built, so that a mistake in it is found when the file is loaded, named with its
+    file, line and key. The code that uses the part reads it with the same ``read``."""
+
+    read: Callable[[Any, "Where"], Any]
+
+
 INT64 = Range(-2 ** 63, 2 ** 63 - 1)  # every int field: what a tensor or a numpy array holds
 Seed = Annotated[int, Range(0, 2 ** 32 - 1)]  # np.random.seed takes [0, 2**32); torch.manual_seed more
 
 
 def _bounded(value: Any, hint: Any, where: Where, strict: bool) -> Any:
-    """``Annotated[T, Range(...), ...]``: the value read as ``T``, then held to each range."""
+    """``Annotated[T, Range(...), ...]``: the value read as ``T``, then held to each range;
+    ``Annotated[T, Section(read)]``: the value read as ``T``, then by ``read``."""
     inner, *extras = typing.get_args(hint)
+    sections = [s for s in extras if isinstance(s, Section)]
+    if sections:
+        value = _read(value, inner, where, strict)
+        for section in sections:
+            section.read(value, where)
+        return value
     ranges = [r for r in extras if isinstance(r, Range)]
 
     def check(number: Any) -> Any:
@@ -281,16 +307,49 @@ def check(value: Any, hint: Any, where: Where) -> Any:
     return _read(value, hint, where, strict=True)
 
 
-def coerce_options(func: Callable, options: Mapping[str, Any], where: Where) -> dict[str, Any]:
-    """Keyword ``options`` for ``func`` (an objective's constructor, a tokenizer's ``train``), each
-    read against its annotation as a config field is (:func:`coerce`); an option ``func`` does
-    not annotate, or whose annotations do not resolve (a plug-in's), is passed as given."""
+@functools.cache
+def options_class(func: Callable, name: str, skip: Optional[tuple[str, ...]] = None) -> type:
+    """The options of ``func`` (an objective's constructor, a tokenizer's ``train``, a KG
+    embedding model's constructor) as a frozen dataclass ``<name>Options``, made once: one field
+    per keyword-only parameter (given ``skip``, the names of the arguments the caller supplies,
+    per named parameter but those), typed by its annotation and defaulting to its default; a
+    parameter without a default is a required field. Annotations that do not resolve (a
+    plug-in's) leave their fields ``Any``."""
     try:
         hints = typing.get_type_hints(func, include_extras=True)
     except (NameError, TypeError):
-        return dict(options)
-    return {key: coerce(value, hints[key], where.key(str(key))) if key in hints and key != "return" else value
-            for key, value in options.items()}
+        hints = {}
+    named = (inspect.Parameter.KEYWORD_ONLY,) if skip is None else \
+        (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    fields = []
+    for param in inspect.signature(func).parameters.values():
+        if param.kind not in named or param.name in (skip or ()) or param.name in ("self", "cls"):
+            continue
+        if param.default is inspect.Parameter.empty:
+            spec = dataclasses.field()
+        elif type(param.default).__hash__ is None:  # a mutable default: each instance its own copy
+            spec = dataclasses.field(default_factory=functools.partial(copy.deepcopy, param.default))
+        else:
+            spec = dataclasses.field(default=param.default)
+        fields.append((param.name, hints.get(param.name, Any), spec))
+    return dataclasses.make_dataclass(f"{name}Options", fields, frozen=True, kw_only=True)
+
+
+def read_options(func: Callable, options: Mapping[str, Any], where: Where, name: str,
+                 skip: Optional[tuple[str, ...]] = None) -> dict[str, Any]:
+    """``options`` read as :func:`options_class` fields of ``func`` (:func:`build`: an unknown
+    option with a close match, a wrong type, a missing required option, each naming ``where``
+    and the option): the options given, typed. When ``func`` takes ``**kwargs``, an option it
+    does not name is passed on as given."""
+    cls = options_class(func, name, skip)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(func).parameters.values()):
+        known = {f.name for f in dataclasses.fields(cls)}
+        extra = {key: value for key, value in options.items() if key not in known}
+        options = {key: value for key, value in options.items() if key in known}
+    else:
+        extra = {}
+    built = build(cls, options, where, what=f"{name} option")
+    return {**{key: getattr(built, key) for key in options}, **extra}
 
 
 def check_fields(obj: Any, label: Optional[str] = None, strict: bool = False) -> None:
@@ -467,3 +526,100 @@ def _node_lines(root) -> dict[str, int]:
 
     walk(root, "")
     return lines
+
+
+# --- the one loader of config files ----------------------------------------------------------
+
+class Loaded(NamedTuple):
+    """A config read by :func:`load_config`, and where each of its keys was read (``where.lines``
+    leaves out the keys a ``--set`` override changed: their values are not on the file's line)."""
+
+    config: Any
+    where: Where
+
+
+def load_config(cls: type, path: str | Path, overrides: Sequence[str] = (), *, what: Optional[str] = None,
+                kind: str = "config", label: Optional[str] = None) -> Loaded:
+    """The one loader of YAML config files (pre-training and fine-tuning recipes, leaderboards,
+    KG embedding recipes): the file read by :func:`read_yaml`, ``key=value`` ``overrides``
+    applied (:func:`set_keys`), and the result built into ``cls`` by :func:`build`, every
+    section typed. A mistake in the file is an error naming the file, the line and the key path
+    (``r.yaml:7 TrainConfig.data.mlm[0].lang=3 must be a string, got int``); one in an override
+    names the key. ``kind`` names the file in messages (``recipe``), ``what`` its keys
+    (``TrainConfig``), ``label`` the start of each key path (by default, the class name)."""
+    what = what or cls.__name__
+    data, lines = read_mapping(path, what, kind)
+    where = Where(file=str(path), lines=lines, label=f"{label or cls.__name__}.")
+    config = build(cls, data, where, what=what)  # the file's own mistakes, with their lines
+    if not overrides:
+        return Loaded(config, where)
+    changed = [item.split("=", 1)[0].strip() for item in overrides]
+    kept = {key: line for key, line in lines.items()
+            if not any(key == c or key.startswith((f"{c}.", f"{c}[")) for c in changed)}
+    where = dataclasses.replace(where, lines=kept)
+    return Loaded(build(cls, set_keys(cls, data, overrides, what), where, what=what), where)
+
+
+def read_mapping(path: str | Path, what: str, kind: str = "config") -> tuple[dict[str, Any], dict[str, int]]:
+    """The raw mapping of a YAML config file (an empty file: ``{}``) and the line of each key
+    path (:func:`read_yaml`); a missing file or a document that is not a mapping is an error."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder; a {kind} is a YAML file")
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such {kind} file")
+    data, lines = read_yaml(path)
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a {kind} must be a mapping of {what} keys, got {type(data).__name__}")
+    return data, lines
+
+
+def set_keys(cls: type, data: Mapping[str, Any], overrides: Sequence[str], what: Optional[str] = None) -> dict:
+    """``data`` (a mapping of ``cls`` fields) with ``key=value`` strings applied: values parsed
+    as YAML (``lr=5e-4``, ``betas=[0.9,0.98]``, ``progress=false``); ``a.b.c=v`` sets a key
+    inside the field ``a`` when ``a`` is a mapping or a typed section
+    (``objectives.mlm.masking.probability=0.2``)."""
+    what = what or cls.__name__
+    data, hints = dict(data), _hints(cls)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        try:
+            value = load_yaml(raw)[0] if raw.strip() else ""
+        except YAMLRefused as err:
+            raise ConfigError(f"--set {item!r}: {err.reason}") from None
+        top, *rest = key.split(".")
+        if top not in hints:
+            raise ConfigError(f"--set {item!r}: {unknown_key(top, list(hints), what)}")
+        if not rest:
+            data[top] = value
+            continue
+        if not _holds_keys(hints[top]):
+            raise ConfigError(f"--set {item!r}: {what}.{top} is not a mapping, so {key!r} cannot be set")
+        target = data[top] = _copy_mapping(data.get(top) or {})
+        for part in rest[:-1]:
+            child = target.get(part)
+            if child is None:
+                child = target[part] = {}
+            elif not isinstance(child, dict):
+                raise ConfigError(f"--set {item!r}: {part!r} holds {child!r}, not a mapping")
+            target = child
+        target[rest[-1]] = value
+    return data
+
+
+def _holds_keys(hint: Any) -> bool:
+    """A field a dotted ``--set`` key reaches into: a mapping or a dataclass (or Optional one)."""
+    if typing.get_origin(hint) is Annotated:
+        return _holds_keys(typing.get_args(hint)[0])
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_holds_keys(a) for a in typing.get_args(hint) if a is not type(None))
+    kind = typing.get_origin(hint) or hint
+    return kind in (dict, Mapping, typing.Mapping) or (isinstance(hint, type) and dataclasses.is_dataclass(hint))
+
+
+def _copy_mapping(value: Mapping) -> dict:
+    return {k: _copy_mapping(v) if isinstance(v, Mapping) else v for k, v in value.items()}

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from babelzoo.knowledge.codex import load_codex  # noqa: E402
 from babelzoo.knowledge.kge import LinkPredictionData, save_kge  # noqa: E402
-from babelzoo.knowledge.kge_recipes import CODEX_S, train_by_recipe  # noqa: E402
+from babelzoo.knowledge.kge_recipes import kge_recipe, train_by_recipe  # noqa: E402
 from babelzoo.knowledge.link_prediction import evaluate  # noqa: E402
 from benchmarks._results import write_results  # noqa: E402
 
@@ -43,8 +43,7 @@ def run(name: str, data: LinkPredictionData, minutes: float, epochs: int | None,
               f"{row['seconds']:.0f} CPU s", flush=True)
 
     model, summary, config = train_by_recipe(name, data, minutes, epochs, log_every, log)
-    model_kwargs = dict(CODEX_S[name][0])
-    dim = model_kwargs.pop("dim")
+    dim, model_kwargs = kge_recipe(name).dim, dict(kge_recipe(name).options)
     test = evaluate(model, data, "test")
     if save is not None:  # a KG embedding folder the leaderboard's codex_link_prediction task reads (kind: kge)
         save_kge(model, data.entities, data.relations, save / name, data="codex-s", best_epoch=summary["best_epoch"],

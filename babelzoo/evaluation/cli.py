@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional, Sequence
 
+from .._files import expand_path
 from ..errors import ArgumentParser, UsageError, command
-from ..typed import Range, Seed, Where, build, check_fields, option, read_yaml
+from ..typed import Range, Section, Seed, Where, check_fields, option
+from ..typed import load_config as load_typed
 from ..zoo.config import ConfigError
 from .leaderboard import ModelSpec, run_matrix, write_outputs
 from .tasks import TaskContext
@@ -26,13 +28,18 @@ STANDARD_SET_OF_TASK = {"tatoeba": "tatoeba", "multi30k": "multi30k", "codex_lin
                         "sib200_probe": "sib200", "flores_retrieval": "sib200", "sib200": "sib200", "udpos": "ud"}
 
 
+def read_models(value: list, where: Where) -> list[ModelSpec]:
+    """A leaderboard's ``models``, each a :class:`~babelzoo.evaluation.leaderboard.ModelSpec`."""
+    return [ModelSpec.from_dict(model, where.key(i)) for i, model in enumerate(value)]
+
+
 @dataclass
 class LeaderboardConfig:
     """A leaderboard YAML (``benchmarks/configs/*.yaml``): the ``tasks`` run on every one of
     ``models`` (:class:`~babelzoo.evaluation.leaderboard.ModelSpec` mappings)."""
 
     tasks: list[str]
-    models: list[dict]
+    models: Annotated[list[dict], Section(read_models)]
     title: str = "babelzoo leaderboard"
     data_dir: Optional[str] = None
     languages: Optional[list[str]] = None
@@ -49,14 +56,9 @@ class LeaderboardConfig:
 
 
 def load_config(path: Path) -> LeaderboardConfig:
-    """Read a leaderboard YAML (:func:`~babelzoo.typed.read_yaml`); mistakes, in its models too,
+    """Read a leaderboard YAML (:func:`~babelzoo.typed.load_config`); mistakes, in its models too,
     are errors naming the file, line and key."""
-    data, lines = read_yaml(path)
-    where = Where(file=str(path), lines=lines, label="LeaderboardConfig.")
-    config = build(LeaderboardConfig, {} if data is None else data, where, what="leaderboard config")
-    for i, model in enumerate(config.models):
-        ModelSpec.from_dict(model, where.key("models").key(i))
-    return config
+    return load_typed(LeaderboardConfig, path, what="leaderboard config", kind="leaderboard config").config
 
 
 def build_parser(prog: str = "babelzoo eval") -> argparse.ArgumentParser:
@@ -107,7 +109,8 @@ def run_eval(args: argparse.Namespace) -> int:
             raise UsageError(f"--models: {missing} not in {args.config}; known: {', '.join(sorted(known))}")
         specs = [s for s in specs if s.name in args.models]
     tasks = args.tasks or list(config.tasks)
-    data_dir = args.data_dir or config.data_dir or os.environ.get("BABELZOO_DATA_DIR")
+    data_dir = args.data_dir or (config.data_dir and expand_path(config.data_dir, f"{args.config}: data_dir")) \
+        or os.environ.get("BABELZOO_DATA_DIR")
     if args.fetch:
         if not data_dir:
             raise UsageError("--fetch needs --data-dir (where to put the standard sets)")
@@ -119,7 +122,7 @@ def run_eval(args: argparse.Namespace) -> int:
     context = TaskContext(data_dir=Path(data_dir) if data_dir else None, languages=config.languages,
                           seed=config.seed, limit=args.limit if args.limit is not None else config.limit,
                           options=dict(config.task_options))
-    out = args.out or Path(config.out or "leaderboard_out")
+    out = args.out or Path(expand_path(config.out, f"{args.config}: out") if config.out else "leaderboard_out")
     check_out(out, "--out" if args.out else f"{args.config}: out" if config.out else "the default output folder")
     results, cells = run_matrix(specs, tasks, context)
     paths = write_outputs(results, cells, out, {"config": str(args.config), "tasks": tasks,

@@ -6,6 +6,7 @@ reported as skipped."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .._files import atomic_write, write_json_atomic, write_text_atomic
+from .._files import atomic_write, expand_path, write_json_atomic, write_text_atomic
 from ..typed import Where, build, check_fields, unknown_key
 from ..zoo.config import ConfigError
 from .tasks import Result, TaskContext, TaskIncomplete, TaskSkipped, load_tasks
@@ -117,6 +118,8 @@ def train_kge_folder(spec: ModelSpec, data_dir: Optional[Path], log: Callable[[s
 def build_encoder(spec: ModelSpec, data_dir: Optional[Path] = None, log: Callable[[str], None] = logger.info):
     from .encoders import BabelEncoder, KGEModelEncoder, build_peer
 
+    if spec.kind in ("checkpoint", "kge"):  # a folder: ${VAR} and ~ as in every recipe path
+        spec = dataclasses.replace(spec, source=expand_path(spec.source, f"model {spec.name!r}: source"))
     if spec.kind == "object":
         return spec.encoder
     if spec.kind == "kge":

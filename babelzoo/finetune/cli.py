@@ -10,6 +10,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Sequence
@@ -31,15 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
 @command("finetune")
 def finetune_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``babelzoo finetune``; returns the exit status."""
-    from ..train.config import load_recipe, recipe_path
-    from ..typed import Where, key_lines
+    from ..train.config import read_recipe_config, recipe_path
     from .recipe import TaskSpec
 
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     path = recipe_path(args.config)
-    cfg = load_recipe(path, args.overrides)
-    where = Where(file=str(path), lines=key_lines(path.read_text(encoding="utf-8")))
-    spec = TaskSpec.from_dict(cfg.task, where).resolve(args.data_dir)  # recipe mistakes with their line
+    cfg, where = read_recipe_config(path, args.overrides)
+    spec = TaskSpec.from_dict(cfg.task, dataclasses.replace(where, label="")).resolve(args.data_dir)  # recipe mistakes with their line
     if args.print_config:
         print(json.dumps({**cfg.to_dict(), "task": spec.to_dict()}, indent=2))
         return 0

@@ -33,11 +33,11 @@ import glob
 import math
 import os
 import re
-import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from .._files import expand_path
 from ..datasets.hf_labelled import HfSplit
 from ..typed import Where, build, check_fields
 from ..zoo.config import ConfigError
@@ -169,16 +169,10 @@ class TaskSpec:
     def resolve(self, data_dir: Optional[str | Path] = None) -> "TaskSpec":
         """A copy with ``${VAR}`` expanded in every path (``BABELZOO_DATA_DIR`` from ``data_dir``
         when given, else the environment)."""
-        env = dict(os.environ)
-        if data_dir is not None:
-            env["BABELZOO_DATA_DIR"] = str(data_dir)
+        env = dict(os.environ) if data_dir is None else {**os.environ, "BABELZOO_DATA_DIR": str(data_dir)}
 
         def expand(value: str, where: str) -> str:
-            try:
-                return os.path.expanduser(string.Template(value).substitute(env))
-            except KeyError as err:
-                raise ConfigError(f"task.{where}: {value!r} names {err.args[0]!r}, which is not set "
-                                  "(for BABELZOO_DATA_DIR, pass --data-dir)") from None
+            return expand_path(value, f"task.{where}", env, hint=" (for BABELZOO_DATA_DIR, pass --data-dir)")
 
         def data(value: Any, where: str) -> Any:
             if isinstance(value, HfSplit):

@@ -73,6 +73,7 @@ class EntityMLM(MaskingObjective):
 
     name = "entity_mlm"
     consumes = "entity_mentions"
+    from_run = ()  # it masks whole entity mentions, not words: no word-start table
 
     def __init__(self, specials: SpecialIds, *, units: Literal["entities", "mixed"] = "entities",
                  rate: float = 0.15, max_length: int = 64, use_language_ids: bool = True):

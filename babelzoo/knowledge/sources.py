@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Optional, Union
 
 from torch.utils.data import Dataset
 
+from .._files import expand_path
 from ..datasets.sources import BuildContext, DataSource, check_consumes, parse_source, register_source
 from ..errors import ConfigError
 from ..typed import Where
@@ -231,31 +232,17 @@ class KBTrees(DataSource):
                                              self.max_length, self.linked_only, self.limit, context.fingerprint))
 
 
-@dataclass
-class KnowledgeSpec:
-    """A recipe's ``knowledge:`` part: ERNIE fusion over ``kb`` in ``fusion_layers`` (default:
-    the upper half of the encoder), an entity table of width ``entity_dim``, initialised from
-    ``entity_embeddings`` (a folder written by ``babelzoo kb train-kge --out``) when given."""
-
-    kb: str
-    fusion_layers: Optional[list[int]] = None
-    entity_dim: Optional[int] = None
-    entity_embeddings: Optional[str] = None
-    freeze_entities: bool = True
-    languages: Optional[list[str]] = None
-
-
 def attach_from_recipe(model, spec: dict, where: Where):
     """The model with the recipe's knowledge base attached (:func:`~babelzoo.knowledge.fusion.attach_knowledge`)."""
-    from ..typed import build
+    from ..train.config import read_knowledge
     from .fusion import attach_knowledge
 
-    knowledge = build(KnowledgeSpec, spec, where, what="knowledge")
+    knowledge = read_knowledge(spec, where)
     kb, embeddings = _kb(knowledge.kb), None
     if knowledge.entity_embeddings is not None:
         from .kge import load_kge
 
-        embeddings, entities, _ = load_kge(knowledge.entity_embeddings)
+        embeddings, entities, _ = load_kge(expand_path(knowledge.entity_embeddings, str(where.key("entity_embeddings"))))
         if list(entities) != list(kb.entities()):
             raise ConfigError(f"{where.key('entity_embeddings')}: {knowledge.entity_embeddings} embeds "
                               f"{len(entities)} entities that are not {knowledge.kb!r}'s entities in its order")

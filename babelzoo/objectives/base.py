@@ -4,6 +4,7 @@ batches from raw examples (in DataLoader workers) and computes a :class:`Loss`."
 from __future__ import annotations
 
 import abc
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
@@ -12,6 +13,7 @@ from torch import nn
 
 from ..errors import InputError
 from ..registry import Registry
+from ..typed import options_class
 
 
 @dataclass
@@ -38,6 +40,17 @@ class Objective(nn.Module, abc.ABC):
 
     name: ClassVar[str] = ""
     consumes: ClassVar[str] = ""
+    # What the run gives this objective besides the recipe's options, by the option each goes
+    # to (RUN_INPUTS); ``babelzoo pretrain`` gives exactly these and nothing else.
+    from_run: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def options(cls) -> type:
+        """The dataclass of this objective's options (what a recipe's ``objectives.<name>`` may
+        set): one field per keyword-only parameter of its constructor, typed by its annotation,
+        with its default; made once (:func:`babelzoo.typed.options_class`). An objective may
+        declare its own by overriding this."""
+        return options_class(cls.__init__, cls.name or cls.__name__)
 
     @abc.abstractmethod
     def prepare(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
@@ -50,6 +63,14 @@ class Objective(nn.Module, abc.ABC):
 
 OBJECTIVES: Registry[type[Objective]] = Registry("objective")
 
+# What a run can give an objective that declares it in ``from_run``.
+RUN_INPUTS = {
+    "word_starts": "the tokenizer's word-start table (whole-word and span masking count words), unless the "
+                   "recipe sets word_starts",
+    "teacher": "the model the teacher option names, when it names a zoo entry: loaded once for the run, shared "
+               "with the run's tokenizer and initial weights when they come from the same model",
+}
+
 
 def register_objective(cls: type[Objective]) -> type[Objective]:
     """Class decorator: register under ``cls.name``."""
@@ -57,5 +78,13 @@ def register_objective(cls: type[Objective]) -> type[Objective]:
         raise InputError(f"{cls.__name__} must set a non-empty `name` to be registered")
     if not cls.consumes:
         raise InputError(f"{cls.__name__} must set `consumes`, the example type it prepares, to be registered")
+    options = inspect.signature(cls.__init__).parameters
+    for item in cls.from_run:
+        if item not in RUN_INPUTS:
+            raise InputError(f"{cls.__name__}.from_run: {item!r} is not something a run gives; it gives "
+                             f"{', '.join(RUN_INPUTS)}")
+        if getattr(options.get(item), "kind", None) is not inspect.Parameter.KEYWORD_ONLY:
+            raise InputError(f"{cls.__name__}.from_run names {item!r}, which is not a keyword-only parameter of "
+                             "its constructor")
     OBJECTIVES.register(cls, name=cls.name)
     return cls

@@ -69,6 +69,7 @@ class DistillMLM(TeacherMixin, MLM):
 
     name = "distill_mlm"
     consumes = "sentence"
+    from_run = ("word_starts", "teacher")
 
     def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *, teacher: TeacherSpec,
                  temperature: float = 2.0, alpha_ce: float = 5.0, alpha_mlm: float = 2.0, alpha_hidden: float = 0.0,

@@ -38,6 +38,7 @@ class DistillSentence(TeacherMixin, DualEncoderObjective):
 
     name = "distill_sentence"
     consumes = "pair"
+    from_run = ("teacher",)
 
     def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *, teacher: TeacherSpec,
                  pooling: str = "mean", layer: Optional[int] = None, max_length: int = 128,

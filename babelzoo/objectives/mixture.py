@@ -15,6 +15,7 @@ A mixture's batch holds each objective's tensors under ``"<name>.<key>"``; its m
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from typing import Annotated, Any, Mapping, Optional, Sequence
@@ -23,7 +24,7 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..typed import Range, Where, coerce, coerce_options
+from ..typed import Range, Where, build, coerce
 from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from .base import OBJECTIVES, Loss, Objective
 from .examples import ExampleError
@@ -57,13 +58,7 @@ def build_objective(name: str, specials: SpecialIds, config: EncoderConfig | Mod
     CLPC, SOP/NSP, RTD) need the model's ``config``; the others ignore it."""
     cls = objective_class(name)
     options = objective_options(name, options)
-    params = inspect.signature(cls.__init__).parameters
-    missing = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY
-               and v.default is inspect.Parameter.empty and p not in options]
-    if missing:
-        raise ConfigError(f"objectives.{name}: give {', '.join(missing)} (objective {name!r} has no default for "
-                          f"{'it' if len(missing) == 1 else 'them'})")
-    if "config" in params:
+    if "config" in inspect.signature(cls.__init__).parameters:
         if config is None:
             raise ConfigError(f"objective {name!r} owns heads sized by the model: pass config=model.config")
         return cls(specials, config, **options)
@@ -71,19 +66,20 @@ def build_objective(name: str, specials: SpecialIds, config: EncoderConfig | Mod
 
 
 def objective_options(name: str, options: Mapping[str, Any], where: Optional[Where] = None) -> dict[str, Any]:
-    """The options of objective ``name``, each read against its annotation in the constructor
-    (:func:`babelzoo.typed.coerce`: YAML's spellings converted; an unknown option, a wrong type,
-    NaN or an infinite number refused, naming ``where``, by default ``objectives.<name>``); an
-    option without an annotation is passed as given."""
+    """The options of objective ``name`` read as its typed options (:meth:`Objective.options`,
+    made from its constructor's keyword-only parameters): an unknown option (with a close match),
+    a wrong type, NaN or an infinite number, a missing required option, each an error naming
+    ``where`` (by default ``objectives.<name>``) and the option."""
     cls = objective_class(name)
-    params = inspect.signature(cls.__init__).parameters
-    valid = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        prefix = f"{where}: " if where else ""
-        raise ConfigError(f"{prefix}unknown option(s) {unknown} for objective {name!r}; "
-                          f"valid options: {', '.join(valid)}")
-    return coerce_options(cls.__init__, options, where or Where(label="objectives.").key(name))
+    where = where or Where(label="objectives.").key(name)
+    fields = dataclasses.fields(cls.options())
+    missing = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+               and f.name not in options]
+    if missing:
+        raise ConfigError(f"{where}: give {', '.join(missing)} (objective {name!r} has no default for "
+                          f"{'it' if len(missing) == 1 else 'them'})")
+    built = build(cls.options(), options, where, what=f"{name} option")
+    return {key: getattr(built, key) for key in options}
 
 
 def check_spec(spec: Any, where: Where = Where(label="objectives.")) -> None:
@@ -134,6 +130,7 @@ class Mixture(Objective):
             options = dict(options or {})
             weights[key] = options.pop("weight", 1.0)
             kind = options.pop("objective", key)
+            options = objective_options(kind, options, Where(label="objectives.").key(key))  # errors name the key
             objectives[key] = build_objective(kind, specials, config, **options)
         return cls(objectives, weights, mode)
 

@@ -61,6 +61,8 @@ class MaskingObjective(Objective):
     language embeddings.
     """
 
+    from_run = ("word_starts",)
+
     def __init__(self, specials: SpecialIds, *, masking: MaskingConfig | Mapping | None = None,
                  word_starts: Optional[torch.Tensor] = None, max_length: int = 128, use_language_ids: bool = True):
         super().__init__()

@@ -37,6 +37,7 @@ class SegmentMLM(SegmentObjective):
 
     name = "segment_mlm"
     consumes = "document"
+    from_run = ("word_starts",)
 
     def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *, segment_length: int = 64,
                  mem_len: Optional[int] = None, max_segments: int = 8, masking: MaskingConfig | Mapping | None = None,

@@ -73,6 +73,7 @@ class TextInfilling(Seq2SeqObjective):
 
     name = "text_infilling"
     consumes = "document"
+    from_run = ("word_starts",)
     mask_ratio_default, poisson_lambda_default, unit_default = 0.3, 3.0, "token"
 
     def __init__(self, specials: SpecialIds, config: EncoderConfig | ModelConfig, *,

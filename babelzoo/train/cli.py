@@ -1,8 +1,10 @@
 """``babelzoo pretrain --config RECIPE.yaml [--set key=value ...]``: build a run from a recipe
 and train it.
 
-A recipe is a :class:`~babelzoo.train.config.TrainConfig` in YAML. Besides the training
-settings, these fields describe what to train:
+A recipe is a :class:`~babelzoo.train.config.TrainConfig` in YAML, read by the one loader of
+config files (:func:`babelzoo.typed.load_config`). Besides the training settings, these fields
+describe what to train; each is typed when the recipe loads (a wrong key or type is an error
+naming the file, the line and the key):
 
 ``model`` / ``model_overrides``
     a registered architecture and changes to its config. ``vocab_size`` and ``pad_token_id``
@@ -10,20 +12,23 @@ settings, these fields describe what to train:
 ``knowledge``
     ``{kb: cldr, fusion_layers: [1], entity_dim: 32}``: ERNIE fusion over a knowledge base
     attached to the model (:func:`babelzoo.knowledge.attach_knowledge`), for objectives such as
-    ``dea`` that read its entities.
+    ``dea`` that read its entities (:class:`~babelzoo.train.config.KnowledgeSpec`).
 ``init``
     ``{pretrained: true, layers: [0, 2, 4, 6, 8, 10]}``: start ``model`` from its published
     weights (or ``pretrained: DIR``, a checkpoint that fits it), keeping only the listed encoder
     layers when ``layers`` is given and keeping the parameters ``freeze`` names fixed
-    (:class:`InitSpec`); a distilled student starts from its teacher.
+    (:class:`~babelzoo.train.config.InitSpec`); a distilled student starts from its teacher.
 ``tokenizer``
     ``{from_model: NAME}`` for the tokenizer of a zoo entry with pretrained weights,
     ``{path: DIR}`` to load a saved tokenizer, or sentencepiece training options
     (``{vocab_size: 8000, model_type: unigram, alpha: 0.3}``) to train one on the text of every
-    source; it is saved in ``<output_dir>/tokenizer`` and reused when the run resumes.
+    source; it is saved in ``<output_dir>/tokenizer`` and reused when the run resumes
+    (:class:`~babelzoo.train.config.TokenizerSpec`).
 ``objectives`` / ``mixture``
     ``{name: {weight: w, objective: registered_name, **options}}``; several objectives form a
-    :class:`~babelzoo.objectives.mixture.Mixture` trained by ``mixture: sum`` or ``sample``.
+    :class:`~babelzoo.objectives.mixture.Mixture` trained by ``mixture: sum`` or ``sample``. The
+    options are the objective's typed options (:meth:`~babelzoo.objectives.base.Objective.options`);
+    what the run gives an objective besides them is what it declares in ``from_run``.
 ``data``
     ``{objective name: [source, ...]}``, each source a registered data source
     (:mod:`babelzoo.datasets.sources`: ``{kind: text, path: P, lang: de}``,
@@ -31,9 +36,11 @@ settings, these fields describe what to train:
     ``{kind: kb_facts, kb: cldr, langs: [en]}``, ...; ``babelzoo list sources``). A source must
     provide the example type its objective consumes, which is checked before anything is read.
     Several sources of one objective are sampled with XLM's q ∝ p^α when the objective's entry
-    is ``{alpha: 0.7, sources: [...]}``, else uniformly over all their examples.
+    is ``{alpha: 0.7, sources: [...]}``, else uniformly over all their examples
+    (:class:`~babelzoo.train.config.ObjectiveData`).
 
-Paths may use environment variables (``${BABELZOO_DATA_DIR}/multi30k/train.de.gz``); relative
+Paths may use environment variables (``${BABELZOO_DATA_DIR}/multi30k/train.de.gz``, expanded by
+:func:`babelzoo._files.expand_path`, the one expander of every recipe and config); relative
 paths are relative to the current directory. Examples::
 
     babelzoo pretrain --config mlm_tiny --set max_steps=50 --set output_dir=runs/try
@@ -44,20 +51,21 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import fnmatch
 import hashlib
 import importlib
 import json
 import logging
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import ArgumentParser, InputError, command
-from ..typed import Where, build, check_fields, read_yaml
+from ..typed import Where
 from ..zoo.config import ConfigError
-from .config import TrainConfig, load_recipe, recipe_path
+from .config import TrainConfig, read_data, read_init, read_recipe, read_recipe_config, read_tokenizer, recipe_path
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +76,7 @@ ATTACH_KNOWLEDGE = "babelzoo.knowledge.sources:attach_from_recipe"
 def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list, Optional[float]]]:
     """``{objective: (sources, α)}`` from the recipe's ``data``, every source checked against
     the example type its objective consumes (nothing is read yet); equal sources are one object."""
-    from ..datasets.sources import check_consumes, parse_source
+    from ..datasets.sources import check_consumes
     from ..objectives.mixture import objective_class
 
     if not cfg.objectives:
@@ -78,28 +86,18 @@ def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list
         raise ConfigError(f"data must have one entry per objective: no data for {missing}, data for no "
                           f"objective {extra}")
     out, shared = {}, {}
+    data = read_data(cfg.data, where.key("data"))
     for name, options in cfg.objectives.items():
         registered = (options or {}).get("objective", name)
         consumes = objective_class(registered).consumes
-        entry, alpha = cfg.data[name], None
-        at = where.key("data").key(name)
-        if isinstance(entry, Mapping):
-            unknown = sorted(set(entry) - {"sources", "alpha"})
-            if unknown or "sources" not in entry:
-                raise ConfigError(f"{at}: expected a list of sources or {{alpha: a, sources: [...]}}, "
-                                  f"got keys {sorted(entry)}")
-            alpha, entry, at = entry.get("alpha"), entry["sources"], at.key("sources")
-        if not isinstance(entry, list) or not entry:
-            raise ConfigError(f"{at}: expected a non-empty list of sources, got {entry!r}")
         sources = []
-        for i, spec in enumerate(entry):
-            source = parse_source(spec, at.key(i))
+        for source in data[name].sources:
             if cfg.languages is not None and getattr(source, "languages", None) == "auto":
                 source.languages = list(cfg.languages)  # the run's languages replace the source's rule
             check_consumes(name if registered == name else f"{name} ({registered})", consumes, source)
             # a source several objectives name (a YAML anchor) is one object: read, tokenised once
             sources.append(shared.setdefault((source.kind, repr(asdict(source))), source))
-        out[name] = (sources, alpha)
+        out[name] = (sources, data[name].alpha)
     return out
 
 
@@ -145,32 +143,25 @@ def build_tokenizer(cfg: TrainConfig, texts, models: Optional[PretrainedModels] 
     from ..datasets.tokenizer import load_tokenizer, saved_metadata
 
     saved = Path(cfg.output_dir) / "tokenizer"
-    spec = dict(cfg.tokenizer)
-    if "from_model" in spec:
-        extra = sorted(set(spec) - {"from_model"})
-        if extra:
-            raise ConfigError(f"tokenizer: with from_model, no other option is used; remove {extra}")
-        tokenizer = pretrained_tokenizer(spec["from_model"], models)
-    elif "path" in spec:
-        extra = sorted(set(spec) - {"path"})
-        if extra:
-            raise ConfigError(f"tokenizer: with path, no training options are used; remove {extra}")
-        tokenizer = load_tokenizer(spec["path"])
+    spec = read_tokenizer(cfg.tokenizer, Where("tokenizer"))
+    if spec.from_model is not None:
+        tokenizer = pretrained_tokenizer(spec.from_model, models)
+    elif spec.path is not None:
+        tokenizer = load_tokenizer(spec.path)
         if tokenizer is None:
-            raise ConfigError(f"tokenizer.path={spec['path']!r}: no tokenizer files in that directory")
+            raise ConfigError(f"tokenizer.path={spec.path!r}: no tokenizer files in that directory")
     elif saved_metadata(saved) is not None:
         tokenizer = load_tokenizer(saved)
     elif (checkpoint := _checkpoint_with_tokenizer(cfg)) is not None:
         # the run's own tokenizer, saved with its weights: never train a new one for old weights
         tokenizer = load_tokenizer(checkpoint)
     else:
-        if "vocab_size" not in spec:
+        if "vocab_size" not in spec.train:
             raise ConfigError("tokenizer: give {path: DIR} or sentencepiece options with vocab_size "
                               "(e.g. {vocab_size: 8000, model_type: unigram, alpha: 0.3})")
-        spec.setdefault("seed", cfg.seed)
         texts = texts() if callable(texts) else texts
         by_lang = dict(texts) if isinstance(texts, Mapping) else texts_of(texts)
-        tokenizer = SentencePieceTokenizer.train(by_lang, **spec)
+        tokenizer = SentencePieceTokenizer.train(by_lang, **{"seed": cfg.seed, **spec.train})
     tokenizer.save(saved)
     return tokenizer, _fingerprint(saved)
 
@@ -223,91 +214,37 @@ def combine(datasets: Mapping[str, list], alphas: Mapping[str, Optional[float]],
     return data
 
 
-def with_word_starts(objectives: Mapping[str, Any], tokenizer: Any) -> dict[str, dict]:
-    """The recipe's objective options, with the tokenizer's word-start table given to every
-    objective that takes one (whole-word and span masking count words, not pieces), unless
-    the recipe sets it."""
-    import inspect
-
+def with_run_inputs(objectives: Mapping[str, Any], tokenizer: Any, models: PretrainedModels) -> dict[str, dict]:
+    """The recipe's objective options with what each objective declares it takes from the run
+    (:attr:`~babelzoo.objectives.base.Objective.from_run`, :data:`~babelzoo.objectives.base.RUN_INPUTS`),
+    and nothing else: ``word_starts``, the tokenizer's word-start table, unless the recipe sets
+    it; ``teacher``, the zoo model the option names, loaded through ``models`` (so a teacher that
+    is also the run's tokenizer or initial weights is read once)."""
     from ..objectives.mixture import objective_class
+    from ..zoo.factory import list_models
 
     table, out = None, {}
     for name, options in objectives.items():
         options = dict(options or {})
-        cls = objective_class(options.get("objective", name))
-        if "word_starts" in inspect.signature(cls.__init__).parameters and "word_starts" not in options:
+        wants = objective_class(options.get("objective", name)).from_run
+        if "word_starts" in wants and "word_starts" not in options:
             table = tokenizer.word_starts() if table is None else table
             options["word_starts"] = table
-        out[name] = options
-    return out
-
-
-def with_teachers(objectives: Mapping[str, dict], models: PretrainedModels) -> dict[str, dict]:
-    """The objective options with a ``teacher`` that names a zoo entry replaced by that model,
-    loaded through ``models`` (so a teacher that is also the run's tokenizer or initial weights
-    is read once)."""
-    from ..zoo.factory import list_models
-
-    out = {}
-    for name, options in objectives.items():
         teacher = options.get("teacher")
-        if isinstance(teacher, str) and teacher in list_models():
-            options = {**options, "teacher": models.get(teacher)}
+        if "teacher" in wants and isinstance(teacher, str) and teacher in list_models():
+            options["teacher"] = models.get(teacher)
         out[name] = options
     return out
-
-
-@dataclass(frozen=True)
-class InitSpec:
-    """A recipe's ``init``: the model starts from pretrained weights rather than random ones.
-
-    ``pretrained``: ``true`` for the ``model`` entry's published weights, or a checkpoint (a
-    directory or Hub id) that fits ``model`` with ``model_overrides`` (its ``vocab_size``
-    included: the weights fix the vocabulary), loaded as
-    ``create_model(model, pretrained=..., **model_overrides)`` loads it; ``layers``: keep only
-    these encoder layers, in order (:func:`~babelzoo.compression.prune_layers`; DistilBERT
-    initialises its student with one teacher layer in two); ``intermediate_size``: narrow every
-    feed-forward layer to this many neurons, those of largest weight magnitude
-    (:func:`~babelzoo.compression.prune_ffn`); ``freeze``: parameter names (shell
-    patterns, as ``model.named_parameters()`` spells them) that keep their initial values, with no
-    gradient and no optimizer state (a student that keeps its teacher's word embeddings);
-    ``freeze_pieces_of``: languages (as the run's sources name them, e.g. ``[en]``) whose pieces
-    keep their word-embedding rows: every piece the run's text of these languages uses gets no
-    gradient (with ``weight_decay: 0`` its row stays exactly as it was), so training moves only
-    the pieces of the other languages; ``train_rows_from``: an id from which on the word-embedding
-    rows train while every row before it keeps its value (the pieces a vocabulary extension
-    appended, :func:`~babelzoo.compression.add_pieces`, learn; the model's own stay as they were)::
-
-        model: multilingual_e5_small
-        init: {pretrained: true, layers: [0, 2, 4, 6, 8, 10], freeze: [embeddings.word.*]}
-
-    A resumed run takes its weights from the checkpoint; ``init`` is part of the run's identity.
-    """
-
-    pretrained: bool | str = True
-    layers: Optional[list[int]] = None
-    intermediate_size: Optional[int] = None
-    freeze: list[str] = field(default_factory=list)
-    freeze_pieces_of: list[str] = field(default_factory=list)
-    train_rows_from: Optional[int] = None
-
-    def __post_init__(self) -> None:
-        check_fields(self, "init")
-        if self.pretrained is False:
-            raise ConfigError("init.pretrained=False starts from nothing: remove init for random weights")
-        if self.train_rows_from is not None and self.train_rows_from < 1:
-            raise ConfigError(f"init.train_rows_from={self.train_rows_from}: an id of at least 1 (rows before it "
-                              "stay fixed)")
 
 
 def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, specials, tokenizer=None,
                   texts: Optional[Callable[[], Mapping[str, list[str]]]] = None):
-    """A fresh copy of the pretrained weights ``cfg.init`` names (see :class:`InitSpec`), checked
+    """A fresh copy of the pretrained weights ``cfg.init`` names (see :class:`~babelzoo.train.config.InitSpec`), checked
     against the tokenizer's ``specials``; ``tokenizer`` and ``texts`` (the run's text by
     language) serve ``freeze_pieces_of``."""
     from ..compression import prune_ffn, prune_layers
 
-    init = build(InitSpec, cfg.init, where, what="init")
+    init = read_init(cfg.init, where)
     source = models.get(cfg.model, init.pretrained, **cfg.model_overrides)
     try:
         model = copy.deepcopy(source) if init.layers is None else prune_layers(source, init.layers)
@@ -338,7 +275,7 @@ def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, spec
 
 
 def train_rows_from(model, first: int, where: Where) -> None:
-    """Only the word-embedding rows from id ``first`` on train (see :class:`InitSpec`)."""
+    """Only the word-embedding rows from id ``first`` on train (see :class:`~babelzoo.train.config.InitSpec`)."""
     import torch
 
     rows = model.config.text.vocab_size
@@ -395,13 +332,13 @@ def _say(reports: Sequence[str]) -> None:
         logger.warning("babelzoo pretrain: %s", report)
 
 
-def build_run(cfg: TrainConfig, recipe: Optional[Path] = None):
-    """(model, objectives, data, tokenizer) described by a recipe (``recipe``: its file, for
-    messages that name the line)."""
+def build_run(cfg: TrainConfig, recipe: Optional[Path | Where] = None):
+    """(model, objectives, data, tokenizer) described by a recipe (``recipe``: its file, or where
+    the loader read each key, for messages that name the line)."""
     return build_run_and_sources(cfg, recipe)[0]
 
 
-def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path] = None):
+def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path | Where] = None):
     """:func:`build_run`'s tuple, and the data sources it read (their records go with the model)."""
     import torch
 
@@ -409,7 +346,10 @@ def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path] = None):
     from ..objectives.mixture import Mixture, build_objective
     from ..zoo.factory import create_model
 
-    where = Where(file=str(recipe), lines=read_yaml(recipe)[1]) if recipe else Where()
+    if isinstance(recipe, Where):
+        where = dataclasses.replace(recipe, label="")
+    else:
+        where = Where(file=str(recipe), lines=read_recipe(recipe)[1]) if recipe else Where()
     sources = parse_data(cfg, where)
     unique = list({id(source): source for items, _ in sources.values() for source in items}.values())
     for source in unique:
@@ -451,7 +391,7 @@ def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path] = None):
         if cfg.knowledge:
             module, _, function = ATTACH_KNOWLEDGE.partition(":")
             model = getattr(importlib.import_module(module), function)(model, cfg.knowledge, where.key("knowledge"))
-        spec = with_teachers(with_word_starts(cfg.objectives, tokenizer), models)
+        spec = with_run_inputs(cfg.objectives, tokenizer, models)
         if single:
             (name, options), = spec.items()
             if options.pop("weight", 1.0) != 1.0:
@@ -484,7 +424,7 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``babelzoo pretrain``; returns the exit status."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     path = recipe_path(args.config)
-    cfg = load_recipe(path, args.overrides)
+    cfg, where = read_recipe_config(path, args.overrides)
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
         return 0
@@ -497,7 +437,7 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
 
     def attempt():
         try:
-            return build_run_and_sources(cfg, path)
+            return build_run_and_sources(cfg, where)
         except (ConfigError, ValueError, OSError) as err:
             print(f"babelzoo pretrain: {err}", file=sys.stderr)
             return None

@@ -22,13 +22,12 @@ every valid key.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Annotated, Any, Mapping, Optional, Sequence
 
-from ..typed import Seed, Where, YAMLRefused, build, check_fields, coerce_options, load_yaml, read_yaml, unknown_key
+from ..typed import (Loaded, Section, Seed, Where, build, check_fields, coerce, load_config, read_mapping,
+                     read_options, set_keys, unknown_key)
 from ..zoo.config import ConfigError
 
 OPTIMIZERS = ("lamb", "adamw")
@@ -54,19 +53,22 @@ class TrainConfig:
     The ``model``/``model_overrides``/``init``/``tokenizer``/``objectives``/``mixture``/``data`` fields
     are read by ``babelzoo pretrain`` to build the run (see :mod:`babelzoo.train.cli` for their
     layout); :class:`~babelzoo.train.Trainer` itself takes those parts as Python objects and
-    ignores them.
+    ignores them. ``knowledge``, ``init``, ``tokenizer``, ``objectives`` and ``data`` are kept as
+    written and typed by their sections (:class:`KnowledgeSpec`, :class:`InitSpec`,
+    :class:`TokenizerSpec`, each objective's options, :class:`ObjectiveData`) whenever a TrainConfig is built, so that a mistake in them is named
+    with its file and line when the recipe is loaded.
     """
 
     # --- what to train (used by the command line) ---------------------------------------------
     model: str = "xlmr_tiny"
     model_overrides: dict = field(default_factory=dict)
-    knowledge: dict = field(default_factory=dict)
-    # start from pretrained weights: {pretrained: true | DIR, layers: [0, 2, ...]} (babelzoo.train.cli.InitSpec)
-    init: dict = field(default_factory=dict)
-    tokenizer: dict = field(default_factory=dict)
-    objectives: dict = field(default_factory=dict)
+    knowledge: Annotated[dict, Section(read_knowledge)] = field(default_factory=dict)
+    # start from pretrained weights: {pretrained: true | DIR, layers: [0, 2, ...]} (InitSpec)
+    init: Annotated[dict, Section(read_init)] = field(default_factory=dict)
+    tokenizer: Annotated[dict, Section(read_tokenizer)] = field(default_factory=dict)
+    objectives: Annotated[dict, Section(read_objectives)] = field(default_factory=dict)
     mixture: str = "sum"
-    data: dict = field(default_factory=dict)
+    data: Annotated[dict, Section(read_data)] = field(default_factory=dict)
     # the fine-tuning task of `babelzoo finetune` (babelzoo.finetune.recipe.TaskSpec)
     task: dict = field(default_factory=dict)
     # the languages the run is for: a data source that picks its own (``languages: auto``, as
@@ -208,86 +210,175 @@ def unknown_key_message(key: str, valid: Sequence[str]) -> str:
     return unknown_key(key, valid, "TrainConfig")
 
 
-# --- value checking --------------------------------------------------------------------------
+# --- the typed sections of a recipe -----------------------------------------------------------
 
-@functools.lru_cache(maxsize=1)
-def _field_types() -> dict[str, Any]:
-    return typing.get_type_hints(TrainConfig)
+@dataclass(frozen=True)
+class InitSpec:
+    """A recipe's ``init``: the model starts from pretrained weights rather than random ones.
+
+    ``pretrained``: ``true`` for the ``model`` entry's published weights, or a checkpoint (a
+    directory or Hub id) that fits ``model`` with ``model_overrides`` (its ``vocab_size``
+    included: the weights fix the vocabulary), loaded as
+    ``create_model(model, pretrained=..., **model_overrides)`` loads it; ``layers``: keep only
+    these encoder layers, in order (:func:`~babelzoo.compression.prune_layers`; DistilBERT
+    initialises its student with one teacher layer in two); ``intermediate_size``: narrow every
+    feed-forward layer to this many neurons, those of largest weight magnitude
+    (:func:`~babelzoo.compression.prune_ffn`); ``freeze``: parameter names (shell
+    patterns, as ``model.named_parameters()`` spells them) that keep their initial values, with no
+    gradient and no optimizer state (a student that keeps its teacher's word embeddings);
+    ``freeze_pieces_of``: languages (as the run's sources name them, e.g. ``[en]``) whose pieces
+    keep their word-embedding rows: every piece the run's text of these languages uses gets no
+    gradient (with ``weight_decay: 0`` its row stays exactly as it was), so training moves only
+    the pieces of the other languages; ``train_rows_from``: an id from which on the word-embedding
+    rows train while every row before it keeps its value (the pieces a vocabulary extension
+    appended, :func:`~babelzoo.compression.add_pieces`, learn; the model's own stay as they were)::
+
+        model: multilingual_e5_small
+        init: {pretrained: true, layers: [0, 2, 4, 6, 8, 10], freeze: [embeddings.word.*]}
+
+    A resumed run takes its weights from the checkpoint; ``init`` is part of the run's identity.
+    """
+
+    pretrained: bool | str = True
+    layers: Optional[list[int]] = None
+    intermediate_size: Optional[int] = None
+    freeze: list[str] = field(default_factory=list)
+    freeze_pieces_of: list[str] = field(default_factory=list)
+    train_rows_from: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        check_fields(self, "init")
+        if self.pretrained is False:
+            raise ConfigError("init.pretrained=False starts from nothing: remove init for random weights")
+        if self.train_rows_from is not None and self.train_rows_from < 1:
+            raise ConfigError(f"init.train_rows_from={self.train_rows_from}: an id of at least 1 (rows before it "
+                              "stay fixed)")
+
+
+def read_init(value: Mapping[str, Any], where: Where) -> Optional[InitSpec]:
+    """The recipe's ``init`` as an :class:`InitSpec` (None when the recipe has none)."""
+    return build(InitSpec, value, where, what="init") if value else None
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """A recipe's ``tokenizer``: ``{from_model: NAME}``, the tokenizer of a zoo entry with
+    pretrained weights; ``{path: DIR}``, a saved tokenizer; or sentencepiece training options
+    (``{vocab_size: 8000, model_type: unigram, alpha: 0.3}``, read as the typed options of
+    :meth:`~babelzoo.datasets.spm.SentencePieceTokenizer.train`), held in ``train``."""
+
+    from_model: Optional[str] = None
+    path: Optional[str] = None
+    train: dict = field(default_factory=dict)
+
+
+def read_tokenizer(value: Mapping[str, Any], where: Where) -> TokenizerSpec:
+    """The recipe's ``tokenizer`` as a :class:`TokenizerSpec`; errors name ``where`` and the key."""
+    for key in ("from_model", "path"):
+        if key in value:
+            extra = sorted(set(value) - {key})
+            if extra:
+                use = "no other option is used" if key == "from_model" else "no training options are used"
+                raise ConfigError(f"{where}: with {key}, {use}; remove {extra}")
+            return build(TokenizerSpec, {key: value[key]}, where, what="tokenizer")
+    if not value:
+        return TokenizerSpec()
+    from ..datasets.spm import SentencePieceTokenizer
+
+    return TokenizerSpec(train=read_options(SentencePieceTokenizer.train, value, where, "sentencepiece",
+                                            skip=("corpus",)))
+
+
+def read_objectives(value: Mapping[str, Any], where: Where) -> None:
+    """Check the recipe's ``objectives`` (:func:`babelzoo.objectives.mixture.check_spec`): each
+    objective exists and its options are its typed options."""
+    if value:
+        from ..objectives.mixture import check_spec
+
+        check_spec(value, where)
+
+
+@dataclass
+class ObjectiveData:
+    """One objective's entry in a recipe's ``data``: its ``sources`` (data sources of
+    :mod:`babelzoo.datasets.sources`, parsed), sampled with XLM's q ∝ p^α when ``alpha`` is
+    given, else uniformly over all their examples. Written as a list of sources, or as
+    ``{alpha: a, sources: [...]}``."""
+
+    sources: list
+    alpha: Optional[float] = None
+
+
+def read_data(value: Mapping[str, Any], where: Where) -> dict[str, ObjectiveData]:
+    """The recipe's ``data`` as ``{objective: ObjectiveData}``, every source parsed (nothing is
+    read yet); errors name ``where``, the objective and the source."""
+    from ..datasets.sources import parse_source
+
+    out = {}
+    for name, entry in value.items():
+        at, alpha = where.key(str(name)), None
+        if isinstance(entry, Mapping):
+            unknown = sorted(set(entry) - {"sources", "alpha"})
+            if unknown or "sources" not in entry:
+                raise ConfigError(f"{at}: expected a list of sources or {{alpha: a, sources: [...]}}, "
+                                  f"got keys {sorted(entry)}")
+            alpha, entry, at = coerce(entry.get("alpha"), Optional[float], at.key("alpha")), entry["sources"], \
+                at.key("sources")
+        if not isinstance(entry, list) or not entry:
+            raise ConfigError(f"{at}: expected a non-empty list of sources, got {entry!r}")
+        out[str(name)] = ObjectiveData([parse_source(spec, at.key(i)) for i, spec in enumerate(entry)], alpha)
+    return out
+
+
+@dataclass(frozen=True)
+class KnowledgeSpec:
+    """A recipe's ``knowledge:`` part: ERNIE fusion over ``kb`` in ``fusion_layers`` (default:
+    the upper half of the encoder), an entity table of width ``entity_dim``, initialised from
+    ``entity_embeddings`` (a folder written by ``babelzoo kb train-kge --out``) when given."""
+
+    kb: str
+    fusion_layers: Optional[list[int]] = None
+    entity_dim: Optional[int] = None
+    entity_embeddings: Optional[str] = None
+    freeze_entities: bool = True
+    languages: Optional[list[str]] = None
+
+    def __post_init__(self) -> None:
+        check_fields(self, "knowledge")
+
+
+def read_knowledge(value: Mapping[str, Any], where: Where) -> Optional[KnowledgeSpec]:
+    """The recipe's ``knowledge`` as a :class:`KnowledgeSpec` (None when the recipe has none);
+    the knowledge layer attaches it (:func:`babelzoo.knowledge.sources.attach_from_recipe`)."""
+    return build(KnowledgeSpec, value, where, what="knowledge") if value else None
 
 
 # --- recipes -----------------------------------------------------------------------------------
 
 def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Apply ``key=value`` strings to a recipe mapping. Values are parsed as YAML
-    (``lr=5e-4``, ``betas=[0.9,0.98]``, ``progress=false``); ``a.b.c=v`` sets a key inside the
-    dict field ``a`` (``model_overrides.hidden_size=64``, ``objectives.mlm.masking.probability=0.2``)."""
-    data = dict(data)
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        key, raw = item.split("=", 1)
-        key = key.strip()
-        try:
-            value = load_yaml(raw)[0] if raw.strip() else ""
-        except YAMLRefused as err:
-            raise ConfigError(f"--set {item!r}: {err.reason}") from None
-        top, *rest = key.split(".")
-        if top not in TrainConfig.field_names():
-            raise ConfigError(f"--set {item!r}: {unknown_key_message(top, TrainConfig.field_names())}")
-        if not rest:
-            data[top] = value
-            continue
-        if _field_types()[top] is not dict:
-            raise ConfigError(f"--set {item!r}: TrainConfig.{top} is not a mapping, so {key!r} cannot be set")
-        target = data[top] = _deep_copy_dict(data.get(top) or {})
-        for part in rest[:-1]:
-            child = target.get(part)
-            if child is None:
-                child = target[part] = {}
-            elif not isinstance(child, dict):
-                raise ConfigError(f"--set {item!r}: {part!r} holds {child!r}, not a mapping")
-            target = child
-        target[rest[-1]] = value
-    return data
-
-
-def _deep_copy_dict(value: Mapping) -> dict:
-    return {k: _deep_copy_dict(v) if isinstance(v, Mapping) else v for k, v in value.items()}
+    """Apply ``key=value`` strings to a recipe mapping (:func:`babelzoo.typed.set_keys`): values
+    parsed as YAML (``lr=5e-4``, ``betas=[0.9,0.98]``, ``progress=false``); ``a.b.c=v`` sets a
+    key inside the section ``a`` (``model_overrides.hidden_size=64``,
+    ``objectives.mlm.masking.probability=0.2``)."""
+    return set_keys(TrainConfig, data, overrides, "TrainConfig")
 
 
 def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
     """The raw mapping of a YAML recipe and the line of each key path (:func:`babelzoo.typed.read_yaml`:
     plain, bounded data in UTF-8)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such recipe file")
-    data, lines = read_yaml(path)
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a recipe must be a mapping of TrainConfig keys, got {type(data).__name__}")
-    return data, lines
+    return read_mapping(path, "TrainConfig", "recipe")
 
 
 def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
     """Read a YAML recipe, apply ``key=value`` overrides, validate, return a TrainConfig."""
-    data, lines = read_recipe(path)
-    TrainConfig.from_dict(data, where=str(path), lines=lines)  # report recipe mistakes with their line
-    # a value given by --set is not on the recipe's line for that key
-    changed = [item.split("=", 1)[0].strip() for item in overrides]
-    kept = {key: line for key, line in lines.items()
-            if not any(key == c or key.startswith((f"{c}.", f"{c}[")) for c in changed)}
-    cfg = TrainConfig.from_dict(apply_overrides(data, overrides), where=str(path), lines=kept)
-    # the objectives' and the tokenizer's options too, before any data is read
-    if cfg.objectives:
-        from ..objectives.mixture import check_spec
+    return read_recipe_config(path, overrides).config
 
-        check_spec(cfg.objectives, Where("objectives", str(path), kept, "TrainConfig."))
-    if "vocab_size" in cfg.tokenizer:  # sentencepiece training options
-        from ..datasets.spm import SentencePieceTokenizer
 
-        coerce_options(SentencePieceTokenizer.train, cfg.tokenizer, Where("tokenizer", str(path), kept, "TrainConfig."))
-    return cfg
+def read_recipe_config(path: str | Path, overrides: Sequence[str] = ()) -> Loaded:
+    """:func:`load_recipe`'s TrainConfig, and where each of its keys was read, for the sections
+    an upper layer reads (a fine-tuning ``task``): the recipe read by
+    :func:`babelzoo.typed.load_config`, the loader of every config file."""
+    return load_config(TrainConfig, path, overrides, what="TrainConfig", kind="recipe")
 
 
 def recipe_path(name: str | Path) -> Path:

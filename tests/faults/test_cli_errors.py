@@ -23,7 +23,7 @@ def files(tmp_path):
     (["pretrain", "--config", "{d}/recipe.yaml"], "babelzoo pretrain: {d}/recipe.yaml:2 TrainConfig.learning_rate: unknown TrainConfig key"),
     (["finetune", "--config", "{d}/recipe.yaml"], "babelzoo finetune: {d}/recipe.yaml:2 TrainConfig.learning_rate: unknown TrainConfig key"),
     (["eval", "--config", "{d}/board.yaml"], "babelzoo eval: {d}/board.yaml:3 LeaderboardConfig.colour: unknown leaderboard config key 'colour'"),
-    (["eval", "--config", "{d}/missing.yaml"], "babelzoo eval: {d}/missing.yaml: No such file or directory"),
+    (["eval", "--config", "{d}/missing.yaml"], "babelzoo eval: {d}/missing.yaml: no such leaderboard config file"),
     (["convert", "--from-hf", "{d}/hf", "--to", "{d}/out"], "babelzoo convert: "),
     (["kb", "info", "no-such-kb"], "babelzoo kb: unknown knowledge base 'no-such-kb'"),
 ])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Annotated
+
 import pytest
 import torch
 
@@ -9,6 +12,7 @@ import babelzoo
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.objectives import MLM, TLM, Mixture, Pair, build_objective
 from babelzoo.objectives.base import Loss, Objective
+from babelzoo.typed import Range
 
 S = SpecialIds(pad=0, cls=1, sep=2, unk=3, mask=4, vocab_size=64, languages={"en": 0, "de": 1})
 SENTENCES = [([10, 11, 12, 13, 14, 15], "en"), ([20, 21, 22, 23], "de")]
@@ -54,7 +58,8 @@ def test_from_spec_and_errors():
                              "clwr": {}}, S, config)
     assert mix.weights == {"mlm": 2.0, "pairs": 1.0, "clwr": 1.0}
     assert mix.objectives["pairs"].max_length == 32
-    with pytest.raises(ValueError, match="valid options"):
+    with pytest.raises(ValueError, match=r"^objectives.mlm.temperature: unknown mlm option key 'temperature' Valid keys: "
+                                         r"masking, word_starts, max_length, use_language_ids$"):
         build_objective("mlm", S, config, temperature=1.0)
     with pytest.raises(ValueError, match="config=model.config"):
         build_objective("clwr", S)
@@ -86,3 +91,38 @@ def test_every_objective_of_a_mixture_reports_its_loss():
     loss = mix(None, mix.prepare({"a": [1.0, 3.0], "b": [5.0]}))
     assert float(loss.metrics["a/loss"]) == 2.0 and float(loss.metrics["b/loss"]) == 5.0
     assert float(loss.metrics["loss"]) == 12.0 and loss.metrics["a/count"] == 2.0
+
+
+def test_an_objectives_options_are_a_dataclass_made_once_from_its_constructor():
+    from babelzoo.objectives.mixture import objective_class
+
+    options = objective_class("mlm").options()
+    assert options is objective_class("mlm").options() and options.__name__ == "mlmOptions"
+    assert [(f.name, f.default) for f in dataclasses.fields(options)] == [
+        ("masking", None), ("word_starts", None), ("max_length", 128), ("use_language_ids", True)]
+    teacher, *_ = dataclasses.fields(objective_class("distill_sentence").options())
+    assert (teacher.name, teacher.default) == ("teacher", dataclasses.MISSING)  # required: no default
+    with pytest.raises(ValueError, match=r"^objectives.pairs.max_length='long' must be an integer, got str$"):
+        Mixture.from_spec({"pairs": {"objective": "tlm", "max_length": "long"}}, S)
+    with pytest.raises(ValueError, match=r"^objectives.tlm.max_lenght: unknown tlm option key 'max_lenght'; did you "
+                                         r"mean 'max_length'\?"):
+        build_objective("tlm", S, max_lenght=3)
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """Options an objective declares itself (its annotations resolve in this module)."""
+
+    max_length: Annotated[int, Range(8, 512)] = 128
+
+
+def test_an_objective_may_declare_its_options(monkeypatch):
+    from babelzoo.objectives.mixture import objective_options
+
+    monkeypatch.setattr(MLM, "options", classmethod(lambda cls: Declared))
+    assert objective_options("mlm", {"max_length": 64.0}) == {"max_length": 64}
+    with pytest.raises(ValueError, match=r"^objectives.mlm.max_length=4 must be in \[8, 512\]$"):
+        objective_options("mlm", {"max_length": 4})
+    with pytest.raises(ValueError, match=r"^objectives.mlm.masking: unknown mlm option key 'masking' Valid keys: "
+                                         r"max_length$"):
+        objective_options("mlm", {"masking": {}})

@@ -135,7 +135,9 @@ def test_bad_init_is_refused_with_its_line(tmp_path, teacher_dir, capsys, init, 
     line = key_lines(path.read_text(encoding="utf-8"))[key]
     assert pretrain_main(["--config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert re.search(re.escape(f"student.yaml:{line}") + ":?" + message, err), err
+    # a mistake the init section's types show is found when the recipe loads, named as a TrainConfig key
+    assert re.search(re.escape(f"student.yaml:{line}") + ":?" + message.replace(" init.", r" (TrainConfig\.)?init.", 1),
+                     err), err
 
 
 def test_a_tokenizer_larger_than_the_weights_vocabulary_is_refused(tmp_path, teacher_dir, capsys):

@@ -15,6 +15,7 @@ A leaderboard config may give a task its own recipe and overrides::
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ def finetune_results(task: str, folder: str, default_recipe: str, encoder, conte
     """Fine-tune a copy of ``encoder.model`` by the task's recipe; one Result per test file."""
     from ...finetune.recipe import TaskSpec, recipe_value
     from ...finetune.run import run_finetune
-    from ...train.config import load_recipe, recipe_path
+    from ...train.config import read_recipe_config, recipe_path
     from ...zoo.model import BabelModel
 
     model = getattr(encoder, "model", None)
@@ -43,9 +44,9 @@ def finetune_results(task: str, folder: str, default_recipe: str, encoder, conte
     unknown = sorted(set(options) - set(OPTION_KEYS))
     if unknown:
         raise ConfigError(f"task_options.{task}: unknown key(s) {unknown}; valid keys: {', '.join(OPTION_KEYS)}")
-    cfg = load_recipe(recipe_path(options.get("recipe", default_recipe)), list(options.get("set", [])))
+    cfg, where = read_recipe_config(recipe_path(options.get("recipe", default_recipe)), list(options.get("set", [])))
     if context.languages:
-        spec = TaskSpec.from_dict(cfg.task).resolve(context.data_dir)
+        spec = TaskSpec.from_dict(cfg.task, dataclasses.replace(where, label="")).resolve(context.data_dir)
         present = spec.test_files()
         chosen = {lang: recipe_value(path) for lang, path in present.items()
                   if lang in context.languages or lang == spec.source}
