@@ -13,19 +13,17 @@ wrong kind of data is refused before anything is read::
 
 A source gives the raw text a recipe's tokenizer is trained on (:meth:`DataSource.texts`) and,
 once the tokenizer and the model exist, a dataset of its examples (:meth:`DataSource.dataset`).
-Sources of the layers above this one (knowledge bases) are found by name
-(:data:`BUILTIN_SOURCES`); third-party sources register with :func:`register_source` or through
-the ``babelzoo.data_sources`` entry-point group.
+Sources of the layers above this one (knowledge bases, the offline sources) are found through
+the ``babelzoo.data_sources`` entry-point group, as an installed package's are (babelzoo's own
+are declared in its ``setup.py``); a source may also register with :func:`register_source`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping, Optional, Sequence, Union
 
@@ -51,19 +49,6 @@ EXAMPLE_TYPES: dict[str, str] = {
 }
 
 ENTRY_POINT_GROUP = "babelzoo.data_sources"
-# sources defined above the datasets layer, imported when a recipe names them
-BUILTIN_SOURCES = {
-    **dict.fromkeys(["catalog_text", "catalog_pairs", "catalog_documents", "catalog_parallel_documents"],
-                    "babelzoo.sources.embedded"),
-    "adaptation_pairs": "babelzoo.sources.adaptation",
-    "hf_dataset": "babelzoo.datasets.streaming",
-    "emoji_images": "babelzoo.sources.emoji",
-    "emoji_speech": "babelzoo.sources.espeak",
-    "kb_facts": "babelzoo.knowledge.sources",
-    "kb_names": "babelzoo.knowledge.sources",
-    "kb_trees": "babelzoo.knowledge.sources",
-    "kb_aligned_facts": "babelzoo.knowledge.sources",
-}
 
 
 @dataclass
@@ -116,7 +101,9 @@ class EmptySource(ConfigError):
         self.reports = list(reports)
 
 
-SOURCES: Registry[type[DataSource]] = Registry("data source")
+# the sources of the layers above (knowledge bases, offline sources) and of installed packages
+# register through the entry-point group, found when a recipe first names them
+SOURCES: Registry[type[DataSource]] = Registry("data source", group=ENTRY_POINT_GROUP)
 
 
 def register_source(cls: type[DataSource]) -> type[DataSource]:
@@ -129,33 +116,13 @@ def register_source(cls: type[DataSource]) -> type[DataSource]:
     return cls
 
 
-_loaded_points: set[str] = set()
-
-
-def _load_plug_ins() -> None:
-    """Import every installed ``babelzoo.data_sources`` entry point not imported yet."""
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        if point.value not in _loaded_points:
-            _loaded_points.add(point.value)
-            point.load()
-
-
 def source_class(kind: str) -> type[DataSource]:
-    """The registered source ``kind`` (importing built-in and installed plug-in sources on demand)."""
-    if kind not in SOURCES and kind in BUILTIN_SOURCES:
-        importlib.import_module(BUILTIN_SOURCES[kind])
-    if kind not in SOURCES:
-        _load_plug_ins()
-    if kind not in SOURCES:
-        source_kinds()  # so that the error lists every kind
+    """The registered source ``kind`` (built-in and installed plug-in sources imported on demand)."""
     return SOURCES.get(kind)
 
 
 def source_kinds() -> list[str]:
-    """Every source kind: built-in ones of the layers above and installed plug-ins included."""
-    for module in dict.fromkeys(BUILTIN_SOURCES.values()):
-        importlib.import_module(module)
-    _load_plug_ins()
+    """Every source kind: those of the layers above and installed plug-ins included."""
     return SOURCES.list()
 
 

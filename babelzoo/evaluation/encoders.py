@@ -6,7 +6,6 @@ protocol (layer, pooling, prefix) so that every number can be stored with it."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
@@ -140,10 +139,10 @@ class KGEModelEncoder:
         raise TaskSkipped("a KG embedding model scores entities of its graph; it does not encode text")
 
 
-PEERS: Registry[Callable[[], Any]] = Registry("peer")
-# peers that installed packages ship, registered by the offline sources (found by name)
-BUILTIN_PEERS = {"muse_v3": "babelzoo.sources.peers", "all_minilm_l6_v2": "babelzoo.sources.peers"}
 PEER_ENTRY_POINT_GROUP = "babelzoo.peers"
+# peers that installed packages ship (the offline sources' and plug-ins') register through the
+# entry-point group
+PEERS: Registry[Callable[[], Any]] = Registry("peer", group=PEER_ENTRY_POINT_GROUP)
 
 
 def register_peer(name: str):
@@ -153,13 +152,4 @@ def register_peer(name: str):
 
 def build_peer(name: str):
     """A new instance of the peer ``name`` (built-in, registered, or an installed plug-in)."""
-    from importlib.metadata import entry_points
-
-    if name not in PEERS and name in BUILTIN_PEERS:
-        importlib.import_module(BUILTIN_PEERS[name])
-    if name not in PEERS:
-        for point in entry_points(group=PEER_ENTRY_POINT_GROUP):
-            point.load()
-        for module in dict.fromkeys(BUILTIN_PEERS.values()):
-            importlib.import_module(module)
     return PEERS.get(name)()

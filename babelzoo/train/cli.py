@@ -46,7 +46,6 @@ import argparse
 import copy
 import fnmatch
 import hashlib
-import importlib
 import json
 import sys
 from dataclasses import asdict, dataclass, field
@@ -54,12 +53,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import ArgumentParser, InputError, command
+from ..registry import Registry
 from ..typed import Where, build, check_fields, read_yaml
 from ..zoo.config import ConfigError
 from .config import TrainConfig, load_recipe, recipe_path
 
-# the knowledge layer (above this one) attaches a recipe's knowledge base; found by name
-ATTACH_KNOWLEDGE = "babelzoo.knowledge.sources:attach_from_recipe"
+# What attaches a recipe section to the model, ``attach(model, spec, where) -> model``, by section
+# name: the knowledge layer (above this one) attaches ``knowledge:`` through the entry-point group.
+MODEL_ATTACHMENTS: Registry[Callable[..., Any]] = Registry("model attachment", group="babelzoo.model_attachments")
 
 
 def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list, Optional[float]]]:
@@ -446,8 +447,7 @@ def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path] = None):
             model = create_model(cfg.model, **{"vocab_size": specials.vocab_size, "pad_token_id": specials.pad,
                                                **cfg.model_overrides})
         if cfg.knowledge:
-            module, _, function = ATTACH_KNOWLEDGE.partition(":")
-            model = getattr(importlib.import_module(module), function)(model, cfg.knowledge, where.key("knowledge"))
+            model = MODEL_ATTACHMENTS.get("knowledge")(model, cfg.knowledge, where.key("knowledge"))
         spec = with_teachers(with_word_starts(cfg.objectives, tokenizer), models)
         if single:
             (name, options), = spec.items()

@@ -9,7 +9,6 @@ Hugging Face Hub id).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -19,12 +18,18 @@ from ..registry import Registry
 from .config import ConfigError, ModelConfig
 
 
+# Functions that build a model from weights an installed package ships, by name: the offline
+# sources (a layer above the zoo) and plug-ins register them through the entry-point group.
+WEIGHT_LOADERS: Registry[Callable[..., Any]] = Registry("weight loader", group="babelzoo.weight_loaders")
+
+
 @dataclass(frozen=True)
 class PretrainedWeights:
     """Where an entry's weights come from: ``url`` + ``sha256`` (downloaded once, verified,
     cached), ``loader``, a function that builds the model itself (for weights shipped inside
-    an installed package in a format of their own; or its ``"module:function"`` name, imported
-    when the weights are asked for), or ``hf_hub_id``, the Hugging Face Hub
+    an installed package in a format of their own; or its name in :data:`WEIGHT_LOADERS`, found
+    through the ``babelzoo.weight_loaders`` entry points when the weights are asked for), or
+    ``hf_hub_id``, the Hugging Face Hub
     repository of the original checkpoint (``org/name``, converted on load). ``pretrained=True``
     uses the loader or the URL when there is one, the Hub id otherwise."""
 
@@ -36,10 +41,7 @@ class PretrainedWeights:
 
     def load(self, **overrides: Any):
         """The model the loader builds."""
-        loader = self.loader
-        if isinstance(loader, str):
-            module, _, function = loader.partition(":")
-            loader = getattr(importlib.import_module(module), function)
+        loader = WEIGHT_LOADERS.get(self.loader) if isinstance(self.loader, str) else self.loader
         return loader(**overrides)
 
     @property
