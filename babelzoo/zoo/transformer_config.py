@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
 from .config import ConfigError, EncoderConfig, ModelConfig, _check
-from .factory import TINY, PretrainedWeights, register_model
+from .entries import TINY, PretrainedWeights, register_model
 from .family import TextFamily, register_family
 
 
