@@ -34,6 +34,12 @@ from .._files import expand_path
 from ..errors import ConfigError
 from ..registry import Registry, RegistryError
 from ..typed import Where, build
+from .labelled import read_conllu
+from .loader import CorpusMixture, TokenizedCorpus
+from .multimodal import MultimodalDataset
+from .multimodal_manifest import read_manifest
+from .text import (MonolingualCorpus, ParallelCorpus, ReadReport, iter_lines, read_monolingual, read_parallel,
+                   read_parallel_tsv)
 
 EXAMPLE_TYPES: dict[str, str] = {
     "sentence": "one tokenised sentence and its language",
@@ -154,8 +160,6 @@ def check_consumes(objective: str, consumes: str, source: DataSource) -> None:
 # --- shared helpers -----------------------------------------------------------------------------
 
 def tokenized(corpus, context: BuildContext):
-    from .loader import TokenizedCorpus
-
     # a tokenizer that knows no languages (WordPiece, e5's unigram) encodes without them; the
     # examples keep their language either way
     encode_lang = bool(getattr(context.tokenizer, "languages", ()))
@@ -164,23 +168,17 @@ def tokenized(corpus, context: BuildContext):
 
 
 def _one_or_mixture(parts: list) -> Dataset:
-    from .loader import CorpusMixture
-
     return parts[0] if len(parts) == 1 else CorpusMixture(dict(enumerate(parts)))
 
 
 def with_prefix(corpus, prefix: str):
     """``corpus`` (monolingual or parallel) with ``prefix`` before each of its sentences."""
-    from .text import MonolingualCorpus
-
     if isinstance(corpus, MonolingualCorpus):
         return dataclasses.replace(corpus, sentences=[prefix + s for s in corpus.sentences])
     return dataclasses.replace(corpus, pairs=[(prefix + a, prefix + b) for a, b in corpus.pairs])
 
 
 def texts_of(corpora: Sequence[Any]) -> dict[str, list[str]]:
-    from .text import ParallelCorpus
-
     by_lang: dict[str, list[str]] = {}
     for corpus in corpora:
         if isinstance(corpus, ParallelCorpus):
@@ -245,8 +243,6 @@ class TextSource(CorpusSource):
     empty: Empty = "skip"
 
     def read(self) -> list:
-        from .text import read_monolingual
-
         paths = [self.path] if isinstance(self.path, str) else self.path
         return [read_monolingual([expand_path(p, f"{self.where}.path") for p in paths], self.lang, empty=self.empty)]
 
@@ -265,8 +261,6 @@ class ParallelSource(CorpusSource):
     empty: Empty = "skip"
 
     def read(self) -> list:
-        from .text import read_parallel
-
         return [read_parallel(expand_path(self.src, f"{self.where}.src"), expand_path(self.tgt, f"{self.where}.tgt"),
                               self.src_lang, self.tgt_lang, empty=self.empty)]
 
@@ -288,8 +282,6 @@ class TsvSource(CorpusSource):
     empty: Empty = "skip"
 
     def read(self) -> list:
-        from .text import read_parallel_tsv
-
         return [read_parallel_tsv(expand_path(self.path, f"{self.where}.path"), self.src_lang, self.tgt_lang,
                                   src_column=self.src_column, tgt_column=self.tgt_column, header=self.header,
                                   num_fields=self.num_fields, empty=self.empty)]
@@ -349,8 +341,6 @@ class DocumentSource(DataSource):
         return self._documents
 
     def _corpus(self, lang: str, sentences: list):
-        from .text import MonolingualCorpus, ParallelCorpus, ReadReport
-
         report = ReadReport((self.describe(),), len(sentences), len(sentences))
         if self.provides == "parallel_document":
             return ParallelCorpus(self.pivot, lang, sentences, report)
@@ -387,8 +377,6 @@ class DocumentsSource(DocumentSource):
         return ", ".join([self.path] if isinstance(self.path, str) else self.path)
 
     def read_documents(self) -> dict[str, list[list]]:
-        from .text import iter_lines
-
         paths = [self.path] if isinstance(self.path, str) else self.path
         documents: list[list[str]] = []
         for raw in paths:
@@ -411,8 +399,6 @@ class DocumentsSource(DocumentSource):
 
 
 def _conllu_documents(path: Path) -> list[list[str]]:
-    from .labelled import read_conllu
-
     documents: list[list[str]] = []
     for sentence in read_conllu(path, tags=None):
         if sentence.newdoc or not documents:
@@ -445,8 +431,6 @@ class MediaSource(DataSource):
                               f"{getattr(config, 'architecture', type(model).__name__)!r} has no {needs} tower")
 
     def dataset(self, context: BuildContext) -> Dataset:
-        from .multimodal import MultimodalDataset
-
         tokenizer = context.tokenizer
 
         def encode(text: str, lang: Optional[str]) -> list[int]:
@@ -466,8 +450,6 @@ class MediaManifest(MediaSource):
     modality: Literal["image", "audio"] = "image"
 
     def records(self, context: BuildContext) -> list:
-        from .multimodal_manifest import read_manifest
-
         if getattr(self, "_records", None) is None:
             records = read_manifest(expand_path(self.path, f"{self.where}.path"))
             wrong = [r for r in records if r.kind != self.modality]
