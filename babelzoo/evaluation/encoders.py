@@ -7,13 +7,18 @@ protocol (layer, pooling, prefix) so that every number can be stored with it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 import numpy as np
 import torch
 
+from .._files import read_json_object
+from ..knowledge.base import KBError
+from ..knowledge.kge import KGE_CONFIG, load_kge
 from ..registry import Registry
 from ..zoo.sentences import embed_rows, encode_sentences, language_index
+from .tasks import TaskSkipped
 
 
 class SentenceEncoder(Protocol):
@@ -119,12 +124,6 @@ class KGEModelEncoder:
 
     @classmethod
     def load(cls, name: str, directory) -> "KGEModelEncoder":
-        from pathlib import Path
-
-        from .._files import read_json_object
-        from ..knowledge.base import KBError
-        from ..knowledge.kge import KGE_CONFIG, load_kge
-
         model, entities, relations = load_kge(directory)
         info = read_json_object(Path(directory) / KGE_CONFIG, KBError)
         return cls(name, model, entities, relations, {k: info[k] for k in ("model", "dim", "data") if k in info})
@@ -134,8 +133,6 @@ class KGEModelEncoder:
         return {"kge": self.info.get("model"), "dim": self.info.get("dim"), "trained_on": self.info.get("data")}
 
     def encode(self, sentences: Sequence[str], lang: Optional[str] = None) -> np.ndarray:
-        from .tasks import TaskSkipped
-
         raise TaskSkipped("a KG embedding model scores entities of its graph; it does not encode text")
 
 
