@@ -81,6 +81,7 @@ class Registry(Generic[T]):
         self.group = group
         self._entries: dict[str, T] = {}
         self._loaded: set[tuple[str, str]] = set()  # (name, value) of the entry points imported
+        self._listed = False  # every entry point of the group imported once (by a listing)
 
     def register(self, obj: T | None = None, *, name: str | None = None, replace: bool = False):
         """Register ``obj`` under ``name`` (default: its ``__name__``). Usable as a decorator,
@@ -107,8 +108,8 @@ class Registry(Generic[T]):
 
     def load_plug_ins(self, name: Optional[str] = None) -> None:
         """Import the entry points of the registry's group named ``name`` (all of them without a
-        name) that are not imported yet."""
-        if self.group is None:
+        name, once: a package installed later is found by its name) that are not imported yet."""
+        if self.group is None or (name is None and self._listed):
             return
         for point in entry_points(group=self.group):
             if (name is None or point.name == name) and (point.name, point.value) not in self._loaded:
@@ -118,6 +119,7 @@ class Registry(Generic[T]):
                 except PlugInError:
                     self._loaded.discard((point.name, point.value))  # asked again, it fails again
                     raise
+        self._listed = self._listed or name is None
 
     def _load(self, point: EntryPoint, check: bool) -> None:
         where = f"entry point {point.name} = {point.value} (group {self.group})"

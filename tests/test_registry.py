@@ -90,6 +90,7 @@ def installed(tmp_path, monkeypatch):
     yield
     WIDGETS._entries.clear()
     WIDGETS._loaded.clear()
+    WIDGETS._listed = False
     for name in ("widget_plug", "widget_broken"):
         sys.modules.pop(name, None)
 
@@ -115,3 +116,16 @@ def test_a_broken_plug_in_is_an_error_naming_its_entry_point(installed):
         WIDGETS.get("broken")
     with pytest.raises(PlugInError, match="entry point broken = widget_broken"):  # listing imports every one
         WIDGETS.list()
+
+
+def test_a_listing_imports_every_plug_in_once(installed, monkeypatch, tmp_path):
+    (tmp_path / "widget_broken.py").write_text("", encoding="utf-8")  # the broken one is mended, but says nothing
+    (tmp_path / "widgets-0.1.dist-info" / "entry_points.txt").write_text(
+        "[babelzoo_test.widgets]\nspinner = widget_plug\nwobble = widget_plug:wobble\n", encoding="utf-8")
+    assert WIDGETS.list() == ["spinner", "wobble"]
+    scans = []
+    monkeypatch.setattr("babelzoo.registry.entry_points", lambda **kw: scans.append(kw) or [])
+    assert WIDGETS.list("w*") == ["wobble"] and scans == []  # listed once: no second scan
+    with pytest.raises(RegistryError, match="unknown widget 'gear'"):
+        WIDGETS.get("gear")  # an unknown name is looked for among the installed entry points again
+    assert scans == [{"group": "babelzoo_test.widgets"}]  # by its name; the listing is not made again
