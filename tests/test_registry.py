@@ -1,6 +1,6 @@
 import pytest
 
-from babelzoo.registry import Registry, RegistryError, choices_hint, close_matches
+from babelzoo.registry import PlugInError, Registry, RegistryError, choices_hint, close_matches
 
 
 def make():
@@ -56,3 +56,76 @@ def test_duplicate_registration_is_an_error():
     reg = make()
     with pytest.raises(RegistryError, match="widget 'xlm_base' is already registered"):
         reg.register(lambda: None, name="xlm_base")
+
+
+WIDGETS = Registry("widget", group="babelzoo_test.widgets")
+
+PLUG_IN = """
+from test_registry import WIDGETS
+
+IMPORTS = globals().setdefault("IMPORTS", 0) + 1
+WIDGETS.register(lambda: "spun", name="spinner")
+
+def wobble():
+    return "wobbled"
+"""
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """A package installed on sys.path that declares widgets: one registered when its module is
+    imported, one named as the object itself, one whose module fails, one that registers nothing."""
+    (tmp_path / "widget_plug.py").write_text(PLUG_IN, encoding="utf-8")
+    (tmp_path / "widget_broken.py").write_text("raise RuntimeError('no such backend')\n", encoding="utf-8")
+    info = tmp_path / "widgets-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: widgets\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[babelzoo_test.widgets]\nspinner = widget_plug\nwobble = widget_plug:wobble\n"
+                                           "broken = widget_broken\nsilent = widget_plug\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    import sys
+
+    importlib.invalidate_caches()
+    yield
+    WIDGETS._entries.clear()
+    WIDGETS._loaded.clear()
+    WIDGETS._listed = False
+    for name in ("widget_plug", "widget_broken"):
+        sys.modules.pop(name, None)
+
+
+def test_a_plug_in_is_imported_on_the_first_lookup_of_its_name_and_once(installed):
+    import sys
+
+    assert "widget_plug" not in sys.modules  # nothing is imported before a name is asked for
+    assert WIDGETS.get("spinner")() == "spun"
+    assert WIDGETS.get("wobble")() == "wobbled"  # an entry point that names the part itself
+    assert sys.modules["widget_plug"].IMPORTS == 1
+    assert "widget_broken" not in sys.modules  # looking up one name imports only its entry point
+
+
+def test_a_broken_plug_in_is_an_error_naming_its_entry_point(installed):
+    with pytest.raises(PlugInError, match=r"entry point broken = widget_broken \(group babelzoo_test.widgets\) "
+                                          r"failed to load: RuntimeError: no such backend"):
+        WIDGETS.get("broken")
+    with pytest.raises(PlugInError, match=r"entry point silent = widget_plug \(group babelzoo_test.widgets\) "
+                                          r"registers no widget 'silent' \(registered: spinner\)"):
+        WIDGETS.get("silent")
+    with pytest.raises(PlugInError, match="failed to load"):  # asked again, it fails again
+        WIDGETS.get("broken")
+    with pytest.raises(PlugInError, match="entry point broken = widget_broken"):  # listing imports every one
+        WIDGETS.list()
+
+
+def test_a_listing_imports_every_plug_in_once(installed, monkeypatch, tmp_path):
+    (tmp_path / "widget_broken.py").write_text("", encoding="utf-8")  # the broken one is mended, but says nothing
+    (tmp_path / "widgets-0.1.dist-info" / "entry_points.txt").write_text(
+        "[babelzoo_test.widgets]\nspinner = widget_plug\nwobble = widget_plug:wobble\n", encoding="utf-8")
+    assert WIDGETS.list() == ["spinner", "wobble"]
+    scans = []
+    monkeypatch.setattr("babelzoo.registry.entry_points", lambda **kw: scans.append(kw) or [])
+    assert WIDGETS.list("w*") == ["wobble"] and scans == []  # listed once: no second scan
+    with pytest.raises(RegistryError, match="unknown widget 'gear'"):
+        WIDGETS.get("gear")  # an unknown name is looked for among the installed entry points again
+    assert scans == [{"group": "babelzoo_test.widgets"}]  # by its name; the listing is not made again

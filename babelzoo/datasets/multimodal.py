@@ -18,14 +18,16 @@ from __future__ import annotations
 import hashlib
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import Callable, Optional, Protocol, Sequence
 
 import torch
 
 from ..errors import ConfigError
 from .multimodal_manifest import KINDS, MediaError, MediaRecord, read_manifest, write_manifest
 from .multimodal_media import (
+    AudioSettings,
     SpecAugment,
+    VisionSettings,
     fbank_features,
     image_normalization,
     load_image,
@@ -35,8 +37,14 @@ from .multimodal_media import (
 )
 from .specials import SpecialIds
 
-if TYPE_CHECKING:  # the data layer reads a model's config, it does not import the zoo
-    from ..zoo.config import AudioConfig, ModelConfig
+
+
+class MediaConfig(Protocol):
+    """What the data layer reads of a model's config (the zoo's ``ModelConfig`` is one; this layer
+    reads it and never imports the zoo): its towers' settings, each None for a model without it."""
+
+    vision: Optional[VisionSettings]
+    audio: Optional[AudioSettings]
 
 __all__ = ["KINDS", "ON_ERROR", "MediaError", "MediaRecord", "MultimodalDataset", "SpecAugment", "collate_multimodal",
            "fbank_features", "group_key", "load_image", "read_audio", "read_manifest", "speech_features",
@@ -60,7 +68,7 @@ class MultimodalDataset(torch.utils.data.Dataset):
 
     def __init__(self, records: Sequence[MediaRecord], encode: Callable[[str, Optional[str]], list[int]],
                  image_size: Optional[int] = None, mean: Sequence[float] = (0.5, 0.5, 0.5),
-                 std: Sequence[float] = (0.5, 0.5, 0.5), audio: Optional[AudioConfig] = None,
+                 std: Sequence[float] = (0.5, 0.5, 0.5), audio: Optional[AudioSettings] = None,
                  on_error: str = "raise"):
         if on_error not in ON_ERROR:
             raise ConfigError(f"on_error={on_error!r} must be one of {', '.join(ON_ERROR)}")
@@ -75,12 +83,12 @@ class MultimodalDataset(torch.utils.data.Dataset):
         self.skipped: set[str] = set()
 
     @classmethod
-    def from_manifest(cls, path: str | Path, encode, config: ModelConfig, **kwargs) -> "MultimodalDataset":
+    def from_manifest(cls, path: str | Path, encode, config: MediaConfig, **kwargs) -> "MultimodalDataset":
         """Image size, normalisation and speech settings taken from a model's config."""
         return cls.from_records(read_manifest(path), encode, config, **kwargs)
 
     @classmethod
-    def from_records(cls, records: Sequence[MediaRecord], encode, config: ModelConfig,
+    def from_records(cls, records: Sequence[MediaRecord], encode, config: MediaConfig,
                      **kwargs) -> "MultimodalDataset":
         """Like :meth:`from_manifest`, from records already read."""
         if config.vision is not None:

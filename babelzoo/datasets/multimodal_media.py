@@ -8,22 +8,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import Optional, Protocol, Sequence
 
 import numpy as np
 import torch
 
 from .multimodal_manifest import MediaError
 
-if TYPE_CHECKING:  # the data layer reads a model's config, it does not import the zoo
-    from ..zoo.config import AudioConfig, VisionConfig
+
+
+class VisionSettings(Protocol):
+    """What the data layer reads of a model's image tower config (the zoo's ``VisionConfig``;
+    this layer reads it and never imports the zoo)."""
+
+    backbone: str
+    num_channels: int
+    image_size: int
+
+
+class AudioSettings(Protocol):
+    """What the data layer reads of a model's speech tower config (the zoo's ``AudioConfig``)."""
+
+    sample_rate: int
+    num_mel_bins: int
+    max_frames: int
 
 # ViLT and CLIP-style patch models see images scaled to [-1, 1].
 PATCH_MEAN = (0.5, 0.5, 0.5)
 PATCH_STD = (0.5, 0.5, 0.5)
 
 
-def image_normalization(config: "VisionConfig") -> tuple[tuple[float, ...], tuple[float, ...]]:
+def image_normalization(config: VisionSettings) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The (mean, std) per channel that a vision tower expects pixels to be normalised with:
     timm's pretrained statistics for a timm backbone, [-1, 1] scaling for raw patches."""
     if config.backbone == "patch":
@@ -190,7 +205,7 @@ class SpecAugment:
         return out
 
 
-def speech_features(path: str | Path, config: "AudioConfig", cmvn: bool = True) -> torch.Tensor:
+def speech_features(path: str | Path, config: AudioSettings, cmvn: bool = True) -> torch.Tensor:
     """File → ``[frames, num_mel_bins]`` normalised fbank features for a model's audio config.
 
     An utterance shorter than one frame or longer than ``config.max_frames`` is a

@@ -13,19 +13,17 @@ wrong kind of data is refused before anything is read::
 
 A source gives the raw text a recipe's tokenizer is trained on (:meth:`DataSource.texts`) and,
 once the tokenizer and the model exist, a dataset of its examples (:meth:`DataSource.dataset`).
-Sources of the layers above this one (knowledge bases) are found by name
-(:data:`BUILTIN_SOURCES`); third-party sources register with :func:`register_source` or through
-the ``babelzoo.data_sources`` entry-point group.
+Sources of the layers above this one (knowledge bases, the offline sources) are found through
+the ``babelzoo.data_sources`` entry-point group, as an installed package's are (babelzoo's own
+are declared in its ``setup.py``); a source may also register with :func:`register_source`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping, Optional, Sequence, Union
 
@@ -36,6 +34,12 @@ from .._files import expand_path
 from ..errors import ConfigError
 from ..registry import Registry, RegistryError
 from ..typed import Where, build
+from .labelled import read_conllu
+from .loader import CorpusMixture, TokenizedCorpus
+from .multimodal import MultimodalDataset
+from .multimodal_manifest import read_manifest
+from .text import (MonolingualCorpus, ParallelCorpus, ReadReport, iter_lines, read_monolingual, read_parallel,
+                   read_parallel_tsv)
 
 EXAMPLE_TYPES: dict[str, str] = {
     "sentence": "one tokenised sentence and its language",
@@ -51,19 +55,6 @@ EXAMPLE_TYPES: dict[str, str] = {
 }
 
 ENTRY_POINT_GROUP = "babelzoo.data_sources"
-# sources defined above the datasets layer, imported when a recipe names them
-BUILTIN_SOURCES = {
-    **dict.fromkeys(["catalog_text", "catalog_pairs", "catalog_documents", "catalog_parallel_documents"],
-                    "babelzoo.sources.embedded"),
-    "adaptation_pairs": "babelzoo.sources.adaptation",
-    "hf_dataset": "babelzoo.datasets.streaming",
-    "emoji_images": "babelzoo.sources.emoji",
-    "emoji_speech": "babelzoo.sources.espeak",
-    "kb_facts": "babelzoo.knowledge.sources",
-    "kb_names": "babelzoo.knowledge.sources",
-    "kb_trees": "babelzoo.knowledge.sources",
-    "kb_aligned_facts": "babelzoo.knowledge.sources",
-}
 
 
 @dataclass
@@ -116,7 +107,9 @@ class EmptySource(ConfigError):
         self.reports = list(reports)
 
 
-SOURCES: Registry[type[DataSource]] = Registry("data source")
+# the sources of the layers above (knowledge bases, offline sources) and of installed packages
+# register through the entry-point group, found when a recipe first names them
+SOURCES: Registry[type[DataSource]] = Registry("data source", group=ENTRY_POINT_GROUP)
 
 
 def register_source(cls: type[DataSource]) -> type[DataSource]:
@@ -129,33 +122,13 @@ def register_source(cls: type[DataSource]) -> type[DataSource]:
     return cls
 
 
-_loaded_points: set[str] = set()
-
-
-def _load_plug_ins() -> None:
-    """Import every installed ``babelzoo.data_sources`` entry point not imported yet."""
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        if point.value not in _loaded_points:
-            _loaded_points.add(point.value)
-            point.load()
-
-
 def source_class(kind: str) -> type[DataSource]:
-    """The registered source ``kind`` (importing built-in and installed plug-in sources on demand)."""
-    if kind not in SOURCES and kind in BUILTIN_SOURCES:
-        importlib.import_module(BUILTIN_SOURCES[kind])
-    if kind not in SOURCES:
-        _load_plug_ins()
-    if kind not in SOURCES:
-        source_kinds()  # so that the error lists every kind
+    """The registered source ``kind`` (built-in and installed plug-in sources imported on demand)."""
     return SOURCES.get(kind)
 
 
 def source_kinds() -> list[str]:
-    """Every source kind: built-in ones of the layers above and installed plug-ins included."""
-    for module in dict.fromkeys(BUILTIN_SOURCES.values()):
-        importlib.import_module(module)
-    _load_plug_ins()
+    """Every source kind: those of the layers above and installed plug-ins included."""
     return SOURCES.list()
 
 
@@ -187,8 +160,6 @@ def check_consumes(objective: str, consumes: str, source: DataSource) -> None:
 # --- shared helpers -----------------------------------------------------------------------------
 
 def tokenized(corpus, context: BuildContext):
-    from .loader import TokenizedCorpus
-
     # a tokenizer that knows no languages (WordPiece, e5's unigram) encodes without them; the
     # examples keep their language either way
     encode_lang = bool(getattr(context.tokenizer, "languages", ()))
@@ -197,23 +168,17 @@ def tokenized(corpus, context: BuildContext):
 
 
 def _one_or_mixture(parts: list) -> Dataset:
-    from .loader import CorpusMixture
-
     return parts[0] if len(parts) == 1 else CorpusMixture(dict(enumerate(parts)))
 
 
 def with_prefix(corpus, prefix: str):
     """``corpus`` (monolingual or parallel) with ``prefix`` before each of its sentences."""
-    from .text import MonolingualCorpus
-
     if isinstance(corpus, MonolingualCorpus):
         return dataclasses.replace(corpus, sentences=[prefix + s for s in corpus.sentences])
     return dataclasses.replace(corpus, pairs=[(prefix + a, prefix + b) for a, b in corpus.pairs])
 
 
 def texts_of(corpora: Sequence[Any]) -> dict[str, list[str]]:
-    from .text import ParallelCorpus
-
     by_lang: dict[str, list[str]] = {}
     for corpus in corpora:
         if isinstance(corpus, ParallelCorpus):
@@ -278,8 +243,6 @@ class TextSource(CorpusSource):
     empty: Empty = "skip"
 
     def read(self) -> list:
-        from .text import read_monolingual
-
         paths = [self.path] if isinstance(self.path, str) else self.path
         return [read_monolingual([expand_path(p, f"{self.where}.path") for p in paths], self.lang, empty=self.empty)]
 
@@ -298,8 +261,6 @@ class ParallelSource(CorpusSource):
     empty: Empty = "skip"
 
     def read(self) -> list:
-        from .text import read_parallel
-
         return [read_parallel(expand_path(self.src, f"{self.where}.src"), expand_path(self.tgt, f"{self.where}.tgt"),
                               self.src_lang, self.tgt_lang, empty=self.empty)]
 
@@ -321,8 +282,6 @@ class TsvSource(CorpusSource):
     empty: Empty = "skip"
 
     def read(self) -> list:
-        from .text import read_parallel_tsv
-
         return [read_parallel_tsv(expand_path(self.path, f"{self.where}.path"), self.src_lang, self.tgt_lang,
                                   src_column=self.src_column, tgt_column=self.tgt_column, header=self.header,
                                   num_fields=self.num_fields, empty=self.empty)]
@@ -382,8 +341,6 @@ class DocumentSource(DataSource):
         return self._documents
 
     def _corpus(self, lang: str, sentences: list):
-        from .text import MonolingualCorpus, ParallelCorpus, ReadReport
-
         report = ReadReport((self.describe(),), len(sentences), len(sentences))
         if self.provides == "parallel_document":
             return ParallelCorpus(self.pivot, lang, sentences, report)
@@ -420,8 +377,6 @@ class DocumentsSource(DocumentSource):
         return ", ".join([self.path] if isinstance(self.path, str) else self.path)
 
     def read_documents(self) -> dict[str, list[list]]:
-        from .text import iter_lines
-
         paths = [self.path] if isinstance(self.path, str) else self.path
         documents: list[list[str]] = []
         for raw in paths:
@@ -444,8 +399,6 @@ class DocumentsSource(DocumentSource):
 
 
 def _conllu_documents(path: Path) -> list[list[str]]:
-    from .labelled import read_conllu
-
     documents: list[list[str]] = []
     for sentence in read_conllu(path, tags=None):
         if sentence.newdoc or not documents:
@@ -478,8 +431,6 @@ class MediaSource(DataSource):
                               f"{getattr(config, 'architecture', type(model).__name__)!r} has no {needs} tower")
 
     def dataset(self, context: BuildContext) -> Dataset:
-        from .multimodal import MultimodalDataset
-
         tokenizer = context.tokenizer
 
         def encode(text: str, lang: Optional[str]) -> list[int]:
@@ -499,8 +450,6 @@ class MediaManifest(MediaSource):
     modality: Literal["image", "audio"] = "image"
 
     def records(self, context: BuildContext) -> list:
-        from .multimodal_manifest import read_manifest
-
         if getattr(self, "_records", None) is None:
             records = read_manifest(expand_path(self.path, f"{self.where}.path"))
             wrong = [r for r in records if r.kind != self.modality]

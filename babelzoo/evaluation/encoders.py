@@ -6,15 +6,19 @@ protocol (layer, pooling, prefix) so that every number can be stored with it."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 import numpy as np
 import torch
 
+from .._files import read_json_object
+from ..knowledge.base import KBError
+from ..knowledge.kge import KGE_CONFIG, load_kge
 from ..registry import Registry
 from ..zoo.sentences import embed_rows, encode_sentences, language_index
+from .tasks import TaskSkipped
 
 
 class SentenceEncoder(Protocol):
@@ -120,12 +124,6 @@ class KGEModelEncoder:
 
     @classmethod
     def load(cls, name: str, directory) -> "KGEModelEncoder":
-        from pathlib import Path
-
-        from .._files import read_json_object
-        from ..knowledge.base import KBError
-        from ..knowledge.kge import KGE_CONFIG, load_kge
-
         model, entities, relations = load_kge(directory)
         info = read_json_object(Path(directory) / KGE_CONFIG, KBError)
         return cls(name, model, entities, relations, {k: info[k] for k in ("model", "dim", "data") if k in info})
@@ -135,15 +133,13 @@ class KGEModelEncoder:
         return {"kge": self.info.get("model"), "dim": self.info.get("dim"), "trained_on": self.info.get("data")}
 
     def encode(self, sentences: Sequence[str], lang: Optional[str] = None) -> np.ndarray:
-        from .tasks import TaskSkipped
-
         raise TaskSkipped("a KG embedding model scores entities of its graph; it does not encode text")
 
 
-PEERS: Registry[Callable[[], Any]] = Registry("peer")
-# peers that installed packages ship, registered by the offline sources (found by name)
-BUILTIN_PEERS = {"muse_v3": "babelzoo.sources.peers", "all_minilm_l6_v2": "babelzoo.sources.peers"}
 PEER_ENTRY_POINT_GROUP = "babelzoo.peers"
+# peers that installed packages ship (the offline sources' and plug-ins') register through the
+# entry-point group
+PEERS: Registry[Callable[[], Any]] = Registry("peer", group=PEER_ENTRY_POINT_GROUP)
 
 
 def register_peer(name: str):
@@ -153,13 +149,4 @@ def register_peer(name: str):
 
 def build_peer(name: str):
     """A new instance of the peer ``name`` (built-in, registered, or an installed plug-in)."""
-    from importlib.metadata import entry_points
-
-    if name not in PEERS and name in BUILTIN_PEERS:
-        importlib.import_module(BUILTIN_PEERS[name])
-    if name not in PEERS:
-        for point in entry_points(group=PEER_ENTRY_POINT_GROUP):
-            point.load()
-        for module in dict.fromkeys(BUILTIN_PEERS.values()):
-            importlib.import_module(module)
     return PEERS.get(name)()

@@ -55,7 +55,7 @@ def build_model(cfg: TrainConfig, spec: TaskSpec, labels: tuple[str, ...], base=
     tokenizer with other content is refused naming both. A tokenizer with more pieces than the
     model's vocabulary is refused before any step."""
     from ..zoo.factory import create_model
-    from ..zoo.heads import with_head
+    from ..zoo.build import with_head
     from ..zoo.pretrained import from_pretrained
 
     given, given_name = tokenizer, "the tokenizer passed in"

@@ -16,17 +16,23 @@ from typing import Any, ClassVar, Optional, Union
 from torch.utils.data import Dataset
 
 from .._files import expand_path
-from ..datasets.sources import BuildContext, DataSource, check_consumes, parse_source, register_source
+from ..datasets.loader import CorpusMixture
+from ..datasets.sources import BuildContext, DataSource, check_consumes, parse_source, register_source, tokenized
+from ..datasets.text import ParallelCorpus, ReadReport
 from ..errors import ConfigError
+from ..train.config import read_knowledge
 from ..typed import Where
+from .base import load_kb
+from .facts import FactDataset, is_heldout_entity, kb_facts, kb_name_pairs
+from .fusion import attach_knowledge
+from .kbert import KBertInjector
+from .kge import load_kge
 
 Langs = Union[list[str], dict[str, str]]
 
 
 @lru_cache(maxsize=8)
 def _kb(name: str):
-    from .base import load_kb
-
     return load_kb(name)
 
 
@@ -59,8 +65,6 @@ class _FactSource(DataSource):
     relations: Optional[list[str]] = None
 
     def facts(self) -> list:
-        from .facts import is_heldout_entity, kb_facts
-
         if getattr(self, "_facts", None) is None:
             facts, self.report = kb_facts(_kb(self.kb), _langs(self.langs),
                                           exclude=is_heldout_entity if self.exclude_heldout else None,
@@ -92,8 +96,6 @@ class KBFacts(_FactSource):
     provides: ClassVar[str] = "entity_mentions"
 
     def dataset(self, context: BuildContext) -> Dataset:
-        from .facts import FactDataset
-
         data = FactDataset(self.facts(), context.tokenizer)
         return _Examples(data.examples, _identity("kb_facts", self.kb, self.langs, self.exclude_heldout,
                                                   self.relations, context.fingerprint))
@@ -118,8 +120,6 @@ class KBAlignedFacts(_FactSource):
                               f"to the recipe")
 
     def dataset(self, context: BuildContext) -> Dataset:
-        from .facts import FactDataset
-
         index = context.model.knowledge.entity_index
         data = FactDataset(self.facts(), context.tokenizer)
         examples = []
@@ -151,9 +151,6 @@ class KBNames(DataSource):
     exclude_heldout: bool = True
 
     def corpora(self) -> list:
-        from ..datasets.text import ParallelCorpus, ReadReport
-        from .facts import is_heldout_entity, kb_name_pairs
-
         if getattr(self, "_corpora", None) is None:
             names = kb_name_pairs(_kb(self.kb), _langs(self.langs), source=self.pivot,
                                   exclude=is_heldout_entity if self.exclude_heldout else None, types=self.types)
@@ -173,9 +170,6 @@ class KBNames(DataSource):
         return by_lang
 
     def dataset(self, context: BuildContext) -> Dataset:
-        from ..datasets.loader import CorpusMixture
-        from ..datasets.sources import tokenized
-
         parts = [tokenized(c, context) for c in self.corpora()]
         return parts[0] if len(parts) == 1 else CorpusMixture(dict(enumerate(parts)))
 
@@ -212,8 +206,6 @@ class KBTrees(DataSource):
         return {lang: items[:self.limit] for lang, items in texts.items()}
 
     def dataset(self, context: BuildContext) -> Dataset:
-        from .kbert import KBertInjector
-
         tokenizer, specials = context.tokenizer, context.tokenizer.specials
         examples = []
         for lang, sentences in self.texts(context).items():
@@ -234,14 +226,9 @@ class KBTrees(DataSource):
 
 def attach_from_recipe(model, spec: dict, where: Where):
     """The model with the recipe's knowledge base attached (:func:`~babelzoo.knowledge.fusion.attach_knowledge`)."""
-    from ..train.config import read_knowledge
-    from .fusion import attach_knowledge
-
     knowledge = read_knowledge(spec, where)
     kb, embeddings = _kb(knowledge.kb), None
     if knowledge.entity_embeddings is not None:
-        from .kge import load_kge
-
         embeddings, entities, _ = load_kge(expand_path(knowledge.entity_embeddings, str(where.key("entity_embeddings"))))
         if list(entities) != list(kb.entities()):
             raise ConfigError(f"{where.key('entity_embeddings')}: {knowledge.entity_embeddings} embeds "

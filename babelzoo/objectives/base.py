@@ -61,7 +61,9 @@ class Objective(nn.Module, abc.ABC):
         """Compute the loss of ``model`` on ``batch``."""
 
 
-OBJECTIVES: Registry[type[Objective]] = Registry("objective")
+# objectives of the layers above (the knowledge objectives) and of installed packages register
+# through the entry-point group
+OBJECTIVES: Registry[type[Objective]] = Registry("objective", group="babelzoo.objectives")
 
 # What a run can give an objective that declares it in ``from_run``.
 RUN_INPUTS = {

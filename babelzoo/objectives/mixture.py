@@ -16,7 +16,6 @@ A mixture's batch holds each objective's tensors under ``"<name>.<key>"``; its m
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 from typing import Annotated, Any, Mapping, Optional, Sequence
 
@@ -33,22 +32,14 @@ MODES = ("sum", "sample")
 POSITIVE = Annotated[float, Range(0, low_open=True)]  # an objective's weight
 
 
-# Objectives that live with the knowledge modules, imported on first use.
-KNOWLEDGE_OBJECTIVES = {"dea": "babelzoo.knowledge.dea", "entity_mlm": "babelzoo.knowledge.entity_mlm",
-                        "kbert_mlm": "babelzoo.knowledge.kbert_mlm"}
-
-
 def objective_class(name: str) -> type[Objective]:
-    """The registered objective class ``name`` (importing a knowledge objective on demand)."""
-    if name in KNOWLEDGE_OBJECTIVES and name not in OBJECTIVES:
-        importlib.import_module(KNOWLEDGE_OBJECTIVES[name])  # registers it (kept lazy: no import cycle)
+    """The registered objective class ``name`` (the knowledge objectives, found through the
+    ``babelzoo.objectives`` entry points, imported on demand)."""
     return OBJECTIVES.get(name)
 
 
 def all_objectives() -> list[str]:
     """Every objective name, the knowledge objectives included."""
-    for module in dict.fromkeys(KNOWLEDGE_OBJECTIVES.values()):
-        importlib.import_module(module)
     return OBJECTIVES.list()
 
 

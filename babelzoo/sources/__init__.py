@@ -11,9 +11,9 @@
   ``image_text_retrieval`` task); :mod:`.espeak`: the names spoken by espeak-ng
   (``emoji_speech``, ``speech_text_retrieval``).
 
-The model, objective, trainer and task code never imports this package: each module registers
-what it provides through the registries a third-party package would use (a zoo entry's
-``PretrainedWeights.loader``, ``babelzoo.evaluation.encoders.PEERS``,
-``babelzoo.datasets.sources.SOURCES``, ``babelzoo.evaluation.tasks.TASKS``), which find it by
-name (``tests/test_layering.py`` holds the line).
+The model, objective, trainer and task code never imports this package, nor names it: each module
+registers what it provides through the entry points a third-party package would declare
+(``babelzoo.weight_loaders``, ``babelzoo.peers``, ``babelzoo.data_sources``, ``babelzoo.tasks``;
+babelzoo's own are in its ``setup.py``), which the registries of the layers below import when a
+name is first asked for (``tests/test_layering.py`` holds the line).
 """

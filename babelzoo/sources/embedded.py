@@ -13,9 +13,12 @@ from functools import lru_cache
 from typing import ClassVar, Mapping, Sequence
 
 from ..datasets.sources import CorpusSource, DocumentSource, Split, register_source
+from ..datasets.text import MonolingualCorpus, ParallelCorpus, ReadReport
 from ..errors import BabelzooError, ConfigError
-from ..evaluation.tasks import TASKS, Result, TaskContext
-from .catalogs import MultiwayCorpus, gettext_corpus
+from ..evaluation.tasks import TASKS, Result, TaskContext, TaskSkipped, per_language
+from ..evaluation.tasks.retrieval import bitext_results
+from .catalogs import MultiwayCorpus, clean_message, gettext_corpus, normalize_locale
+from .gettext_files import catalog_files, locale_of, read_po
 
 EMBEDDED_PACKAGES = ("gramps",)
 HELDOUT_PERCENT = 10
@@ -78,8 +81,6 @@ class CatalogText(CorpusSource):
     split: Split = "train"
 
     def read(self) -> list:
-        from ..datasets.text import MonolingualCorpus, ReadReport
-
         rows = _catalog_rows(self.packages, self.split)
         _check_langs(self.langs, rows, self.where)
         source = ("+".join(self.packages) + " catalogs",)
@@ -104,8 +105,6 @@ class CatalogPairs(CorpusSource):
     split: Split = "train"
 
     def read(self) -> list:
-        from ..datasets.text import ParallelCorpus, ReadReport
-
         rows = _catalog_rows(self.packages, self.split)
         _check_langs([self.pivot, *self.langs], rows, self.where)
         source = ("+".join(self.packages) + " catalogs",)
@@ -135,9 +134,6 @@ class CatalogDocuments(DocumentSource):
         return "+".join(self.packages) + " .po catalogs"
 
     def read_documents(self) -> dict[str, list[list]]:
-        from .catalogs import clean_message, normalize_locale
-        from .gettext_files import catalog_files, locale_of, read_po
-
         out: dict[str, list[list]] = {}
         for path in catalog_files(self.packages, prefer="po"):
             lang = normalize_locale(locale_of(path))
@@ -181,9 +177,6 @@ def gettext_retrieval(encoder, context: TaskContext) -> list[Result]:
     """Held-out, human-translated application strings from the Gramps catalogs (embedded:
     installed with the package), English↔X accuracy@1 on the messages that
     :func:`is_heldout` reserves (never trained on)."""
-    from ..evaluation.tasks import TaskSkipped, per_language
-    from ..evaluation.tasks.retrieval import bitext_results
-
     corpus = embedded_corpus(EMBEDDED_PACKAGES)
     langs = [lang for lang in (context.languages or EMBEDDED_LANGS) if lang in corpus.languages]
     if not langs:

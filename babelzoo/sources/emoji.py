@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import ClassVar, Collection, Optional, Sequence
 
-from ..datasets.multimodal_manifest import write_manifest
+from ..datasets.multimodal import MultimodalDataset
+from ..datasets.multimodal_manifest import read_manifest, write_manifest
 from ..datasets.sources import BuildContext, MediaSource, Split, register_source
 from ..errors import BabelzooError, ConfigError
 from ..evaluation.tasks import TASKS, Result, TaskContext, TaskSkipped
@@ -154,8 +155,6 @@ class RenderedEmoji(MediaSource):
         """Write the media and ``folder/manifest.jsonl``."""
 
     def records(self, context: BuildContext) -> list:
-        from ..datasets.multimodal_manifest import read_manifest
-
         if getattr(self, "_records", None) is None:
             key = hashlib.sha256(repr(asdict(self)).encode()).hexdigest()[:16]
             folder = Path(context.cache_dir) / "media" / f"{self.kind}-{key}"
@@ -194,9 +193,6 @@ class EmojiImages(RenderedEmoji):
 def image_text_retrieval(encoder, context: TaskContext) -> list[Result]:
     """Emoji picture ↔ CLDR name, 300 held-out emoji × 14 languages, R@1/5/10 both directions."""
     model, tokenizer = model_with(encoder, "vision", "an image")
-    from ..datasets.multimodal import MultimodalDataset
-    from ..datasets.multimodal_manifest import read_manifest
-
     langs = languages(context, IMAGE_LANGS)
     with tempfile.TemporaryDirectory() as tmp:
         try:

@@ -12,6 +12,7 @@ from typing import ClassVar, Iterable, Optional
 
 import numpy as np
 
+from ..datasets.multimodal import MultimodalDataset
 from ..datasets.multimodal_manifest import write_manifest
 from ..datasets.sources import Split, register_source
 from ..errors import BabelzooError, ConfigError
@@ -122,8 +123,6 @@ class EmojiSpeech(RenderedEmoji):
 def speech_text_retrieval(encoder, context: TaskContext) -> list[Result]:
     """espeak-ng utterance ↔ CLDR name, 300 held-out emoji × 6 languages, R@1/5/10 both directions."""
     model, tokenizer = model_with(encoder, "audio", "a speech")
-    from ..datasets.multimodal import MultimodalDataset
-
     langs = languages(context, SPEECH_LANGS)
     keys = heldout_emoji()
     names = {emoji_key(c): n for c, n in emoji_names(SPEECH_LANGS).items() if emoji_key(c) in keys}

@@ -54,7 +54,6 @@ import copy
 import dataclasses
 import fnmatch
 import hashlib
-import importlib
 import json
 import logging
 import sys
@@ -63,14 +62,16 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import ArgumentParser, InputError, command
+from ..registry import Registry
 from ..typed import Where
 from ..zoo.config import ConfigError
 from .config import TrainConfig, read_data, read_init, read_recipe, read_recipe_config, read_tokenizer, recipe_path
 
 logger = logging.getLogger(__name__)
 
-# the knowledge layer (above this one) attaches a recipe's knowledge base; found by name
-ATTACH_KNOWLEDGE = "babelzoo.knowledge.sources:attach_from_recipe"
+# What attaches a recipe section to the model, ``attach(model, spec, where) -> model``, by section
+# name: the knowledge layer (above this one) attaches ``knowledge:`` through the entry-point group.
+MODEL_ATTACHMENTS: Registry[Callable[..., Any]] = Registry("model attachment", group="babelzoo.model_attachments")
 
 
 def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list, Optional[float]]]:
@@ -389,8 +390,7 @@ def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path | Where] = Non
             model = create_model(cfg.model, **{"vocab_size": specials.vocab_size, "pad_token_id": specials.pad,
                                                **cfg.model_overrides})
         if cfg.knowledge:
-            module, _, function = ATTACH_KNOWLEDGE.partition(":")
-            model = getattr(importlib.import_module(module), function)(model, cfg.knowledge, where.key("knowledge"))
+            model = MODEL_ATTACHMENTS.get("knowledge")(model, cfg.knowledge, where.key("knowledge"))
         spec = with_run_inputs(cfg.objectives, tokenizer, models)
         if single:
             (name, options), = spec.items()

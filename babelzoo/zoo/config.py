@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Mapping, Optional
 
 from ..errors import ConfigError, InputError
 from ..typed import check_fields
+from .family import load_family_module
 
 __all__ = ["AudioConfig", "ConfigError", "EncoderConfig", "EncoderDecoderConfig", "FusionConfig", "HeadConfig", "KnowledgeConfig",
            "ModelConfig", "VisionConfig", "text_config_class"]
@@ -281,8 +282,6 @@ TEXT_CONFIGS: dict[str, type[EncoderConfig]] = {}
 
 def text_config_class(family: Any, where: str = "") -> type[EncoderConfig]:
     """The config class of a text family, importing a built-in family's module on first use."""
-    from .family import load_family_module
-
     if isinstance(family, str) and family not in TEXT_CONFIGS:
         load_family_module(family)
     if family not in TEXT_CONFIGS:

@@ -16,7 +16,7 @@ from .cove_config import CoVeConfig
 from .generation import Generates, GenerationSettings
 from .layers import Dropout, attend, build_attention_mask, init_weights
 from .layers.masks import check_mask_shapes
-from .pretrained import Checkpointed
+from .checkpoint_io import Checkpointed
 from .sentences import EncoderDecoderReadsText, encode_or_states
 from .seq2seq import Seq2SeqOutput
 

@@ -33,6 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from .._files import replace_owned_folder
+from ..datasets.download import cache_dir
+from ..typed import Where
 from .config import EncoderConfig, EncoderDecoderConfig
 
 logger = logging.getLogger(__name__)
@@ -76,8 +79,6 @@ class DefaultTokenizer:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
     def folder(self) -> Path:
-        from ..datasets.download import cache_dir
-
         return cache_dir() / "tokenizers" / f"default-{self.layout}-{self.vocab_size}-{self.key()}"
 
 
@@ -94,7 +95,7 @@ def default_tokenizer_for(text: EncoderConfig) -> Optional[DefaultTokenizer]:
 
 @functools.lru_cache(maxsize=8)
 def _tokenizer(spec: DefaultTokenizer):
-    from .._files import replace_owned_folder
+    # the tokenizer modules import torch: imported when a tokenizer is built, not when the zoo is listed
     from ..datasets.tokenizer import TokenizerError, load_tokenizer
 
     folder = spec.folder()
@@ -133,7 +134,6 @@ def train(spec: DefaultTokenizer):
 def corpus(spec: DefaultTokenizer) -> dict[str, list[str]]:
     """The training split of the embedded catalogs in ``spec.languages``, by language."""
     from ..datasets.sources import BuildContext, parse_source
-    from ..typed import Where
 
     source = parse_source({"kind": "catalog_text", "langs": list(spec.languages), "packages": list(spec.packages)},
                           Where(label="default tokenizer"))

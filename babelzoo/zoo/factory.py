@@ -1,108 +1,39 @@
-"""The model registry: ``@register_model``, ``list_models``, ``create_model``.
+"""The model factory: ``list_models``, ``create_model``, ``load_model`` over the registry of
+:mod:`babelzoo.zoo.entries` (``@register_model``; found here too).
 
 An entry is a function, named after the model, that returns its :class:`ModelConfig`; its
 docstring is the model card. Pretrained weights, when an entry has them, are described by a
 :class:`PretrainedWeights` (a URL with its sha256, a loader that reads an installed package, or a
-Hugging Face Hub id).
+Hugging Face Hub id). The model classes, the checkpoint loader and the architectures lie below
+this module; they are imported when a model is built, so that listing the zoo needs no torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-from ..errors import InputTypeError
-from ..registry import Registry
+from ..errors import CheckpointError, InputTypeError
 from .config import ConfigError, ModelConfig
-
-
-@dataclass(frozen=True)
-class PretrainedWeights:
-    """Where an entry's weights come from: ``url`` + ``sha256`` (downloaded once, verified,
-    cached), ``loader``, a function that builds the model itself (for weights shipped inside
-    an installed package in a format of their own; or its ``"module:function"`` name, imported
-    when the weights are asked for), or ``hf_hub_id``, the Hugging Face Hub
-    repository of the original checkpoint (``org/name``, converted on load). ``pretrained=True``
-    uses the loader or the URL when there is one, the Hub id otherwise."""
-
-    url: Optional[str] = None
-    sha256: Optional[str] = None
-    loader: Optional[Callable[..., Any] | str] = None
-    hf_hub_id: Optional[str] = None
-    description: str = ""
-
-    def load(self, **overrides: Any):
-        """The model the loader builds."""
-        loader = self.loader
-        if isinstance(loader, str):
-            module, _, function = loader.partition(":")
-            loader = getattr(importlib.import_module(module), function)
-        return loader(**overrides)
-
-    @property
-    def source(self) -> str:
-        """Where ``pretrained=True`` reads the weights from, in words."""
-        return self.description or self.url or f"Hugging Face Hub {self.hf_hub_id}"
-
-
-@dataclass(frozen=True)
-class ModelEntry:
-    name: str
-    config_fn: Callable[[], ModelConfig]
-    pretrained: Optional[PretrainedWeights] = None
-
-    @property
-    def doc(self) -> str:
-        return (self.config_fn.__doc__ or "").strip()
-
-    def config(self) -> ModelConfig:
-        return self.config_fn().override(architecture=self.name)
-
-
-MODELS: Registry[ModelEntry] = Registry("model")
-
-# The sizes of every ``*_tiny`` entry: each family's switches at a size that trains in seconds
-# on a CPU (tests, demos).
-TINY = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=4, intermediate_size=256, max_positions=256)
-
-
-def register_model(fn: Callable[[], ModelConfig] | None = None, *, pretrained: PretrainedWeights | None = None):
-    """Register a function returning a :class:`ModelConfig` under its name::
-
-        @register_model
-        def my_tiny():
-            \"\"\"Model card: what it is, the paper.\"\"\"
-            return ModelConfig(text=TextConfig(hidden_size=64, num_heads=2, num_layers=2))
-    """
-
-    def add(f: Callable[[], ModelConfig]) -> Callable[[], ModelConfig]:
-        MODELS.register(ModelEntry(f.__name__, f, pretrained), name=f.__name__)
-        return f
-
-    return add if fn is None else add(fn)
+from .default_tokenizer import default_tokenizer_for
+from .entries import MODELS, TINY, WEIGHT_LOADERS, ModelEntry, PretrainedWeights, register_model  # noqa: F401
+from .family import load_builtin_families
+from .hub_ids import looks_like_hub_id
 
 
 def _ensure_registered() -> None:
     from . import multimodal_architectures  # noqa: F401  (register the built-in entries)
-    from .family import load_builtin_families
 
     load_builtin_families()
 
 
 def build_model(config: ModelConfig):
-    """The module for a config: a fusion model when the config has a fusion part, otherwise the
-    model class of the text config's family (a :class:`BabelModel` whose parts come from the
-    family; an encoder–decoder family's own model)."""
-    if config.fusion is not None:
-        from .fusion import FusionModel
+    """The module for a config (:func:`babelzoo.zoo.build.build_model`): a fusion model when the
+    config has a fusion part, otherwise the model class of the text config's family."""
+    from .build import build_model as build  # imports torch: not when the zoo is only listed
 
-        return FusionModel(config)
-    from .family import family_of
-
-    return family_of(config.text).model_class()(config)
+    return build(config)
 
 
 def list_models(pattern: str | None = None, pretrained: bool = False) -> list[str]:
@@ -123,7 +54,6 @@ def load_model(source: str | Path):
     :func:`~babelzoo.zoo.pretrained.from_pretrained` reads), else a registered entry: its
     published weights, or fresh weights when it has none. An unknown name is an error that lists
     the names it may have meant."""
-    from .hub_ids import looks_like_hub_id
     from .pretrained import from_pretrained
 
     name = str(source)
@@ -171,7 +101,7 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
     entry = model_entry(name)
     if "head" in overrides and (pretrained or weights is not None):
         # Weights are for the encoder: load them, then add the fresh head.
-        from .heads import with_head
+        from .build import with_head
 
         head = overrides.pop("head")
         model = create_model(name, pretrained=pretrained, weights=weights, text_tower=text_tower, revision=revision,
@@ -209,7 +139,6 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
 def _give_default_tokenizer(model) -> None:
     """A model with fresh weights reads text with the tokenizer its config implies, built when
     first used (:mod:`babelzoo.zoo.default_tokenizer`); trained weights come with their own."""
-    from .default_tokenizer import default_tokenizer_for
     from .sentences import ReadsText
 
     if isinstance(model, ReadsText):
@@ -253,8 +182,6 @@ def checkpoint_fit(entry: ModelEntry, found: ModelConfig, overrides: dict[str, A
     position depends on it (then the id only picks the default attention mask, and the
     checkpoint's goes with its tokenizer); every other field equal (dropout and init aside). A
     field that differs is an error naming both values."""
-    from .pretrained import CheckpointError
-
     if type(found.text) is not type(entry.config().text):
         raise CheckpointError(f"{source} holds a {type(found.text).__name__} encoder; {entry.name!r} is a "
                               f"{type(entry.config().text).__name__}")

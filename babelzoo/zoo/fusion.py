@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import InputError
+from .checkpoint_io import CONFIG_NAME, Checkpointed, save_pretrained
 from .config import ConfigError, ModelConfig
 from .layers import Dropout, FeedForward, LayerStack, SelfAttention, attend, build_attention_mask
 from .model import BabelModel, EncoderOutput
@@ -105,7 +106,7 @@ class CrossAttentionBlock(nn.Module):
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
 
-class FusionModel(ReadsText, nn.Module):
+class FusionModel(ReadsText, Checkpointed, nn.Module):
     """Text + image or text + speech encoder. Build one with :func:`babelzoo.create_model`::
 
         model = babelzoo.create_model("vl_albef_tiny")
@@ -114,6 +115,8 @@ class FusionModel(ReadsText, nn.Module):
         similarity = model.logit_scale.exp() * v @ t.T        # CLIP/ITC logits
         vectors = model.encode(["a red apple"])               # the text tower's, mean-pooled
     """
+
+    fuses = True  # its checkpoints are those of configs with a fusion part
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -386,19 +389,8 @@ class FusionModel(ReadsText, nn.Module):
     def save_pretrained(self, directory: str | Path, tokenizer=None) -> Path:
         """Write ``config.json`` + ``model.safetensors`` (+ tokenizer files); load them back with
         :func:`babelzoo.from_pretrained`."""
-        from .pretrained import CONFIG_NAME, save_pretrained
-
         directory = save_pretrained(self, directory, tokenizer)
         stored = self.checkpoint_config()
         if stored != self.config:
             stored.to_json(Path(directory) / CONFIG_NAME)
         return directory
-
-    @classmethod
-    def from_pretrained(cls, source: str | Path, **kwargs) -> "FusionModel":
-        from .pretrained import from_pretrained
-
-        return from_pretrained(source, **kwargs)
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in {id(p): p for p in self.parameters()}.values())

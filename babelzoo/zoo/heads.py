@@ -7,6 +7,8 @@ logits over ``config.labels``. Heads are registered by name, like objectives::
                          head={"kind": "sequence_classification", "labels": ["neg", "pos"], "pooling": "mean"})
     logits = model.head_logits(ids, attention_mask=mask)       # [B, 2]
 
+A fresh head on a trained encoder: :func:`babelzoo.zoo.build.with_head`.
+
 ``sequence_classification``
     one label per text (or text pair): pool a layer (the pooler, the first token or the mean of
     the real tokens), optionally RoBERTa's dense + tanh, then a linear map. BERT's
@@ -30,7 +32,6 @@ from ..errors import InputError
 from ..registry import Registry
 from .config import EncoderConfig, HeadConfig
 from .layers import Dropout, pool
-from .sentences import share_tokenizer
 
 HEADS: Registry[type["TaskHead"]] = Registry("head")
 
@@ -126,24 +127,3 @@ class LinearProbe(SequenceClassificationHead):
 def build_head(config: HeadConfig, text: EncoderConfig) -> TaskHead:
     """The registered head ``config.kind`` (an unknown name lists the known ones)."""
     return HEADS.get(config.kind)(config, text)
-
-
-def with_head(model, head: HeadConfig | dict):
-    """A new model: ``model``'s config with ``head`` (a :class:`HeadConfig` or a dict of its
-    fields), the encoder's weights copied strictly and the head freshly initialised. A head the
-    model already had is replaced. The tokenizer comes along::
-
-        base = create_model("multilingual_e5_small", pretrained=True)
-        model = with_head(base, {"kind": "token_classification", "labels": UPOS_TAGS})
-    """
-    from .factory import build_model
-    from .pretrained import load_state_strict, model_state
-
-    if isinstance(head, dict):
-        head = HeadConfig.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in head.items()})
-    new = build_model(model.config.override(head=head))
-    encoder = {k: v for k, v in model_state(model).items() if not k.startswith("head.")}
-    state = {**encoder, **{k: v for k, v in model_state(new).items() if k.startswith("head.")}}
-    load_state_strict(new, state, f"{model.config.architecture} encoder")
-    share_tokenizer(model, new)
-    return new

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from .pretrained import CheckpointError
+from ..errors import CheckpointError
 
 # What a model id looks like on the Hub: one namespace, one name, no path tricks.
 _REPO_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")

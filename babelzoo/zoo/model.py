@@ -12,9 +12,10 @@ from torch import nn
 from ..errors import ConfigError, InputError
 from .config import ModelConfig
 from .family import family_of
+from .heads import build_head
 from .layers import LayerStack, Packing, Pooler, init_weights, pool
 from .layers.masks import check_mask_shapes
-from .pretrained import Checkpointed
+from .checkpoint_io import Checkpointed
 from .sentences import ReadsText, hidden_layer
 
 
@@ -62,8 +63,6 @@ class BabelModel(ReadsText, Checkpointed, nn.Module):
 
     def _build_head(self, head) -> None:
         """The task head; a frozen encoder gets no gradients."""
-        from .heads import build_head
-
         self.head = build_head(head, self.config.text)
         if self.encoder_frozen:
             for name, param in self.named_parameters():
@@ -207,7 +206,7 @@ class BabelModel(ReadsText, Checkpointed, nn.Module):
         a frozen encoder runs without autograd."""
         if self.head is None:
             raise InputError(f"model {self.config.architecture!r} has no task head; build it with "
-                             f"head={{'kind': ..., 'labels': [...]}} or babelzoo.zoo.heads.with_head")
+                             f"head={{'kind': ..., 'labels': [...]}} or babelzoo.zoo.build.with_head")
         if positions is not None and not self.head.per_token:
             raise InputError(f"positions select tokens; head {self.head.name!r} predicts one label per text")
         fast = positions is not None and not self.head.needs_hidden_states

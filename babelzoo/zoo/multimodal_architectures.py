@@ -9,7 +9,7 @@ trains in seconds on a CPU; ``create_model(name, vision={"backbone": "resnet50",
 from __future__ import annotations
 
 from .config import AudioConfig, FusionConfig, ModelConfig, VisionConfig
-from .factory import TINY, register_model
+from .entries import TINY, register_model
 from .transformer_config import TextConfig
 
 TINY_VISION = dict(backbone="patch", image_size=64, patch_size=16, pretrained=False)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
 from .config import ConfigError, EncoderConfig, ModelConfig, _check
-from .factory import TINY, register_model
+from .entries import TINY, register_model
 from .family import TextFamily, register_family
 
 

@@ -33,7 +33,7 @@ from .layers import (
     make_norm,
 )
 from .layers.masks import check_mask_shapes
-from .pretrained import Checkpointed
+from .checkpoint_io import Checkpointed
 from .sentences import EncoderDecoderReadsText, encode_or_states
 from .seq2seq_config import Seq2SeqConfig
 

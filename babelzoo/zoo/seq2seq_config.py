@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from .config import EncoderDecoderConfig, ModelConfig
-from .factory import TINY, register_model
+from .entries import TINY, register_model
 from .family import TextFamily, register_family
 
 # mBART-50's language codes (Tang et al. 2020), in vocabulary order.

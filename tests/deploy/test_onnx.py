@@ -13,7 +13,7 @@ import torch
 import babelzoo
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.evaluation.encoders import BabelEncoder
-from babelzoo.zoo.heads import with_head
+from babelzoo.zoo.build import with_head
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")

@@ -18,7 +18,7 @@ from babelzoo.train.config import TrainConfig
 from babelzoo.train.data import DataStream
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.config import HeadConfig
-from babelzoo.zoo.heads import with_head
+from babelzoo.zoo.build import with_head
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

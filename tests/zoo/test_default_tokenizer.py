@@ -9,7 +9,7 @@ import pytest
 import babelzoo
 from babelzoo.zoo import default_tokenizer as D
 from babelzoo.zoo.factory import list_models, model_entry
-from babelzoo.zoo.heads import with_head
+from babelzoo.zoo.build import with_head
 
 # Entries no default tokenizer fits, and why.
 NONE = {

@@ -6,7 +6,8 @@ import torch
 
 import babelzoo
 from babelzoo.zoo.config import ConfigError, HeadConfig
-from babelzoo.zoo.heads import HEADS, with_head
+from babelzoo.zoo.build import with_head
+from babelzoo.zoo.heads import HEADS
 
 LABELS = ("a", "b", "c")
 

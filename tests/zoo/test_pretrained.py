@@ -119,3 +119,23 @@ def test_create_model_with_weights_file(checkpoint):
 def test_pretrained_without_weights_says_which_have_them():
     with pytest.raises(ValueError, match="model 'xlm_tiny' has no pretrained weights"):
         babelzoo.create_model("xlm_tiny", pretrained=True)
+
+
+def test_a_model_class_loads_its_own_checkpoints_and_names_the_class_of_others(checkpoint, tmp_path):
+    from babelzoo.zoo.fusion import FusionModel
+    from babelzoo.zoo.model import BabelModel
+    from babelzoo.zoo.seq2seq import Seq2SeqModel
+
+    saved, checkpoint = checkpoint
+    loaded = BabelModel.from_pretrained(checkpoint)
+    assert type(loaded) is BabelModel
+    for key, tensor in saved.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], tensor), key
+    with pytest.raises(CheckpointError, match=r"holds a BabelModel, not a Seq2SeqModel: load it with babelzoo"):
+        Seq2SeqModel.from_pretrained(checkpoint)
+    with pytest.raises(CheckpointError, match=r"holds a BabelModel, not a FusionModel"):
+        FusionModel.from_pretrained(checkpoint)
+    babelzoo.create_model("vl_dual_tiny").save_pretrained(tmp_path / "fusion")
+    assert type(FusionModel.from_pretrained(tmp_path / "fusion")) is FusionModel
+    with pytest.raises(CheckpointError, match=r"holds a fusion model, not a BabelModel"):
+        BabelModel.from_pretrained(tmp_path / "fusion")

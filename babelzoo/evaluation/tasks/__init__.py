@@ -90,16 +90,15 @@ def per_language(langs: Sequence[str], run: Callable[[str], list["Result"]],
     return results
 
 
-TASKS: Registry[Callable[..., list[Result]]] = Registry("task")
+# tasks on data that installed packages ship (the offline sources' and plug-ins') register through
+# the entry-point group
+TASKS: Registry[Callable[..., list[Result]]] = Registry("task", group="babelzoo.tasks")
 
 _MODULES = ("retrieval", "lexicon", "knowledge", "transfer_probe", "transfer")
-# tasks on data that installed packages ship, registered by the offline sources (found by name)
-BUILTIN_TASK_MODULES = ("babelzoo.sources.embedded", "babelzoo.sources.emoji", "babelzoo.sources.espeak")
 
 
 def load_tasks() -> Registry:
     for name in _MODULES:
         importlib.import_module(f"{__name__}.{name}")
-    for module in BUILTIN_TASK_MODULES:
-        importlib.import_module(module)
+    TASKS.load_plug_ins()
     return TASKS

@@ -7,7 +7,7 @@ Embeddings live in the small width E and are projected to H by the encoder's
 
 from __future__ import annotations
 
-from ..pretrained import CheckpointError
+from ...errors import CheckpointError
 from ..transformer_config import TextConfig
 from .family import COMMON_REQUIRED, Family, common_text_from_hf, common_text_to_hf, hf_value
 from .keymap import KeyMap

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from ..pretrained import CheckpointError, _atomic_write, model_state, replace_directory, save_weights
+from ..checkpoint_io import CheckpointError, _atomic_write, model_state, replace_directory, save_weights
 from ..sentences import attached_tokenizer
 from ..seq2seq_config import Seq2SeqConfig
 from .families import family_for
@@ -17,6 +17,8 @@ from .family import head_to_hf
 from .files import CONFIG
 from .importer import active_groups
 from .keymap import to_hf
+from .seq2seq import export_seq2seq
+from .tokenizers import save_hf_tokenizer
 
 _OTHER_PARTS = ("vision", "audio", "knowledge", "fusion")
 
@@ -39,8 +41,6 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
     """
     config = model.config
     if isinstance(config.text, Seq2SeqConfig):
-        from .seq2seq import export_seq2seq
-
         return export_seq2seq(model, directory, family, tokenizer)
     fam = family_for(family or config.architecture)
     parts = [p for p in _OTHER_PARTS if getattr(config, p, None) is not None]
@@ -85,8 +85,6 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
         _atomic_write(folder / CONFIG,
                       lambda tmp: Path(tmp).write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8"))
         if tokenizer is not None:
-            from .tokenizers import save_hf_tokenizer
-
             save_hf_tokenizer(tokenizer, folder, fam, text)
 
     return replace_directory(directory, write, what="Hugging Face model")

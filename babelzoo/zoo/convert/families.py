@@ -3,8 +3,8 @@ babelzoo architecture name (export)."""
 
 from __future__ import annotations
 
+from ...errors import CheckpointError
 from ...registry import Registry
-from ..pretrained import CheckpointError
 from . import albert, bert, modernbert, xlmr, xlnet
 from .family import Family
 

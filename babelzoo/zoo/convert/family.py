@@ -8,8 +8,8 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
+from ...errors import CheckpointError
 from ..config import ConfigError, EncoderConfig, HeadConfig, ModelConfig
-from ..pretrained import CheckpointError
 from ..transformer_config import TextConfig
 from .keymap import KeyMap
 

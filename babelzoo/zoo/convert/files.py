@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from ..._files import read_json, read_json_object
-from ..pretrained import CheckpointError, read_weights
+from ..checkpoint_io import CheckpointError, read_weights
 
 CONFIG = "config.json"
 SINGLE = ("model.safetensors", "pytorch_model.bin")

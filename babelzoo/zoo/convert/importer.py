@@ -18,12 +18,14 @@ from typing import Any, Mapping, Optional
 
 import torch
 
+from ..checkpoint_io import CheckpointError, load_state_strict, model_state
 from ..config import ConfigError, EncoderConfig, ModelConfig
-from ..pretrained import CheckpointError, load_state_strict, model_state
+from ..model import BabelModel
 from .families import family_for_model_type
 from .family import Family, TaskClass, head_from_hf
 from .files import CONFIG, find_hf_weights, read_hf_config, read_hf_weights
 from .keymap import compare_shapes, to_hf, to_ours
+from .seq2seq import import_seq2seq
 from .tokenizers import load_hf_tokenizer
 
 SEQ2SEQ_MODEL_TYPES = ("bart", "mbart", "t5")  # encoder–decoders: babelzoo.zoo.convert.seq2seq
@@ -49,14 +51,10 @@ def import_hf(directory: str | Path):
     A ``BartForConditionalGeneration``, ``MBartForConditionalGeneration`` or
     ``T5ForConditionalGeneration`` directory becomes a :class:`~babelzoo.zoo.seq2seq.Seq2SeqModel`.
     """
-    from ..model import BabelModel
-
     directory = Path(directory)
     where = str(directory / CONFIG)
     hf = read_hf_config(directory)
     if hf.get("model_type") in SEQ2SEQ_MODEL_TYPES:
-        from .seq2seq import import_seq2seq
-
         return import_seq2seq(directory, hf)
     family = family_for_model_type(hf.get("model_type"), where)
     task = _task_class(hf, family, where)

@@ -28,7 +28,7 @@ from typing import Iterable, Mapping
 
 import torch
 
-from ..pretrained import CheckpointError
+from ...errors import CheckpointError
 
 GROUPS = ("base", "pooler", "mlm", "decoder", "head")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ...errors import CheckpointError
 from ..modernbert_config import ModernBertConfig
-from ..pretrained import CheckpointError
 from .family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, Family, hf_value
 from .keymap import KeyMap
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..pretrained import CheckpointError
+from ...errors import CheckpointError
 from ..seq2seq_config import Seq2SeqConfig
 from .family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, hf_value
-from .seq2seq import Seq2SeqFamily
+from .seq2seq_family import Seq2SeqFamily
 
 
 def _self_attention() -> dict:

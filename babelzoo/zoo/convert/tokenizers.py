@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from ..._files import read_json
+from ...datasets.tokenizer import TokenizerError, load_tokenizer
+from ...errors import CheckpointError
 from ..config import EncoderConfig
-from ..pretrained import CheckpointError
 from .family import Family
 
 # transformers' tokenizer classes babelzoo reads: (kind, vocabulary file).
@@ -60,8 +61,6 @@ def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig, hf: 
 
 def read_tokenizer(directory: Path):
     """The tokenizer saved in ``directory``; an unreadable one is a :class:`CheckpointError`."""
-    from ...datasets.tokenizer import TokenizerError, load_tokenizer
-
     try:
         return load_tokenizer(directory)
     except TokenizerError as err:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..pretrained import CheckpointError
+from ...errors import CheckpointError
 from ..xlnet_config import XLNetConfig
 from .family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, Family, hf_value
 from .keymap import KeyMap
