@@ -94,8 +94,8 @@ class CrossAttentionBlock(nn.Module):
         self.ffn_norm = nn.LayerNorm(hidden_size, eps=eps)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], context: torch.Tensor,
-                context_mask: Optional[torch.Tensor]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: "FusionState") -> torch.Tensor:
+        mask, context, context_mask = state.mask, state.context, state.context_mask
         if self.pre_norm:
             x = x + self.dropout(self.attention(self.attention_norm(x), mask))
             x = x + self.dropout(self.cross(self.cross_norm(x), context, context_mask))
@@ -103,6 +103,43 @@ class CrossAttentionBlock(nn.Module):
         x = self.attention_norm(x + self.dropout(self.attention(x, mask)))
         x = self.cross_norm(x + self.dropout(self.cross(x, context, context_mask)))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
+
+
+@dataclass
+class FusionState:
+    """What every fusion layer reads: the text's SDPA ``mask``, the other modality's tokens
+    (``context`` [B, M, H]) and their key mask."""
+
+    mask: Optional[torch.Tensor]
+    context: torch.Tensor
+    context_mask: Optional[torch.Tensor]
+
+
+class FusionLayers(LayerStack, nn.ModuleList):
+    """ALBEF's fusion layers (:class:`CrossAttentionBlock`), run by the one layer loop
+    (:meth:`LayerStack.run`); a module list, so their weights are ``fusion_layers.{i}.*``."""
+
+    @property
+    def num_layers(self) -> int:
+        return len(self)
+
+    def layer(self, index: int) -> nn.Module:
+        return self[index]
+
+    def prepare(self, attention_mask: Optional[torch.Tensor], length: int,
+                visible: Optional[torch.Tensor] = None, causal: bool = False,
+                position_ids: Optional[torch.Tensor] = None, *, context: torch.Tensor,
+                context_mask: Optional[torch.Tensor] = None) -> FusionState:
+        """The text's ``attention_mask`` [B, L] and the other modality's ``context`` [B, M, H]
+        with its ``context_mask`` [B, M]."""
+        return FusionState(build_attention_mask(attention_mask, visible, causal, length), context,
+                           build_attention_mask(context_mask))
+
+    def can_pack(self) -> bool:
+        return False
+
+    def can_select_rows(self) -> bool:
+        return False
 
 
 class FusionModel(ReadsText, nn.Module):
@@ -155,7 +192,7 @@ class FusionModel(ReadsText, nn.Module):
             # Positions of patches/frames are absolute (added by the front end), and a speech or
             # image tower never attends causally.
             self.modality_encoder = TransformerEncoder(text.for_modality())
-        self.fusion_layers = nn.ModuleList()
+        self.fusion_layers = FusionLayers()
         if fusion.mode == "cross_attention":
             self.fusion_layers.extend(
                 CrossAttentionBlock(hidden, text.num_heads, text.intermediate_size, text.activation, text.dropout,
@@ -311,13 +348,10 @@ class FusionModel(ReadsText, nn.Module):
         text = self.encode_text(input_ids, attention_mask, output_hidden_states=output_hidden_states, **text_kwargs)
         other = self.encode_modality(pixel_values, audio_features, audio_mask)
         hidden, states = text.last_hidden, text.hidden_states
-        mask = build_attention_mask(attention_mask, None, False, hidden.shape[1])
-        context_mask = build_attention_mask(other.mask)
         states = list(states) if states is not None else None
-        for layer in self.fusion_layers:
-            hidden = layer(hidden, mask, other.last_hidden, context_mask)
-            if states is not None:
-                states.append(hidden)
+        fusion = self.fusion_layers
+        state = fusion.prepare(attention_mask, hidden.shape[1], context=other.last_hidden, context_mask=other.mask)
+        hidden = fusion.run(hidden, state, states=states)
         pooled = self.text.pooler(hidden) if self.text.pooler is not None else None
         return FusionOutput(hidden, tuple(states) if states is not None else None, pooled, attention_mask,
                             other.last_hidden, other.mask)
