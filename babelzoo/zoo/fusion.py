@@ -34,11 +34,10 @@ from torch import nn
 
 from ..errors import InputError
 from .config import ConfigError, ModelConfig
+from .family import family_names, family_of
 from .layers import Dropout, FeedForward, LayerStack, SelfAttention, attend, build_attention_mask
 from .model import BabelModel, EncoderOutput
 from .sentences import ReadsText, hidden_layer
-from .transformer import TransformerEncoder
-from .transformer_config import TextConfig
 
 TEXT, OTHER = 0, 1  # modality-type ids
 
@@ -160,9 +159,11 @@ class FusionModel(ReadsText, nn.Module):
             raise ConfigError(f"model {config.architecture!r}: a fusion model needs exactly one of a vision or an "
                               f"audio part (vision={config.vision is not None}, audio={config.audio is not None})")
         text, fusion = config.text, config.fusion
-        if not isinstance(text, TextConfig):
+        text_family = family_of(text)
+        if not text_family.fusion_tower:
+            towers = " or ".join(repr(name) for name in family_names(lambda f: f.fusion_tower))
             raise ConfigError(f"ModelConfig.text is of family {text.family!r}: fusion needs a text tower of the "
-                              f"'transformer' family")
+                              f"{towers} family")
         if fusion.mode == "single_stream" and fusion.num_layers > text.num_layers:
             raise ConfigError(f"FusionConfig.num_layers={fusion.num_layers} must be <= TextConfig.num_layers="
                               f"{text.num_layers} for single_stream (it counts the top text layers run jointly)")
@@ -191,7 +192,7 @@ class FusionModel(ReadsText, nn.Module):
         if fusion.mode != "single_stream" and not deep_backbone:
             # Positions of patches/frames are absolute (added by the front end), and a speech or
             # image tower never attends causally.
-            self.modality_encoder = TransformerEncoder(text.for_modality())
+            self.modality_encoder = text_family.build_encoder(text.for_modality())
         self.fusion_layers = FusionLayers()
         if fusion.mode == "cross_attention":
             self.fusion_layers.extend(

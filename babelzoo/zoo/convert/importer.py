@@ -26,8 +26,6 @@ from .files import CONFIG, find_hf_weights, read_hf_config, read_hf_weights
 from .keymap import compare_shapes, to_hf, to_ours
 from .tokenizers import load_hf_tokenizer
 
-SEQ2SEQ_MODEL_TYPES = ("bart", "mbart", "t5")  # encoder–decoders: babelzoo.zoo.convert.seq2seq
-
 
 def import_hf(directory: str | Path):
     """Load a Hugging Face ``BertModel``/``BertForMaskedLM``/``BertForPreTraining``,
@@ -54,9 +52,9 @@ def import_hf(directory: str | Path):
     directory = Path(directory)
     where = str(directory / CONFIG)
     hf = read_hf_config(directory)
-    if hf.get("model_type") in SEQ2SEQ_MODEL_TYPES:
-        from .seq2seq import import_seq2seq
+    from .seq2seq import families, import_seq2seq
 
+    if hf.get("model_type") in families():
         return import_seq2seq(directory, hf)
     family = family_for_model_type(hf.get("model_type"), where)
     task = _task_class(hf, family, where)

@@ -19,7 +19,7 @@ import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, ClassVar, Mapping, Union
 
 import torch
 
@@ -42,6 +42,8 @@ class Seq2SeqFamily:
     the HF keys that repeat the word embedding; ``untied_head`` the LM head's pair when it is not
     tied. ``fixed`` lists the config fields the HF class fixes: import sets them, export
     requires them."""
+
+    encoder_decoder: ClassVar[bool] = True
 
     name: str
     model_type: str
@@ -96,10 +98,10 @@ def differing_sides(hf: Mapping[str, Any], defaults: Mapping[str, Any], where: s
 
 
 def families() -> dict[str, Seq2SeqFamily]:
-    from .bart import BART, MBART
-    from .t5 import T5
+    """The encoder–decoder conversions the text families declare, by HF ``model_type``."""
+    from .families import hf_conversions
 
-    return {family.model_type: family for family in (BART, MBART, T5)}
+    return {family.model_type: family for family in hf_conversions() if family.encoder_decoder}
 
 
 def import_seq2seq(directory: Path, hf: Mapping[str, Any]):
