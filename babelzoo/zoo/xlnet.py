@@ -143,7 +143,7 @@ class XLNetLayer(nn.Module):
         x = self.attention_norm(x + self.dropout(attended))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
-    def forward(self, x, state: StackState):
+    def forward(self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], state: StackState):
         """``x``: the content stream h [B, L, H], or with ``state.query`` the pair (h, g) of
         content and query streams; returns the same."""
         if state.query is None:
