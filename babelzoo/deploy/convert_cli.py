@@ -90,19 +90,13 @@ def _import(source: str, target: str) -> int:
 
 
 def _export(source: str, target: str, family: str | None) -> int:
-    from ..zoo.convert import export_hf, family_for
+    from ..zoo.convert import export_hf
     from ..zoo.factory import load_model
-    from ..zoo.seq2seq_config import Seq2SeqConfig
 
     model = load_model(source)
-    if isinstance(model.config.text, Seq2SeqConfig):
-        out = export_hf(model, target, family=family)
-        hf_class = json.loads((out / "config.json").read_text(encoding="utf-8"))["architectures"][0]
-        print(f"exported {source} as {hf_class} ({model.num_parameters():,} parameters) -> {target}")
-        return 0
-    fam = family_for(family or model.config.architecture)
-    export_hf(model, target, family=fam.name)
-    print(f"exported {source} as {fam.hf_class(model.config)} ({model.num_parameters():,} parameters"
+    out = export_hf(model, target, family=family)
+    hf_class = json.loads((out / "config.json").read_text(encoding="utf-8"))["architectures"][0]
+    print(f"exported {source} as {hf_class} ({model.num_parameters():,} parameters"
           f"{', with tokenizer' if getattr(model, 'tokenizer', None) is not None else ''}) -> {target}")
     return 0
 

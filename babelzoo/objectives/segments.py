@@ -24,8 +24,8 @@ from torch import nn
 from ..datasets.specials import SpecialIds
 from ..errors import InputError
 from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.family import family_of
 from ..zoo.transformer_xl import encode_segment
-from ..zoo.transformer_xl_config import TransformerXLConfig
 from .base import Objective
 from .batching import check_vocab, encoder_inputs, language_index, languages_known, unwrap
 from .examples import as_document, require_nonempty
@@ -66,7 +66,7 @@ class SegmentObjective(Objective):
                  mem_len: Optional[int] = None, max_segments: int = 8, use_language_ids: bool = True):
         super().__init__()
         text = config.text if isinstance(config, ModelConfig) else config
-        recurrent = isinstance(text, TransformerXLConfig)
+        recurrent = family_of(text).segment_memory
         name = type(self).__name__
         if segment_length < 2:
             raise ConfigError(f"{name}: segment_length={segment_length} must be at least 2")

@@ -7,7 +7,10 @@ A family is two modules under ``babelzoo/zoo/``: ``<name>_config.py``, which imp
   and the family's own fields;
 * a :class:`TextFamily` registered with :func:`register_family`, whose ``build`` names the
   function (``"module:function"``) that makes the model's parts from that config
-  (:class:`TextParts`: embeddings, encoder, MLM head);
+  (:class:`TextParts`: embeddings, encoder, MLM head), and which says what the family can do
+  (its Hugging Face conversions, whether it serves as a fusion model's text tower, whether it
+  keeps a segment memory): code outside the family asks :func:`family_of` these questions
+  instead of testing the config's class;
 * its zoo entries (``@register_model``);
 
 and ``<name>.py``, its modules and that ``build`` function, composed from
@@ -31,7 +34,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..registry import Registry
 
@@ -71,16 +74,31 @@ class TextFamily:
     text config's ``check_knowledge``) and of ``encoder(config)``, the encoder alone (an ELECTRA
     generator has no embeddings of its own). ``model`` is the model class a config of the family
     builds: :class:`~babelzoo.zoo.model.BabelModel` for an encoder, another class for a family
-    whose model is not an encoder with parts (an encoder–decoder)."""
+    whose model is not an encoder with parts (an encoder–decoder).
+
+    What the family can do: ``hf`` names (``"module:attribute"``) its Hugging Face conversions
+    (:class:`babelzoo.zoo.convert.Family` objects, or the encoder–decoders'
+    ``Seq2SeqFamily``), empty for none; ``fusion_tower``: its encoder serves as the text tower of
+    a :class:`~babelzoo.zoo.fusion.FusionModel` (the config has ``for_modality()`` and the
+    Transformer fields a fusion layer is shaped by, and its stack runs [text; other] sequences);
+    ``segment_memory``: its encoder carries a memory from segment to segment (the config's
+    ``mem_len``, :func:`~babelzoo.zoo.transformer_xl.encode_segment`)."""
 
     name: str
     config: type
     build: str
     encoder: str
     model: str = "babelzoo.zoo.model:BabelModel"
+    hf: tuple[str, ...] = ()
+    fusion_tower: bool = False
+    segment_memory: bool = False
 
     def model_class(self) -> type:
         return _resolve(self.model)
+
+    def hf_conversions(self) -> list:
+        """The family's Hugging Face conversions, in the order it declares them."""
+        return [_resolve(path) for path in self.hf]
 
     def parts(self, config, knowledge=None) -> TextParts:
         return _resolve(self.build)(config, knowledge)
@@ -116,6 +134,21 @@ def load_family_module(name: str) -> None:
 def load_builtin_families() -> None:
     for name in BUILTIN_FAMILIES:
         load_family_module(name)
+
+
+def load_all_families() -> None:
+    """Import every built-in family and every family installed in the entry-point group."""
+    load_builtin_families()
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name not in FAMILIES:
+            point.load()
+
+
+def family_names(where: Callable[[TextFamily], bool]) -> list[str]:
+    """The names of the families (built in and installed) for which ``where(family)`` holds,
+    e.g. ``family_names(lambda f: f.fusion_tower)``."""
+    load_all_families()
+    return [name for name, family in FAMILIES.items() if where(family)]
 
 
 def family_of(config) -> TextFamily:

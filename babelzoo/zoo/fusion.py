@@ -35,11 +35,10 @@ from torch import nn
 from ..errors import InputError
 from .checkpoint_io import CONFIG_NAME, Checkpointed, save_pretrained
 from .config import ConfigError, ModelConfig
+from .family import family_names, family_of
 from .layers import Dropout, FeedForward, LayerStack, SelfAttention, attend, build_attention_mask
 from .model import BabelModel, EncoderOutput
 from .sentences import ReadsText, hidden_layer
-from .transformer import TransformerEncoder
-from .transformer_config import TextConfig
 
 TEXT, OTHER = 0, 1  # modality-type ids
 
@@ -95,8 +94,8 @@ class CrossAttentionBlock(nn.Module):
         self.ffn_norm = nn.LayerNorm(hidden_size, eps=eps)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], context: torch.Tensor,
-                context_mask: Optional[torch.Tensor]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: "FusionState") -> torch.Tensor:
+        mask, context, context_mask = state.mask, state.context, state.context_mask
         if self.pre_norm:
             x = x + self.dropout(self.attention(self.attention_norm(x), mask))
             x = x + self.dropout(self.cross(self.cross_norm(x), context, context_mask))
@@ -104,6 +103,43 @@ class CrossAttentionBlock(nn.Module):
         x = self.attention_norm(x + self.dropout(self.attention(x, mask)))
         x = self.cross_norm(x + self.dropout(self.cross(x, context, context_mask)))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
+
+
+@dataclass
+class FusionState:
+    """What every fusion layer reads: the text's SDPA ``mask``, the other modality's tokens
+    (``context`` [B, M, H]) and their key mask."""
+
+    mask: Optional[torch.Tensor]
+    context: torch.Tensor
+    context_mask: Optional[torch.Tensor]
+
+
+class FusionLayers(LayerStack, nn.ModuleList):
+    """ALBEF's fusion layers (:class:`CrossAttentionBlock`), run by the one layer loop
+    (:meth:`LayerStack.run`); a module list, so their weights are ``fusion_layers.{i}.*``."""
+
+    @property
+    def num_layers(self) -> int:
+        return len(self)
+
+    def layer(self, index: int) -> nn.Module:
+        return self[index]
+
+    def prepare(self, attention_mask: Optional[torch.Tensor], length: int,
+                visible: Optional[torch.Tensor] = None, causal: bool = False,
+                position_ids: Optional[torch.Tensor] = None, *, context: torch.Tensor,
+                context_mask: Optional[torch.Tensor] = None) -> FusionState:
+        """The text's ``attention_mask`` [B, L] and the other modality's ``context`` [B, M, H]
+        with its ``context_mask`` [B, M]."""
+        return FusionState(build_attention_mask(attention_mask, visible, causal, length), context,
+                           build_attention_mask(context_mask))
+
+    def can_pack(self) -> bool:
+        return False
+
+    def can_select_rows(self) -> bool:
+        return False
 
 
 class FusionModel(ReadsText, Checkpointed, nn.Module):
@@ -126,9 +162,11 @@ class FusionModel(ReadsText, Checkpointed, nn.Module):
             raise ConfigError(f"model {config.architecture!r}: a fusion model needs exactly one of a vision or an "
                               f"audio part (vision={config.vision is not None}, audio={config.audio is not None})")
         text, fusion = config.text, config.fusion
-        if not isinstance(text, TextConfig):
+        text_family = family_of(text)
+        if not text_family.fusion_tower:
+            towers = " or ".join(repr(name) for name in family_names(lambda f: f.fusion_tower))
             raise ConfigError(f"ModelConfig.text is of family {text.family!r}: fusion needs a text tower of the "
-                              f"'transformer' family")
+                              f"{towers} family")
         if fusion.mode == "single_stream" and fusion.num_layers > text.num_layers:
             raise ConfigError(f"FusionConfig.num_layers={fusion.num_layers} must be <= TextConfig.num_layers="
                               f"{text.num_layers} for single_stream (it counts the top text layers run jointly)")
@@ -157,8 +195,8 @@ class FusionModel(ReadsText, Checkpointed, nn.Module):
         if fusion.mode != "single_stream" and not deep_backbone:
             # Positions of patches/frames are absolute (added by the front end), and a speech or
             # image tower never attends causally.
-            self.modality_encoder = TransformerEncoder(text.for_modality())
-        self.fusion_layers = nn.ModuleList()
+            self.modality_encoder = text_family.build_encoder(text.for_modality())
+        self.fusion_layers = FusionLayers()
         if fusion.mode == "cross_attention":
             self.fusion_layers.extend(
                 CrossAttentionBlock(hidden, text.num_heads, text.intermediate_size, text.activation, text.dropout,
@@ -314,13 +352,10 @@ class FusionModel(ReadsText, Checkpointed, nn.Module):
         text = self.encode_text(input_ids, attention_mask, output_hidden_states=output_hidden_states, **text_kwargs)
         other = self.encode_modality(pixel_values, audio_features, audio_mask)
         hidden, states = text.last_hidden, text.hidden_states
-        mask = build_attention_mask(attention_mask, None, False, hidden.shape[1])
-        context_mask = build_attention_mask(other.mask)
         states = list(states) if states is not None else None
-        for layer in self.fusion_layers:
-            hidden = layer(hidden, mask, other.last_hidden, context_mask)
-            if states is not None:
-                states.append(hidden)
+        fusion = self.fusion_layers
+        state = fusion.prepare(attention_mask, hidden.shape[1], context=other.last_hidden, context_mask=other.mask)
+        hidden = fusion.run(hidden, state, states=states)
         pooled = self.text.pooler(hidden) if self.text.pooler is not None else None
         return FusionOutput(hidden, tuple(states) if states is not None else None, pooled, attention_mask,
                             other.last_hidden, other.mask)

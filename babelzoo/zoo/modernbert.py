@@ -14,6 +14,7 @@ from torch import nn
 from .family import TextParts
 from .layers import (
     LayerStack,
+    LayerState,
     MLMHead,
     Packing,
     RotaryEmbedding,
@@ -27,17 +28,12 @@ from .modernbert_config import ModernBertConfig
 
 
 @dataclass
-class AttentionKind:
-    """What the layers of one attention kind (global or local) read in one forward pass."""
-
-    mask: Optional[torch.Tensor]
-    rotary: tuple[torch.Tensor, torch.Tensor]
-
-
-@dataclass
 class StackState:
-    global_: AttentionKind
-    local: AttentionKind
+    """What the layers of each attention kind (global, local) read in one forward pass: their
+    SDPA mask and rotary angles."""
+
+    global_: LayerState
+    local: LayerState
 
 
 class ModernBertEncoder(LayerStack):
@@ -65,21 +61,16 @@ class ModernBertEncoder(LayerStack):
         window = sliding_window_visibility(length, self.config.local_window // 2, device)
         local_visible = window if visible is None else visible.bool() & window
         return StackState(
-            AttentionKind(build_attention_mask(attention_mask, visible, causal, length, device),
-                          self.global_rotary(position_ids)),
-            AttentionKind(build_attention_mask(attention_mask, local_visible, causal, length, device),
-                          self.local_rotary(position_ids)))
+            LayerState(build_attention_mask(attention_mask, visible, causal, length, device),
+                       rotary=self.global_rotary(position_ids)),
+            LayerState(build_attention_mask(attention_mask, local_visible, causal, length, device),
+                       rotary=self.local_rotary(position_ids)))
 
-    def run(self, x: torch.Tensor, state: StackState, start: int = 0, end: Optional[int] = None,
-            rows: Optional[torch.Tensor] = None, packing: Optional[Packing] = None,
-            states: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
-        end = self.num_layers if end is None else end
-        for i in range(start, end):
-            kind = state.global_ if self.config.is_global(i) else state.local
-            x = self.layers[i](x, kind.mask, None, None, None, packing, kind.rotary)
-            if states is not None:
-                states.append(x)
-        return x
+    def layer_state(self, state: StackState, index: int, rows: Optional[torch.Tensor],
+                    packing: Optional[Packing]) -> LayerState:
+        # ``rows`` never come (can_select_rows is False): every layer computes every position.
+        kind = state.global_ if self.config.is_global(index) else state.local
+        return kind if packing is None else LayerState(kind.mask, packing=packing, rotary=kind.rotary)
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         return self.final_norm(x)

@@ -76,7 +76,8 @@ class ModernBertConfig(EncoderConfig):
 
 
 FAMILY = register_family(TextFamily("modernbert", ModernBertConfig, build="babelzoo.zoo.modernbert:build",
-                                    encoder="babelzoo.zoo.modernbert:ModernBertEncoder"))
+                                    encoder="babelzoo.zoo.modernbert:ModernBertEncoder",
+                                    hf=("babelzoo.zoo.convert.modernbert:FAMILY",)))
 
 
 @register_model

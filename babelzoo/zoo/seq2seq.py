@@ -23,8 +23,11 @@ from .config import ModelConfig
 from .generation import Generates, GenerationSettings
 from .layers import (
     DecoderBlock,
+    DecoderLayerState,
     Dropout,
     KVCache,
+    LayerStack,
+    LayerState,
     SelfAttention,
     T5RelativeBias,
     TransformerBlock,
@@ -90,11 +93,25 @@ class _Stack(nn.Module):
         return self.dropout(x)
 
 
-class Seq2SeqEncoder(_Stack):
+@dataclass
+class DecoderState:
+    """One decoder pass's inputs to every layer: self-attention's mask and bias, the encoder's
+    keys and values for each layer (``memory``) with their key mask, and the cache (None: a
+    teacher-forced pass)."""
+
+    mask: Optional[torch.Tensor]
+    bias: Optional[torch.Tensor]
+    memory: list[tuple[torch.Tensor, torch.Tensor]]
+    memory_mask: Optional[torch.Tensor]
+    cache: Optional[KVCache]
+
+
+class Seq2SeqEncoder(_Stack, LayerStack):
     """Bidirectional encoder blocks over the source."""
 
     def __init__(self, config: Seq2SeqConfig):
         super().__init__(config, causal=False, name="source")
+        self.num_layers = config.num_layers
         self.layers = nn.ModuleList([self._block(config) for _ in range(config.num_layers)])
 
     @staticmethod
@@ -105,23 +122,25 @@ class Seq2SeqEncoder(_Stack):
                                 c.attention_dropout, c.layer_norm_eps, pre_norm=c.norm_position == "pre", bias=c.bias,
                                 norm=c.norm, gated=c.gated, attention=attention)
 
-    def forward(self, words: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
-        length = words.shape[1]
-        x = self.embed(words)
-        mask = build_attention_mask(attention_mask, length=length)
+    def prepare(self, attention_mask: Optional[torch.Tensor], length: int,
+                visible: Optional[torch.Tensor] = None, causal: bool = False,
+                position_ids: Optional[torch.Tensor] = None) -> LayerState:
         bias = self.relative_bias(length) if self.relative_bias is not None else None
-        for layer in self.layers:
-            x = layer(x, mask, bias)
-        return self.finish(x)
+        return LayerState(build_attention_mask(attention_mask, visible, causal, length), bias)
+
+    def forward(self, words: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """The source's states [B, S, H] from its word vectors ``words`` [B, S, H]."""
+        return self.finish(self.run(self.embed(words), self.prepare(attention_mask, words.shape[1])))
 
 
-class Seq2SeqDecoder(_Stack):
+class Seq2SeqDecoder(_Stack, LayerStack):
     """Causal decoder blocks with cross-attention over the encoder's output; with a
     :class:`~babelzoo.zoo.layers.KVCache`, one call runs the new positions only."""
 
     def __init__(self, config: Seq2SeqConfig):
         super().__init__(config, causal=True, name="target")
         c = config
+        self.num_layers = c.num_decoder_layers
         self.layers = nn.ModuleList([
             DecoderBlock(c.hidden_size, c.num_heads, c.intermediate_size, c.activation, c.dropout, c.attention_dropout,
                          c.layer_norm_eps, pre_norm=c.norm_position == "pre", bias=c.bias, norm=c.norm, gated=c.gated,
@@ -134,7 +153,7 @@ class Seq2SeqDecoder(_Stack):
 
     def new_cache(self, batch: int, max_length: int, dtype: torch.dtype, device) -> KVCache:
         first = self.layers[0].attention
-        return KVCache(len(self.layers), batch, first.num_heads, max_length, first.head_dim, dtype, device)
+        return KVCache(self.num_layers, batch, first.num_heads, max_length, first.head_dim, dtype, device)
 
     def forward(self, words: torch.Tensor, memory: list[tuple[torch.Tensor, torch.Tensor]],
                 memory_mask: Optional[torch.Tensor], attention_mask: Optional[torch.Tensor] = None,
@@ -143,24 +162,38 @@ class Seq2SeqDecoder(_Stack):
         after ``cache.length`` cached ones); ``attention_mask`` [B, T] marks real target tokens
         (without a cache only); ``memory_mask`` [B, 1, 1, S] the source's key mask."""
         start = 0 if cache is None else cache.length
-        length = words.shape[1]
         x = self.embed(words, start)
+        state = self.prepare(attention_mask, words.shape[1], memory=memory, memory_mask=memory_mask, cache=cache)
+        x = self.run(x, state)
+        if cache is not None:
+            cache.advance(words.shape[1])
+        return self.finish(x)
+
+    def prepare(self, attention_mask: Optional[torch.Tensor], length: int,
+                visible: Optional[torch.Tensor] = None, causal: bool = True,
+                position_ids: Optional[torch.Tensor] = None, *,
+                memory: list[tuple[torch.Tensor, torch.Tensor]], memory_mask: Optional[torch.Tensor] = None,
+                cache: Optional[KVCache] = None) -> DecoderState:
+        """The state of a pass over ``length`` new positions (after ``cache.length`` cached ones)
+        that reads the encoder's ``memory``; the decoder attends causally."""
+        device = memory[0][0].device
+        start = 0 if cache is None else cache.length
         if cache is None:
-            mask = build_attention_mask(attention_mask, causal=True, length=length, device=words.device)
+            mask = build_attention_mask(attention_mask, visible, True, length, device)
         else:
             if attention_mask is not None:
                 raise InputError("a cached decoder step takes no target attention mask (decoding has no padding)")
             # query start+i sees keys 0 .. start+i; one new position sees every cached key
-            keys = torch.arange(start + length, device=words.device)
-            queries = start + torch.arange(length, device=words.device)
+            keys = torch.arange(start + length, device=device)
+            queries = start + torch.arange(length, device=device)
             mask = None if length == 1 else (keys[None, :] <= queries[:, None])[None, None]
         bias = (self.relative_bias(length, start + length, offset=start)
                 if self.relative_bias is not None else None)
-        for i, layer in enumerate(self.layers):
-            x = layer(x, mask, bias, memory[i], memory_mask, None if cache is None else cache.layer(i))
-        if cache is not None:
-            cache.advance(length)
-        return self.finish(x)
+        return DecoderState(mask, bias, memory, memory_mask, cache)
+
+    def layer_state(self, state: DecoderState, index: int, rows, packing) -> DecoderLayerState:
+        cache = None if state.cache is None else state.cache.layer(index)
+        return DecoderLayerState(state.mask, state.bias, state.memory[index], state.memory_mask, cache)
 
 
 def key_mask(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:

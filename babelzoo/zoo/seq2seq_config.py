@@ -92,7 +92,9 @@ class Seq2SeqConfig(EncoderDecoderConfig):
 
 FAMILY = register_family(TextFamily("seq2seq", Seq2SeqConfig, build="babelzoo.zoo.seq2seq:build",
                                     encoder="babelzoo.zoo.seq2seq:build_encoder",
-                                    model="babelzoo.zoo.seq2seq:Seq2SeqModel"))
+                                    model="babelzoo.zoo.seq2seq:Seq2SeqModel",
+                                    hf=("babelzoo.zoo.convert.bart:BART", "babelzoo.zoo.convert.bart:MBART",
+                                        "babelzoo.zoo.convert.t5:T5")))
 
 
 def _tiny(config: ModelConfig, **extra) -> ModelConfig:

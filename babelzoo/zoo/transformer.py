@@ -5,7 +5,6 @@ sharing, T5/NEZHA relative positions) and the MLM head, composed from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -15,6 +14,7 @@ from .config import KnowledgeConfig
 from .family import TextParts
 from .layers import (
     LayerStack,
+    LayerState,
     MLMHead,
     NezhaRelativePositions,
     Packing,
@@ -26,15 +26,6 @@ from .layers import (
 from .layers.entities import EntityFusion
 from .layers.knn_attention import KNNAttention
 from .transformer_config import TextConfig
-
-
-@dataclass
-class StackState:
-    """One forward pass's inputs to every layer: the SDPA mask and the relative positions."""
-
-    mask: Optional[torch.Tensor]
-    bias: Optional[torch.Tensor] = None
-    relative: Optional[torch.Tensor] = None
 
 
 class TransformerEncoder(LayerStack):
@@ -75,27 +66,24 @@ class TransformerEncoder(LayerStack):
 
     def prepare(self, attention_mask: Optional[torch.Tensor], length: int,
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
-                position_ids: Optional[torch.Tensor] = None) -> StackState:
+                position_ids: Optional[torch.Tensor] = None) -> LayerState:
+        """Every layer's inputs: the SDPA mask and the relative positions (T5 bias, NEZHA table)."""
         mask = build_attention_mask(attention_mask, visible, causal or self.config.causal, length,
                                     next(self.parameters()).device)
         bias = self.t5_bias(length) if self.t5_bias is not None else None
         relative = self.nezha(length) if self.nezha is not None else None
-        return StackState(mask, bias, relative)
+        return LayerState(mask, bias, relative)
 
-    def run(self, x: torch.Tensor, state: StackState, start: int = 0, end: Optional[int] = None,
-            rows: Optional[torch.Tensor] = None, packing: Optional[Packing] = None,
-            states: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
-        end = self.num_layers if end is None else end
-        for i in range(start, end):
-            last = i == end - 1
-            # LayerDrop: a dropped layer passes its input on; a call that selects rows runs them
-            dropped = (self.training and self.config.layerdrop > 0 and rows is None and
-                       bool(torch.rand(()) < self.config.layerdrop))
-            if not dropped:
-                x = self.layer(i)(x, state.mask, state.bias, state.relative, rows if last else None, packing)
-            if states is not None:
-                states.append(x)
-        return x
+    def layer_state(self, state: LayerState, index: int, rows: Optional[torch.Tensor],
+                    packing: Optional[Packing]) -> LayerState:
+        if rows is None and packing is None:
+            return state
+        return LayerState(state.mask, state.bias, state.relative, rows, packing)
+
+    def skips(self, index: int, rows: Optional[torch.Tensor]) -> bool:
+        # LayerDrop: a dropped layer passes its input on; a call that selects rows runs them all
+        return (self.training and self.config.layerdrop > 0 and rows is None and
+                bool(torch.rand(()) < self.config.layerdrop))
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         return self.final_norm(x) if self.final_norm is not None else x

@@ -144,7 +144,10 @@ class TextConfig(EncoderConfig):
 
 
 FAMILY = register_family(TextFamily("transformer", TextConfig, build="babelzoo.zoo.transformer:build",
-                                           encoder="babelzoo.zoo.transformer:TransformerEncoder"))
+                                           encoder="babelzoo.zoo.transformer:TransformerEncoder",
+                                           hf=("babelzoo.zoo.convert.bert:FAMILY", "babelzoo.zoo.convert.xlmr:FAMILY",
+                                               "babelzoo.zoo.convert.albert:FAMILY"),
+                                           fusion_tower=True))
 
 
 def _tiny(config: ModelConfig, **extra) -> ModelConfig:

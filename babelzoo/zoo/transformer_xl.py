@@ -80,6 +80,16 @@ class XLState:
     memory: Optional[Memory] = None
 
 
+@dataclass
+class XLLayerState:
+    """What one layer reads: the SDPA mask over [memory; segment], the sinusoids of the
+    relative distances and this layer's memory [B, M, H] (None: none)."""
+
+    mask: Optional[torch.Tensor]
+    positions: torch.Tensor
+    memory: Optional[torch.Tensor] = None
+
+
 class XLBlock(nn.Module):
     """A post-LN block, as in the paper's code: x = LN(x + Attn(x, memory)), x = LN(x + FFN(x))."""
 
@@ -91,14 +101,13 @@ class XLBlock(nn.Module):
         self.ffn_norm = make_norm("layer", config.hidden_size, config.layer_norm_eps)
         self.dropout = Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: Optional[torch.Tensor],
-                memory: Optional[torch.Tensor]) -> torch.Tensor:
-        x = self.attention_norm(x + self.dropout(self.attention(x, positions, mask, memory)))
+    def forward(self, x: torch.Tensor, state: XLLayerState) -> torch.Tensor:
+        x = self.attention_norm(x + self.dropout(self.attention(x, state.positions, state.mask, state.memory)))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
 
 class TransformerXLEncoder(LayerStack):
-    """The block stack. ``prepare``/``run`` take an optional :class:`Memory`;
+    """The block stack. ``prepare`` takes an optional :class:`Memory`;
     :meth:`forward_with_memory` runs every layer over a segment and returns the new memory."""
 
     def __init__(self, config: TransformerXLConfig):
@@ -118,16 +127,11 @@ class TransformerXLEncoder(LayerStack):
         positions = sinusoids(relative_distances(length, keys, device), self.config.hidden_size)
         return XLState(mask, positions, memory)
 
-    def run(self, x: torch.Tensor, state: XLState, start: int = 0, end: Optional[int] = None,
-            rows: Optional[torch.Tensor] = None, packing: Optional[Packing] = None,
-            states: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
-        end = self.num_layers if end is None else end
-        for i in range(start, end):
-            memory = state.memory.states[i] if state.memory is not None else None
-            x = self.layers[i](x, state.positions, state.mask, memory)
-            if states is not None:
-                states.append(x)
-        return x
+    def layer_state(self, state: XLState, index: int, rows: Optional[torch.Tensor],
+                    packing: Optional[Packing]) -> XLLayerState:
+        # ``rows`` and ``packing`` never come: can_select_rows and can_pack are False.
+        memory = state.memory.states[index] if state.memory is not None else None
+        return XLLayerState(state.mask, state.positions, memory)
 
     def can_pack(self) -> bool:
         # Keys span the memory and the segment: the layers never run on packed tokens.

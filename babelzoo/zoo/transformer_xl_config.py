@@ -59,7 +59,7 @@ class TransformerXLConfig(EncoderConfig):
 
 
 FAMILY = register_family(TextFamily("transformer_xl", TransformerXLConfig, build="babelzoo.zoo.transformer_xl:build",
-                                    encoder="babelzoo.zoo.transformer_xl:TransformerXLEncoder"))
+                                    encoder="babelzoo.zoo.transformer_xl:TransformerXLEncoder", segment_memory=True))
 
 
 @register_model

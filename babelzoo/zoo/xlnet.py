@@ -53,22 +53,24 @@ def relative_shift(scores: torch.Tensor, length: int) -> torch.Tensor:
 
 
 @dataclass
-class StackState:
-    """One forward pass's inputs to every layer: the content stream's SDPA mask, the relative
-    encodings r ([2L, H], dropout applied) and, with segment ids, whether i and j share a
-    segment ([B, L, L] bool)."""
-
-    mask: Optional[torch.Tensor]
-    relative: torch.Tensor
-    same: Optional[torch.Tensor] = None
-
-
-@dataclass
 class QueryStream:
     """The query stream's SDPA mask ([B, 1, L, L]) and its targets ([B, P, L], one-hot rows)."""
 
     mask: Optional[torch.Tensor]
     targets: torch.Tensor
+
+
+@dataclass
+class StackState:
+    """One forward pass's inputs to every layer: the content stream's SDPA mask, the relative
+    encodings r ([2L, H], dropout applied), with segment ids whether i and j share a segment
+    ([B, L, L] bool), and in the two-stream pass the query stream (the layers then take and
+    return the pair (h, g))."""
+
+    mask: Optional[torch.Tensor]
+    relative: torch.Tensor
+    same: Optional[torch.Tensor] = None
+    query: Optional[QueryStream] = None
 
 
 class RelativeAttention(nn.Module):
@@ -141,10 +143,15 @@ class XLNetLayer(nn.Module):
         x = self.attention_norm(x + self.dropout(attended))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
-    def forward(self, h: torch.Tensor, state: StackState, g: Optional[torch.Tensor] = None,
-                query: Optional[QueryStream] = None) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        out_h, out_g = self.attention(h, state.mask, state.relative, state.same, g, query)
-        return self.sublayers(h, out_h), None if g is None else self.sublayers(g, out_g)
+    def forward(self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], state: StackState):
+        """``x``: the content stream h [B, L, H], or with ``state.query`` the pair (h, g) of
+        content and query streams; returns the same."""
+        if state.query is None:
+            out_h, _ = self.attention(x, state.mask, state.relative, state.same)
+            return self.sublayers(x, out_h)
+        h, g = x
+        out_h, out_g = self.attention(h, state.mask, state.relative, state.same, g, state.query)
+        return self.sublayers(h, out_h), self.sublayers(g, out_g)
 
 
 class XLNetEncoder(LayerStack):
@@ -180,12 +187,7 @@ class XLNetEncoder(LayerStack):
             states: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
         if rows is not None or packing is not None:
             raise InputError("XLNet layers compute every position (no row selection, no packing)")
-        end = self.num_layers if end is None else end
-        for i in range(start, end):
-            x, _ = self.layers[i](x, state)
-            if states is not None:
-                states.append(x)
-        return x
+        return super().run(x, state, start, end, states=states)
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(x)
@@ -218,11 +220,10 @@ class XLNetEncoder(LayerStack):
         visible = visible.bool()
         eye = torch.eye(length, dtype=torch.bool, device=x.device)
         state = self.prepare(attention_mask, length, visible | eye, segment_ids=segment_ids)
-        query = QueryStream(build_attention_mask(attention_mask, visible, False, length), target_mapping.to(x.dtype))
+        state.query = QueryStream(build_attention_mask(attention_mask, visible, False, length),
+                                  target_mapping.to(x.dtype))
         g = self.dropout(self.mask_embedding.expand(x.shape[0], target_mapping.shape[1], -1))
-        h = x
-        for layer in self.layers:
-            h, g = layer(h, state, g, query)
+        h, g = self.run((x, g), state)
         return self.finish(h), self.finish(g)
 
 

@@ -64,7 +64,7 @@ class XLNetConfig(EncoderConfig):
 
 
 FAMILY = register_family(TextFamily("xlnet", XLNetConfig, build="babelzoo.zoo.xlnet:build",
-                                    encoder="babelzoo.zoo.xlnet:XLNetEncoder"))
+                                    encoder="babelzoo.zoo.xlnet:XLNetEncoder", hf=("babelzoo.zoo.convert.xlnet:FAMILY",)))
 
 
 @register_model

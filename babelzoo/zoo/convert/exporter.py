@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..checkpoint_io import CheckpointError, _atomic_write, model_state, replace_directory, save_weights
+from ..family import family_of
 from ..sentences import attached_tokenizer
-from ..seq2seq_config import Seq2SeqConfig
 from .families import family_for
 from .family import head_to_hf
 from .files import CONFIG
@@ -40,7 +40,7 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
     ``mbart``, ``t5``; by default the one its layout fits).
     """
     config = model.config
-    if isinstance(config.text, Seq2SeqConfig):
+    if any(conversion.encoder_decoder for conversion in family_of(config.text).hf_conversions()):
         return export_seq2seq(model, directory, family, tokenizer)
     fam = family_for(family or config.architecture)
     parts = [p for p in _OTHER_PARTS if getattr(config, p, None) is not None]
@@ -48,7 +48,7 @@ def export_hf(model, directory: str | Path, family: Optional[str] = None, tokeni
         raise CheckpointError(f"cannot export {config.architecture!r} as {fam.model_type}: it has "
                               f"{', '.join(parts)} part(s), which a text encoder checkpoint cannot hold")
     text = config.text
-    if not isinstance(text, fam.text_config):
+    if text.family != fam.text_config.family:
         raise CheckpointError(f"cannot export {config.architecture!r} as {fam.model_type}: its text encoder is of "
                               f"family {text.family!r}, not {fam.text_config.family!r}")
     unmet = [need for need, ok in fam.required.items() if not ok(text)]

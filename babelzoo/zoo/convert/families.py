@@ -1,16 +1,38 @@
 """The Hugging Face families babelzoo converts, looked up by ``model_type`` (import) or by
-babelzoo architecture name (export)."""
+babelzoo architecture name (export).
+
+There is one family registry, :data:`babelzoo.zoo.family.FAMILIES`: each text family declares
+its Hugging Face conversions (:attr:`TextFamily.hf <babelzoo.zoo.family.TextFamily.hf>`), and
+the tables here are built from those declarations, so a family installed through the
+``babelzoo.families`` entry points converts as a built-in one does."""
 
 from __future__ import annotations
 
 from ...errors import CheckpointError
 from ...registry import Registry
-from . import albert, bert, modernbert, xlmr, xlnet
+from ..family import FAMILIES as TEXT_FAMILIES
+from ..family import load_all_families
 from .family import Family
 
-FAMILIES: Registry[Family] = Registry("Hugging Face model_type")
-for _family in (bert.FAMILY, xlmr.FAMILY, albert.FAMILY, modernbert.FAMILY, xlnet.FAMILY):
-    FAMILIES.register(_family, name=_family.model_type)
+
+def hf_conversions() -> list:
+    """Every conversion the text families declare: each family's in its own order, the
+    families in their registry's."""
+    load_all_families()
+    return [conversion for _, family in TEXT_FAMILIES.items() for conversion in family.hf_conversions()]
+
+
+def _encoders() -> Registry[Family]:
+    found: Registry[Family] = Registry("Hugging Face model_type")
+    for conversion in hf_conversions():
+        if not conversion.encoder_decoder:
+            found.register(conversion, name=conversion.model_type)
+    return found
+
+
+#: The encoder conversions (:class:`Family`) by HF ``model_type``; the encoder–decoders'
+#: are :func:`babelzoo.zoo.convert.seq2seq.families`.
+FAMILIES: Registry[Family] = _encoders()
 
 
 def family_for_model_type(model_type, where: str) -> Family:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, ClassVar, Mapping, Optional
 
 from ...errors import CheckpointError
 from ..config import ConfigError, EncoderConfig, HeadConfig, ModelConfig
@@ -66,6 +66,9 @@ class Family:
     ``text_config`` is the babelzoo text config class (family) the HF family maps to;
     ``tokenizer`` the kind of tokenizer babelzoo reads from its directories and the file that
     holds it (None: the model is imported without its tokenizer)."""
+
+    #: an encoder checkpoint (the encoder–decoders' conversions set this True)
+    encoder_decoder: ClassVar[bool] = False
 
     name: str
     model_type: str

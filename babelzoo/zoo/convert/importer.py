@@ -25,10 +25,8 @@ from .families import family_for_model_type
 from .family import Family, TaskClass, head_from_hf
 from .files import CONFIG, find_hf_weights, read_hf_config, read_hf_weights
 from .keymap import compare_shapes, to_hf, to_ours
-from .seq2seq import import_seq2seq
+from .seq2seq import families, import_seq2seq
 from .tokenizers import load_hf_tokenizer
-
-SEQ2SEQ_MODEL_TYPES = ("bart", "mbart", "t5")  # encoder–decoders: babelzoo.zoo.convert.seq2seq
 
 
 def import_hf(directory: str | Path):
@@ -54,7 +52,7 @@ def import_hf(directory: str | Path):
     directory = Path(directory)
     where = str(directory / CONFIG)
     hf = read_hf_config(directory)
-    if hf.get("model_type") in SEQ2SEQ_MODEL_TYPES:
+    if hf.get("model_type") in families():
         return import_seq2seq(directory, hf)
     family = family_for_model_type(hf.get("model_type"), where)
     task = _task_class(hf, family, where)

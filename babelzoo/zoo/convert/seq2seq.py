@@ -28,15 +28,16 @@ from ..config import ConfigError, ModelConfig
 from ..sentences import attached_tokenizer
 from ..seq2seq import Seq2SeqModel
 from ..seq2seq_config import Seq2SeqConfig
-from .bart import BART, MBART
+from .families import hf_conversions
 from .files import CONFIG, find_hf_weights, read_hf_weights
 from .keymap import compare_shapes, to_hf, to_ours
 from .seq2seq_family import Seq2SeqFamily
-from .t5 import T5
 from .tokenizers import check_pad, check_size, read_tokenizer
 
+
 def families() -> dict[str, Seq2SeqFamily]:
-    return {family.model_type: family for family in (BART, MBART, T5)}
+    """The encoder–decoder conversions the text families declare, by HF ``model_type``."""
+    return {family.model_type: family for family in hf_conversions() if family.encoder_decoder}
 
 
 def import_seq2seq(directory: Path, hf: Mapping[str, Any]):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, ClassVar, Mapping, Union
 
 from ...errors import CheckpointError
 from ..seq2seq_config import Seq2SeqConfig
@@ -22,6 +22,8 @@ class Seq2SeqFamily:
     the HF keys that repeat the word embedding; ``untied_head`` the LM head's pair when it is not
     tied. ``fixed`` lists the config fields the HF class fixes: import sets them, export
     requires them."""
+
+    encoder_decoder: ClassVar[bool] = True
 
     name: str
     model_type: str

@@ -4,7 +4,7 @@ T5 buckets, NEZHA, rotary), token embeddings, the Transformer encoder and decode
 cross-attention, the decoder's key/value cache, the layer-stack API and output heads."""
 
 from .attention import Packing, SelfAttention, attend, select_rows, take_rows
-from .blocks import DecoderBlock, TransformerBlock
+from .blocks import DecoderBlock, DecoderLayerState, LayerState, TransformerBlock
 from .cache import KVCache, LayerCache
 from .cross_attention import CrossAttention
 from .dropout import Dropout, dropout
@@ -25,7 +25,7 @@ from .positions import (
 )
 from .stack import LayerStack
 
-__all__ = ["ACTIVATIONS", "CrossAttention", "DecoderBlock", "Dropout", "KVCache", "LayerCache", "FeedForward", "GatedFeedForward", "LayerStack", "MLMHead",
+__all__ = ["ACTIVATIONS", "CrossAttention", "DecoderBlock", "DecoderLayerState", "Dropout", "KVCache", "LayerCache", "LayerState", "FeedForward", "GatedFeedForward", "LayerStack", "MLMHead",
            "NezhaRelativePositions", "Packing", "Pooler", "RotaryEmbedding", "SelfAttention", "T5RelativeBias",
            "TokenEmbeddings", "TransformerBlock", "activation", "apply_rotary", "attend", "build_attention_mask",
            "causal_visibility", "dropout", "init_weights", "make_norm", "pool", "POOLINGS", "prefix_visibility", "select_rows",

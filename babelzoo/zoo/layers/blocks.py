@@ -3,6 +3,7 @@ or pre-LN) and the decoder block (causal self-attention, cross-attention, feed-f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -14,6 +15,34 @@ from .cross_attention import CrossAttention
 from .dropout import Dropout
 from .ffn import FeedForward, GatedFeedForward
 from .norms import make_norm
+
+
+@dataclass
+class LayerState:
+    """What one encoder block reads besides its input: the SDPA ``mask``, an additive score
+    ``bias`` (T5 buckets), NEZHA's ``relative`` table, the ``rows`` whose output alone is wanted
+    ([B, K] positions), the ``packing`` of a pass on real tokens only and ``rotary`` (cos, sin)
+    angles. A :class:`~babelzoo.zoo.layers.LayerStack` makes one per layer."""
+
+    mask: Optional[torch.Tensor] = None
+    bias: Optional[torch.Tensor] = None
+    relative: Optional[torch.Tensor] = None
+    rows: Optional[torch.Tensor] = None
+    packing: Optional[Packing] = None
+    rotary: Optional[tuple[torch.Tensor, torch.Tensor]] = None
+
+
+@dataclass
+class DecoderLayerState:
+    """What one decoder block reads: self-attention's bool ``mask`` and additive ``bias`` over
+    every key position, ``memory`` (:meth:`CrossAttention.memory` of the encoder's output for
+    this layer), ``memory_mask`` its [B, 1, 1, S] key mask, and this layer's ``cache``."""
+
+    mask: Optional[torch.Tensor]
+    bias: Optional[torch.Tensor]
+    memory: tuple[torch.Tensor, torch.Tensor]
+    memory_mask: Optional[torch.Tensor] = None
+    cache: Optional[LayerCache] = None
 
 
 class TransformerBlock(nn.Module):
@@ -56,19 +85,19 @@ class TransformerBlock(nn.Module):
         their entities, a memory attention reads every position's keys into its memory."""
         return isinstance(self.ffn, (FeedForward, GatedFeedForward)) and type(self.attention) is SelfAttention
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
-                bias: Optional[torch.Tensor] = None, relative: Optional[torch.Tensor] = None,
-                rows: Optional[torch.Tensor] = None, packing: Optional[Packing] = None,
-                rotary: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
-        """``rows`` ([B, K] positions): the block's output [B, K, H] at those positions only
-        (every position still serves as a key and value). ``packing``: ``x`` and the output
-        are the real tokens only, [N, H]."""
+    def forward(self, x: torch.Tensor, state: LayerState) -> torch.Tensor:
+        """``state.rows`` ([B, K] positions): the block's output [B, K, H] at those positions
+        only (every position still serves as a key and value). ``state.packing``: ``x`` and the
+        output are the real tokens only, [N, H]."""
+        rows = state.rows
         residual = x if rows is None else take_rows(x, rows)
         if self.pre_norm:
-            attended = self.attention(self.attention_norm(x), mask, bias, relative, rows, packing, rotary)
+            attended = self.attention(self.attention_norm(x), state.mask, state.bias, state.relative, rows,
+                                      state.packing, state.rotary)
             x = residual + self.dropout(attended)
             return x + self.dropout(self.ffn(self.ffn_norm(x)))
-        x = self.attention_norm(residual + self.dropout(self.attention(x, mask, bias, relative, rows, packing, rotary)))
+        attended = self.attention(x, state.mask, state.bias, state.relative, rows, state.packing, state.rotary)
+        x = self.attention_norm(residual + self.dropout(attended))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
 
@@ -95,15 +124,11 @@ class DecoderBlock(nn.Module):
         self.ffn_norm = make_norm(norm, hidden_size, eps)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], bias: Optional[torch.Tensor],
-                memory: tuple[torch.Tensor, torch.Tensor], memory_mask: Optional[torch.Tensor] = None,
-                cache: Optional[LayerCache] = None) -> torch.Tensor:
-        """``x`` [B, L, H]: the decoder's states (the new positions only, with a ``cache``);
-        ``mask``/``bias``: self-attention's bool mask and additive bias over every key position;
-        ``memory``: :meth:`CrossAttention.memory` of the encoder's output, ``memory_mask`` its
-        [B, 1, 1, S] key mask."""
-        x = self._sublayer(x, self.attention_norm, lambda h: self.attention(h, mask, bias, cache=cache))
-        x = self._sublayer(x, self.cross_norm, lambda h: self.cross_attention(h, memory, memory_mask))
+    def forward(self, x: torch.Tensor, state: DecoderLayerState) -> torch.Tensor:
+        """``x`` [B, L, H]: the decoder's states (the new positions only, with a cache)."""
+        x = self._sublayer(x, self.attention_norm,
+                           lambda h: self.attention(h, state.mask, state.bias, cache=state.cache))
+        x = self._sublayer(x, self.cross_norm, lambda h: self.cross_attention(h, state.memory, state.memory_mask))
         return self._sublayer(x, self.ffn_norm, self.ffn)
 
     def _sublayer(self, x: torch.Tensor, norm: nn.Module, f) -> torch.Tensor:

@@ -17,8 +17,7 @@ class KVCache:
     """Keys and values of ``layers`` layers for ``batch`` rows and up to ``max_length`` positions::
 
         cache = KVCache(layers, batch, heads, max_length, head_dim, dtype, device)
-        for i, block in enumerate(blocks):
-            x = block(x, cache=cache.layer(i))     # appends at positions length .. length+l-1
+        x = decoder.run(x, state)   # layer i's state holds cache.layer(i): appends at length .. length+l-1
         cache.advance(l)
     """
 

@@ -1,12 +1,15 @@
-"""The public layer-stack API every Transformer family implements, and the one forward pass
-built on it.
+"""The public layer-stack API every Transformer family implements, and the one loop over
+layers.
 
 A family's encoder is a :class:`LayerStack`: ``prepare`` turns a padding mask (and visibility,
 causality, position ids) into the family's per-forward state (the SDPA mask, a relative
-position bias, rotary angles, one per attention kind), ``run`` applies layers ``start..end-1``
-to hidden states with that state, ``finish`` applies what follows the last layer (a pre-LN
-stack's final norm). Fusion models call exactly these three to run the text layers on
-[text; image] sequences, so no code outside a family reads the family's attributes::
+position bias, rotary angles, one per attention kind), ``layer_state`` says what layer ``i``
+reads of it, ``run`` applies layers ``start..end-1`` to hidden states, each block called as
+``block(x, layer_state)``, and ``finish`` applies what follows the last layer (a pre-LN stack's
+final norm). ``run`` is the only loop over layers in the zoo: a family supplies its blocks
+(:meth:`LayerStack.layer`) and their per-layer state, never a loop of its own. Fusion models
+call exactly ``prepare``, ``run`` and ``finish`` to run the text layers on [text; image]
+sequences, so no code outside a family reads the family's attributes::
 
     state = encoder.prepare(mask, length)
     x = encoder.finish(encoder.run(x, state, start=2))   # layers 2 .. num_layers-1
@@ -25,9 +28,11 @@ from .attention import Packing, select_rows
 
 
 class LayerStack(nn.Module, metaclass=ABCMeta):
-    """Base class of a family's layer stack. Subclasses set ``num_layers`` and implement
-    :meth:`prepare`, :meth:`run` and (when they have one) :meth:`finish`; they say with
-    :meth:`can_pack` and :meth:`can_select_rows` which fast paths their layers allow."""
+    """Base class of a family's layer stack. Subclasses set ``num_layers``, implement
+    :meth:`prepare` and, where their blocks read more than the prepared state, :meth:`layer_state`
+    (and :meth:`finish` when they have one); they say with :meth:`can_pack` and
+    :meth:`can_select_rows` which fast paths their layers allow. Their blocks are
+    ``self.layers`` (or what :meth:`layer` returns) and take ``(x, layer_state)``."""
 
     num_layers: int
     #: True for a stack whose attention reads segment ids (XLNet's relative segment encoding):
@@ -42,13 +47,35 @@ class LayerStack(nn.Module, metaclass=ABCMeta):
                 position_ids: Optional[torch.Tensor] = None) -> Any:
         """The state every layer of one forward pass reads (opaque to callers)."""
 
-    @abstractmethod
-    def run(self, x: torch.Tensor, state: Any, start: int = 0, end: Optional[int] = None,
+    def layer(self, index: int) -> nn.Module:
+        """The block of layer ``index`` (a stack that shares one block returns it for each)."""
+        return self.layers[index]
+
+    def layer_state(self, state: Any, index: int, rows: Optional[torch.Tensor],
+                    packing: Optional[Packing]) -> Any:
+        """The second argument of layer ``index``'s block in the pass :meth:`prepare` made
+        ``state`` for; ``rows`` (positions whose output alone is wanted) reach the last layer of a
+        :meth:`run` only, ``packing`` every layer. Default: ``state`` itself, for a stack whose
+        layers compute every position and read one shared state."""
+        return state
+
+    def skips(self, index: int, rows: Optional[torch.Tensor]) -> bool:
+        """Does this pass leave layer ``index`` out, passing its input on (LayerDrop)?"""
+        return False
+
+    def run(self, x: Any, state: Any, start: int = 0, end: Optional[int] = None,
             rows: Optional[torch.Tensor] = None, packing: Optional[Packing] = None,
-            states: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
+            states: Optional[list] = None) -> Any:
         """Layers ``start .. end-1`` (``end`` None: to the top). ``rows`` ([B, K]) makes the last
         of them return those positions only; ``packing``: ``x`` holds the real tokens only;
         each layer's output is appended to ``states`` when given."""
+        end = self.num_layers if end is None else end
+        for i in range(start, end):
+            if not self.skips(i, rows):
+                x = self.layer(i)(x, self.layer_state(state, i, rows if i == end - 1 else None, packing))
+            if states is not None:
+                states.append(x)
+        return x
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         """What follows the last layer (identity unless the family has a final norm)."""
