@@ -111,6 +111,30 @@ def _transfer(results: dict) -> str:
     return f"SIB-200 zero-shot mean {100 * results['arms']['babelzoo']['mean_zero_shot']:.1f}"
 
 
+def _deploy(results: dict) -> str:
+    rows = {row["arm"]: row["sentences_per_s"] for row in results["rows"]}
+    ours = max((speed, arm) for arm, speed in rows.items() if arm.startswith("e5-small babelzoo"))
+    peer = max(speed for arm, speed in rows.items() if arm.startswith("e5-small transformers"))
+    return f"{ours[1].removeprefix('e5-small ')}: {ours[0] / peer:.2f}× the fastest transformers ONNX export"
+
+
+def _memory_search(results: dict) -> str:
+    exact = [row for row in results["results"] if row["recall@10"] == 1.0]
+    best = max(exact, key=lambda row: row["speedup_wall"])
+    return f"{best['index']} ({best['params']}): recall@10 1.0 at {best['speedup_wall']:.1f}× exact search"
+
+
+def _throughput(results: dict) -> str:
+    arms = {name: arm["train"]["tokens_per_s"] for name, arm in results["arms"].items()}
+    if not {"recipe", "st"} <= set(arms):
+        return ""
+    return f"recipe {arms['recipe'] / arms['st']:.2f}× sentence-transformers' training tokens/s"
+
+
+def _bleu(results: dict) -> str:
+    return "en→de BLEU " + ", ".join(f"{arm} {row['finetune']['en-de']['bleu']:.1f}" for arm, row in results["arms"].items())
+
+
 def suite(name: str, script: str, description: str, *args: str, **options) -> None:
     SUITES.register(Suite(name, f"benchmarks.{script}", description, tuple(args), **options), name=name)
 
@@ -121,7 +145,7 @@ STUDENT_RUN = ("--limit", "300", "--variants", "e5-small fp32", "distilled stude
 suite("adaptation", "adaptation", "e5-small adapted to the languages it serves poorly: the recipe, its ablations, "
       "sentence-transformers' distillation (Tatoeba, SIB-200)", headline=_adapted)
 suite("adaptation_throughput", "adaptation", "training throughput of the adaptation arms (40 steps, no evaluation)",
-      "--train-only", "--max-steps", "40", "--arms", "recipe,st,distill")
+      "--train-only", "--max-steps", "40", "--arms", "recipe,st,distill", headline=_throughput)
 suite("adaptation_vocabulary", "adaptation_vocabulary", "how finely e5-small's tokenizer cuts the adapted languages, "
       "and what vocabulary extension saves")
 suite("codex_link_prediction", "codex_link_prediction", "CoDEx-S link prediction: TransE, DistMult, ComplEx, RotatE "
@@ -137,7 +161,8 @@ suite("compression_student_sentence800", "compression", "one 4-layer distill_sen
       "--student DIR)", *STUDENT_RUN, "--repeats", "3", headline=_fastest_variant)
 suite("cpu_contention", "cpu_contention", "training and encoding beside a competing CPU-bound process, and the "
       "demo's time", "--demo", headline=_contention)
-suite("deploy", "deploy", "serving e5-small on the CPU: sentences/s and Tatoeba of every deployment path")
+suite("deploy", "deploy", "serving e5-small on the CPU: sentences/s and Tatoeba of every deployment path",
+      headline=_deploy)
 suite("e5_tatoeba", "e5_tatoeba", "pretrained multilingual-e5-small on Tatoeba and Multi30k against its reference "
       "numbers",
       headline=_tatoeba_mean)
@@ -161,7 +186,8 @@ suite("long_documents_clm_multi30k", "long_documents", "segment memory with caus
 suite("long_documents_mlm_multi30k", "long_documents", "segment memory with masked LM and Multi30k captions as more "
       "training text", "--objectives", "segment_mlm", "--extra-train", "multi30k", "--steps", "600",
       headline=_memory_gain)
-suite("memory_search", "memory_search", "retrieval-memory search: FAISS indexes against exact top-k")
+suite("memory_search", "memory_search", "retrieval-memory search: FAISS indexes against exact top-k",
+      headline=_memory_search)
 suite("multimodal_retrieval", "multimodal_retrieval", "image-text and speech-text retrieval on multilingual pairs")
 suite("objectives_zoo", "objectives_zoo", "the shipped pre-training recipes side by side at one step budget")
 suite("speed", "speed", "training, inference and memory beside transformers, same BERT weights (CPU)",
@@ -182,7 +208,7 @@ suite("tokenize_speed", "tokenize_speed", "batch-encode speed of babelzoo's toke
 suite("transfer", "transfer", "zero-shot cross-lingual transfer on SIB-200 beside transformers",
       headline=_transfer)
 suite("translation", "translation", "Multi30k translation: does multilingual pre-training of an encoder-decoder "
-      "help?")
+      "help?", headline=_bleu)
 suite("xlingual_objectives", "xlingual_objectives", "do cross-lingual pre-training objectives align languages?")
 suite("xlingual_transfer_e5", "xlingual_transfer", "cross-lingual objectives judged by zero-shot transfer, from "
       "e5-small", "--setting", "e5")
