@@ -132,7 +132,8 @@ def _throughput(results: dict) -> str:
 
 
 def _bleu(results: dict) -> str:
-    return "en→de BLEU " + ", ".join(f"{arm} {row['finetune']['en-de']['bleu']:.1f}" for arm, row in results["arms"].items())
+    bleu = (f"{arm} {row['finetune']['en-de']['bleu']:.1f}" for arm, row in results["arms"].items())
+    return "en→de BLEU " + ", ".join(bleu)
 
 
 def suite(name: str, script: str, description: str, *args: str, **options) -> None:
