@@ -92,7 +92,7 @@ def test_the_trainer_and_the_encoder_run_with_the_chosen_count(two_threads, tmp_
     assert set(seen) == {1} and torch.get_num_threads() == 2
 
 
-def test_the_readme_quotes_the_committed_contention_run():
+def test_the_docs_quote_the_committed_contention_run():
     import json
     from pathlib import Path
 

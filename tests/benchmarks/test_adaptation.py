@@ -209,7 +209,7 @@ def test_markdown_of_a_train_only_run_has_no_accuracy_tables():
     assert not any(line.startswith(("## Tatoeba", "| bre")) for line in lines)
 
 
-def test_the_readme_quotes_the_committed_adaptation_run():
+def test_the_docs_quote_the_committed_adaptation_run():
     import re
     from pathlib import Path
 

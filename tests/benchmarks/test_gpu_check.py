@@ -83,7 +83,7 @@ def test_an_unknown_check_or_a_missing_gpu_is_refused(tmp_path):
             G.main(["--out", str(tmp_path / "g.json")])
 
 
-def test_the_readme_quotes_the_committed_gpu_run():
+def test_the_docs_quote_the_committed_gpu_run():
     from pathlib import Path
 
     repo = Path(G.__file__).resolve().parents[1]
