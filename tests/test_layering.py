@@ -14,7 +14,7 @@ Order, lowest first (a module may import from its own layer and from those below
    knowledge objectives;
 7. ``finetune``: fine-tuning recipes and transfer;
 8. ``evaluation``: tasks, encoders, leaderboards;
-9. ``sources``: the offline sources (installed packages that ship weights, peers and data), which
+9. ``offline``: the offline sources (installed packages that ship weights, peers and data), which
    register into the registries of the layers below, so no model, objective, trainer or task
    code imports them;
 10. the commands and entry points: ``cli``, ``demo``, ``encode``, ``hub``, ``__main__``, the package itself.
@@ -42,7 +42,7 @@ import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parents[1] / "babelzoo"
 LAYERS = [("errors", "registry", "_lazy", "typed", "_files", "_threads"), ("datasets",), ("zoo",), ("compression",), ("deploy",), ("objectives",), ("train",), ("knowledge",),
-          ("finetune",), ("evaluation",), ("sources",), ("cli", "demo", "encode", "hub", "__main__", "")]
+          ("finetune",), ("evaluation",), ("offline",), ("cli", "demo", "encode", "hub", "__main__", "")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
 
