@@ -78,11 +78,11 @@ setup(
             "hf_dataset = babelzoo.datasets.streaming",
             "emoji_images = babelzoo.offline.emoji",
             "emoji_speech = babelzoo.offline.espeak",
-            *(f"{kind} = babelzoo.knowledge.sources" for kind in
+            *(f"{kind} = babelzoo.knowledge.kb_sources" for kind in
               ("kb_facts", "kb_names", "kb_trees", "kb_aligned_facts")),
         ],
         "babelzoo.objectives": [f"{name} = babelzoo.knowledge.{name}" for name in ("dea", "entity_mlm", "kbert_mlm")],
-        "babelzoo.model_attachments": ["knowledge = babelzoo.knowledge.sources:attach_from_recipe"],
+        "babelzoo.model_attachments": ["knowledge = babelzoo.knowledge.attach:attach_from_recipe"],
         "babelzoo.peers": ["muse_v3 = babelzoo.offline.peers", "all_minilm_l6_v2 = babelzoo.offline.peers"],
         "babelzoo.tasks": ["gettext_retrieval = babelzoo.offline.embedded",
                            "image_text_retrieval = babelzoo.offline.emoji",
