@@ -77,7 +77,7 @@ class TextFamily:
     whose model is not an encoder with parts (an encoder–decoder).
 
     What the family can do: ``hf`` names (``"module:attribute"``) its Hugging Face conversions
-    (:class:`babelzoo.zoo.convert.Family` objects, or the encoder–decoders'
+    (:class:`babelzoo.zoo.convert.HFFamily` objects, or the encoder–decoders'
     ``Seq2SeqFamily``), empty for none; ``fusion_tower``: its encoder serves as the text tower of
     a :class:`~babelzoo.zoo.multimodal.FusionModel` (the config has ``for_modality()`` and the
     Transformer fields a fusion layer is shaped by, and its stack runs [text; other] sequences);
