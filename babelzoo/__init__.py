@@ -44,7 +44,7 @@ _API = {
     "WordPieceTokenizer": "babelzoo.datasets.wordpiece",
     "UnigramTokenizer": "babelzoo.datasets.unigram",
     "BPETokenizer": "babelzoo.datasets.bpe",
-    "gettext_corpus": "babelzoo.sources.catalogs",
+    "gettext_corpus": "babelzoo.offline.catalogs",
     "Mixture": "babelzoo.objectives.mixture",
     "build_objective": "babelzoo.objectives.mixture",
     "Trainer": "babelzoo.train.trainer",

@@ -4,7 +4,7 @@ The shipped recipe ``demo`` (``babelzoo/recipes/demo.yaml``), run by the same pa
 ``babelzoo pretrain --config demo``, then the leaderboard:
 
 1. corpora: human translations of the Gramps catalogs (installed with the package), the
-   training part of a fixed split (:mod:`babelzoo.sources.embedded`), and the CLDR knowledge
+   training part of a fixed split (:mod:`babelzoo.offline.embedded`), and the CLDR knowledge
    base's facts and entity names without the entities evaluation holds out;
 2. a sentencepiece tokenizer trained on them with α-smoothed language sampling;
 3. a tiny Unicoder-layout encoder pre-trained on the shared trainer with cross-lingual objectives

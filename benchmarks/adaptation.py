@@ -744,7 +744,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from babelzoo.datasets.labelled import sib200_languages
     from babelzoo.datasets.text import tatoeba_languages
-    from babelzoo.sources.adaptation import e5_small_accuracy
+    from babelzoo.offline.adaptation import e5_small_accuracy
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)

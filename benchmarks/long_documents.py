@@ -10,7 +10,7 @@ Data (``--source ud``, the default): the English Web Treebank of Universal Depen
 train (the mirror has no train file), its ``test`` file's documents are held out and never
 trained on. ``--source catalogs``: Django's .po catalogs (German, French, Spanish) as
 documents, the messages of one source file in order, training split vs. the held-out messages
-(:func:`babelzoo.sources.embedded.is_heldout`). ``--extra-train multi30k`` adds training text
+(:func:`babelzoo.offline.embedded.is_heldout`). ``--extra-train multi30k`` adds training text
 (the English Multi30k train captions, runs of consecutive captions as documents) so that the
 model learns more than the few next-token statistics EWT's 41k training tokens support; the
 held-out documents stay the same.
@@ -99,7 +99,7 @@ def read_documents(args) -> tuple[dict[str, list[list[str]]], dict[str, list[lis
 
         return (with_extra(read("dev"), args), read("test"),
                 "UD English-EWT: dev documents train, test documents held out" + extra_description(args))
-    from babelzoo.sources.embedded import CatalogDocuments
+    from babelzoo.offline.embedded import CatalogDocuments
 
     def catalog(split: str):
         return CatalogDocuments(langs=args.langs, packages=args.packages, split=split,

@@ -44,9 +44,9 @@ if str(REPO) not in sys.path:  # run as a script from a checkout
 
 import babelzoo  # noqa: E402
 from babelzoo.datasets.multimodal import MultimodalDataset  # noqa: E402
-from babelzoo.sources.emoji import (IMAGE_LANGS, SPEECH_LANGS, build_emoji_manifest, emoji_key, emoji_names,  # noqa: E402
+from babelzoo.offline.emoji import (IMAGE_LANGS, SPEECH_LANGS, build_emoji_manifest, emoji_key, emoji_names,  # noqa: E402
                                     heldout_emoji)
-from babelzoo.sources.espeak import Espeak, build_speech_manifest  # noqa: E402
+from babelzoo.offline.espeak import Espeak, build_speech_manifest  # noqa: E402
 from babelzoo.datasets.multimodal_manifest import read_manifest  # noqa: E402
 from babelzoo.datasets.spm import SentencePieceTokenizer  # noqa: E402
 from babelzoo.evaluation.metrics import paired_recall_at_k  # noqa: E402

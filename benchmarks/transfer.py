@@ -165,7 +165,7 @@ def hf_arm(cfg, spec, data_dir, base, log):
 def probe_arm(data_dir, log):
     from babelzoo.evaluation.encoders import BabelEncoder
     from babelzoo.evaluation.tasks import TaskContext, load_tasks
-    from babelzoo.sources.peers import USEEncoder
+    from babelzoo.offline.peers import USEEncoder
     from babelzoo.zoo.factory import create_model
 
     task = load_tasks().get("sib200_probe")

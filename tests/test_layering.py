@@ -14,15 +14,15 @@ Order, lowest first (a module may import from its own layer and from those below
    knowledge objectives;
 7. ``finetune``: fine-tuning recipes and transfer;
 8. ``evaluation``: tasks, encoders, leaderboards;
-9. ``sources``: the offline sources (installed packages that ship weights, peers and data), which
+9. ``offline``: the offline sources (installed packages that ship weights, peers and data), which
    register into the registries of the layers below, so no model, objective, trainer or task
    code imports them;
 10. the commands and entry points: ``cli``, ``demo``, ``encode``, ``hub``, ``__main__``, the package itself.
 
 Every ``import`` is counted: at module level, inside functions and under ``if TYPE_CHECKING:``
 (a lower layer describes what it reads of an upper one's objects with a Protocol of its own). So
-is every string that names a module of an upper layer (``"babelzoo.knowledge.sources"``, or a
-relative ``".knowledge.sources"`` given to ``importlib``): parts of the upper layers are found at
+is every string that names a module of an upper layer (``"babelzoo.knowledge.kb_sources"``, or a
+relative ``".knowledge.kb_sources"`` given to ``importlib``): parts of the upper layers are found at
 run time through the registries of the lower ones, which import them through entry points
 (``babelzoo.registry``; babelzoo's own are declared in ``setup.py``), never by a name a lower
 layer holds. Docstrings, which cross-reference the whole package, are not counted.
@@ -42,7 +42,7 @@ import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parents[1] / "babelzoo"
 LAYERS = [("errors", "registry", "_lazy", "typed", "_files", "_threads"), ("datasets",), ("zoo",), ("compression",), ("deploy",), ("objectives",), ("train",), ("knowledge",),
-          ("finetune",), ("evaluation",), ("sources",), ("cli", "demo", "encode", "hub", "__main__", "")]
+          ("finetune",), ("evaluation",), ("offline",), ("cli", "demo", "encode", "hub", "__main__", "")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
 
@@ -155,10 +155,10 @@ def test_the_walk_sees_function_level_type_only_and_relative_imports_and_module_
     is a string naming a module, absolute or relative; a docstring or a sentence is not."""
     source = tmp_path / "babelzoo" / "zoo" / "probe.py"
     source.parent.mkdir(parents=True)
-    source.write_text('"""See babelzoo.knowledge.fusion."""\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n'
-                      '    from ..train import x\ndef f():\n    from ..knowledge.fusion import attach_knowledge\n'
+    source.write_text('"""See babelzoo.knowledge.attach."""\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n'
+                      '    from ..train import x\ndef f():\n    from ..knowledge.attach import attach_knowledge\n'
                       '    from . import layers\n'
-                      'A = {"kb": "babelzoo.knowledge.sources:attach", "rel": "..evaluation.tasks", "no": "see babelzoo.x"}\n',
+                      'A = {"kb": "babelzoo.knowledge.kb_sources:attach", "rel": "..evaluation.tasks", "no": "see babelzoo.x"}\n',
                       encoding="utf-8")
     global PACKAGE
     saved, PACKAGE = PACKAGE, tmp_path / "babelzoo"
@@ -166,9 +166,9 @@ def test_the_walk_sees_function_level_type_only_and_relative_imports_and_module_
         found, named = list(imports(source)), list(named_modules(source))
     finally:
         PACKAGE = saved
-    assert sorted(found) == [(2, "typing"), (4, "babelzoo.train"), (6, "babelzoo.knowledge.fusion"),
+    assert sorted(found) == [(2, "typing"), (4, "babelzoo.train"), (6, "babelzoo.knowledge.attach"),
                              (7, "babelzoo.zoo"), (7, "babelzoo.zoo.layers")]
-    assert named == [(8, "babelzoo.knowledge.sources"), (8, "babelzoo.evaluation.tasks")]
+    assert named == [(8, "babelzoo.knowledge.kb_sources"), (8, "babelzoo.evaluation.tasks")]
 
 
 def test_the_cycle_check_sees_a_function_level_cycle(tmp_path):

@@ -5,7 +5,7 @@ its examples into batches. The parts live in their own modules and are re-export
 - :mod:`.multimodal_media`: image loading, fbank / CMVN / SpecAugment speech features.
 
 Emoji images and espeak-ng speech made from installed packages are offline sources
-(:mod:`babelzoo.sources.emoji`, :mod:`babelzoo.sources.espeak`).
+(:mod:`babelzoo.offline.emoji`, :mod:`babelzoo.offline.espeak`).
 
 Error policy. An unreadable image or audio file raises :class:`MediaError` naming the file and
 its manifest line (also from inside a DataLoader worker). With ``on_error="skip"`` the example is

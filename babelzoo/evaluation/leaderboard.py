@@ -237,18 +237,19 @@ def run_matrix(specs: Sequence[ModelSpec], tasks: Sequence[str], context: TaskCo
 
 
 def summarise_line(rows: Sequence[Result]) -> str:
-    return ", ".join(f"{family} {value:.3f}" for family, value in family_means(rows).items())
+    return ", ".join(f"{column} {value:.3f}" for column, value in column_means(rows).items())
 
 
-def family_means(rows: Sequence[Result]) -> dict[str, float]:
+def column_means(rows: Sequence[Result]) -> dict[str, float]:
+    """The mean of each leaderboard column (a result's ``family``, e.g. ``acc@1 en→X``) over ``rows``."""
     groups: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         groups[row.family].append(row.value)
-    return {family: sum(values) / len(values) for family, values in groups.items()}
+    return {column: sum(values) / len(values) for column, values in groups.items()}
 
 
 def leaderboard_table(results: Sequence[Result], cells: Sequence[Cell], title: str = "babelzoo leaderboard") -> str:
-    """Markdown: one row per model, one column per (task, metric family), means over languages."""
+    """Markdown: one row per model, one column per (task, ``Result.family``), means over languages."""
     columns: list[tuple[str, str]] = []
     values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     models: list[str] = []
@@ -364,7 +365,7 @@ def write_plots(results: Sequence[Result], out_dir: Path) -> dict[str, Path]:
         fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(models) * max(1, len(families)) / 2, 3.2))
         width = 0.8 / len(families)
         for j, family in enumerate(families):
-            means = [family_means([r for r in rows if r.model == m and r.family == family]).get(family, 0.0)
+            means = [column_means([r for r in rows if r.model == m and r.family == family]).get(family, 0.0)
                      for m in models]
             ax.bar([i + j * width for i in range(len(models))], means, width, label=family)
         ax.set_xticks([i + width * (len(families) - 1) / 2 for i in range(len(models))], models, rotation=20,

@@ -36,7 +36,7 @@ def translate(model: torch.nn.Module, tokenizer: Any, sentences: Sequence[str], 
     ``no_repeat_ngram_size`` as :meth:`~babelzoo.zoo.generation.Generates.generate`), greedy
     decoding with 1."""
     from ..objectives.batching import pad
-    from ..objectives.seq2seq import is_seq2seq, tag_id
+    from ..objectives.seq2seq_base import is_seq2seq, tag_id
     from ..objectives.translation import Translation
 
     if not is_seq2seq(model):

@@ -24,7 +24,7 @@ _API = {
     "KGE_MODELS": "kge", "create_kge": "kge", "LinkPredictionData": "kge", "save_kge": "kge", "load_kge": "kge",
     "KGETrainConfig": "link_prediction", "train_kge": "link_prediction", "evaluate": "link_prediction",
     "RetrievalMemory": "memory", "MemoryFormatError": "memory", "recall_at_k": "memory",
-    "attach_knowledge": "fusion", "KnowledgeFusion": "fusion", "ErnieFeedForward": "fusion",
+    "attach_knowledge": "attach", "KnowledgeFusion": "attach", "ErnieFeedForward": "attach",
     "DEAObjective": "dea", "DEAHead": "dea", "corrupt_entities": "dea",
     "KBertInjector": "kbert", "flatten_tree": "kbert", "SentenceTree": "kbert", "KBertMLM": "kbert_mlm",
     "entity_mask": "entity_masking",

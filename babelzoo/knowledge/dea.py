@@ -6,7 +6,7 @@ each aligned token's output w_i, the original entity among the entities of the b
 
     p(e_j | w_i) = exp(linear(w_i) · e_j) / Σ_k exp(linear(w_i) · e_k)
 
-Use it on a model with knowledge attached (:func:`babelzoo.knowledge.fusion.attach_knowledge`),
+Use it on a model with knowledge attached (:func:`babelzoo.knowledge.attach.attach_knowledge`),
 usually mixed with masked language modelling as in ERNIE.
 """
 

@@ -68,7 +68,7 @@ from .rtd import RTD
 from .sbo import SpanBoundary, span_boundaries
 from .segment_clm import SegmentCLM
 from .segment_mlm import SegmentMLM
-from .seq2seq import Seq2SeqObjective, is_seq2seq
+from .seq2seq_base import Seq2SeqObjective, is_seq2seq
 from .skip_thoughts import ConditionalGRU, SkipThoughts, neighbour_triples
 from .sop import NSP, SOP
 from .span_corruption import SpanCorruption

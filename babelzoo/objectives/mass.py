@@ -30,7 +30,7 @@ from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
 from .base import register_objective
 from .examples import ExampleError
 from .noising import mass_fragment
-from .seq2seq import Seq2SeqObjective, cut_sentences, seq2seq_batch
+from .seq2seq_base import Seq2SeqObjective, cut_sentences, seq2seq_batch
 
 
 @register_objective

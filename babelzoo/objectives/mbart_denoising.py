@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .base import register_objective
 from .examples import Sentence
-from .seq2seq import tag_id
+from .seq2seq_base import tag_id
 from .text_infilling import TextInfilling
 
 

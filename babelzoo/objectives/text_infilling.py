@@ -35,7 +35,7 @@ from .base import register_objective
 from .examples import ExampleError, Sentence, as_document, require_nonempty
 from .noising import (draw_span_lengths, group_words, infill, noise_budget, permute_sentences, place_spans,
                       poisson_span_lengths)
-from .seq2seq import Seq2SeqObjective, seq2seq_batch
+from .seq2seq_base import Seq2SeqObjective, seq2seq_batch
 
 UNITS = ("token", "word")
 

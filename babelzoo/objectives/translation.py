@@ -28,7 +28,7 @@ from ..zoo.config import EncoderConfig, ModelConfig
 from .base import register_objective
 from .batching import truncate
 from .examples import ExampleError, Pair, as_pair, require_nonempty
-from .seq2seq import Seq2SeqObjective, seq2seq_batch, tag_id
+from .seq2seq_base import Seq2SeqObjective, seq2seq_batch, tag_id
 
 
 @register_objective

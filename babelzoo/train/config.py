@@ -349,7 +349,7 @@ class KnowledgeSpec:
 
 def read_knowledge(value: Mapping[str, Any], where: Where) -> Optional[KnowledgeSpec]:
     """The recipe's ``knowledge`` as a :class:`KnowledgeSpec` (None when the recipe has none);
-    the knowledge layer attaches it (:func:`babelzoo.knowledge.sources.attach_from_recipe`)."""
+    the knowledge layer attaches it (:func:`babelzoo.knowledge.attach.attach_from_recipe`)."""
     return build(KnowledgeSpec, value, where, what="knowledge") if value else None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .checkpoint_io import load_state_strict, model_state
 from .config import HeadConfig, ModelConfig
 from .family import family_of
-from .fusion import FusionModel
+from .multimodal import FusionModel
 from .sentences import share_tokenizer
 
 

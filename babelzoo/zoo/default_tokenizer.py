@@ -3,7 +3,7 @@
 :func:`~babelzoo.zoo.factory.create_model` gives a model it initialises randomly the
 :class:`DefaultTokenizer` its config implies (:func:`default_tokenizer_for`): a sentencepiece
 unigram model, as babelzoo's recipes train, on the training split of the Gramps translations
-installed with the package (:mod:`babelzoo.sources.embedded`, found by its data source name) in
+installed with the package (:mod:`babelzoo.offline.embedded`, found by its data source name) in
 eight languages with XLM's α = 0.3 sampling, with at most the config's ``vocab_size`` pieces
 (the corpus may hold fewer: the rest of the embedding table is never read) in the id layout whose
 padding id is the config's:

@@ -77,9 +77,9 @@ class TextFamily:
     whose model is not an encoder with parts (an encoder–decoder).
 
     What the family can do: ``hf`` names (``"module:attribute"``) its Hugging Face conversions
-    (:class:`babelzoo.zoo.convert.Family` objects, or the encoder–decoders'
+    (:class:`babelzoo.zoo.convert.HFFamily` objects, or the encoder–decoders'
     ``Seq2SeqFamily``), empty for none; ``fusion_tower``: its encoder serves as the text tower of
-    a :class:`~babelzoo.zoo.fusion.FusionModel` (the config has ``for_modality()`` and the
+    a :class:`~babelzoo.zoo.multimodal.FusionModel` (the config has ``for_modality()`` and the
     Transformer fields a fusion layer is shaped by, and its stack runs [text; other] sequences);
     ``segment_memory``: its encoder carries a memory from segment to segment (the config's
     ``mem_len``, :func:`~babelzoo.zoo.transformer_xl.encode_segment`)."""

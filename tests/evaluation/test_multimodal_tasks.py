@@ -7,7 +7,7 @@ import babelzoo
 from babelzoo.datasets.spm import SentencePieceTokenizer
 from babelzoo.evaluation.leaderboard import ModelSpec, leaderboard_table, run_matrix
 from babelzoo.evaluation.tasks import TaskContext
-from babelzoo.sources.emoji import HELDOUT_EMOJI, IMAGE_LANGS, emoji_key, emoji_names, heldout_emoji
+from babelzoo.offline.emoji import HELDOUT_EMOJI, IMAGE_LANGS, emoji_key, emoji_names, heldout_emoji
 
 
 def test_heldout_emoji_is_a_fixed_draw_of_emoji_named_everywhere():

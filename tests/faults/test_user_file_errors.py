@@ -214,7 +214,7 @@ def test_builtin_errors_for_user_mistakes_are_babelzoo_errors_with_their_old_bas
     from babelzoo.datasets.standard import ensure_standard_set
     from babelzoo.errors import InputTypeError
     from babelzoo.registry import RegistryError
-    from babelzoo.sources.emoji import MissingFont
+    from babelzoo.offline.emoji import MissingFont
     from babelzoo.train.distributed import DeviceUnavailable
 
     with pytest.raises(RegistryError) as err:

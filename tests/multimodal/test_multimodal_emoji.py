@@ -5,7 +5,7 @@ import pytest
 
 from babelzoo.datasets.multimodal import MultimodalDataset
 from babelzoo.datasets.multimodal_manifest import read_manifest
-from babelzoo.sources.emoji import EmojiRenderer, build_emoji_manifest, emoji_key, emoji_names
+from babelzoo.offline.emoji import EmojiRenderer, build_emoji_manifest, emoji_key, emoji_names
 
 
 def utf8_ids(text, lang):

@@ -147,7 +147,7 @@ def test_bad_documents_are_reported(bad, message):
 def documents(spm):
     """Django's German, French and Spanish catalogs as documents: the messages of one source file, in
     order, up to 32 a document."""
-    from babelzoo.sources.embedded import CatalogDocuments
+    from babelzoo.offline.embedded import CatalogDocuments
 
     source = CatalogDocuments(langs=["de", "fr", "es"], packages=["django"], max_sentences=32)
     return [[Sentence(spm.encode(text), lang) for text in document]

@@ -124,7 +124,7 @@ def test_no_module_tests_a_family_config_class_outside_its_family():
 ])
 def test_the_config_check_finds_class_tests_in_any_spelling(snippet, flagged, owner):
     owned = family_modules()
-    assert [hit.rpartition(" ")[2] for hit in foreign_config_tests("babelzoo.zoo.fusion", snippet, owned)] == flagged
+    assert [hit.rpartition(" ")[2] for hit in foreign_config_tests("babelzoo.zoo.multimodal", snippet, owned)] == flagged
     if owner is not None:  # the family's own modules may test its class
         assert foreign_config_tests(owner, snippet, owned) == []
 

@@ -122,7 +122,7 @@ def test_pretrained_without_weights_says_which_have_them():
 
 
 def test_a_model_class_loads_its_own_checkpoints_and_names_the_class_of_others(checkpoint, tmp_path):
-    from babelzoo.zoo.fusion import FusionModel
+    from babelzoo.zoo.multimodal import FusionModel
     from babelzoo.zoo.model import BabelModel
     from babelzoo.zoo.seq2seq import Seq2SeqModel
 

@@ -1,6 +1,6 @@
 """Image↔text and speech↔text retrieval: the protocol and its parts, shared by the retrieval
 tasks (``image_text_retrieval`` on emoji drawn from OpenMoji, ``speech_text_retrieval`` on
-their names spoken by espeak-ng, both registered by :mod:`babelzoo.sources`).
+their names spoken by espeak-ng, both registered by :mod:`babelzoo.offline`).
 
 Protocol: per language, each tower encodes the held-out items on its own (the model's
 L2-normalised projections, ``unimodal=True``); every query ranks all candidates of the other

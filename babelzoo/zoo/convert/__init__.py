@@ -25,7 +25,7 @@ from ..._lazy import lazy_getattr
 _API = {
     **dict.fromkeys(["export_hf"], "exporter"),
     **dict.fromkeys(["FAMILIES", "family_for", "family_for_model_type"], "families"),
-    **dict.fromkeys(["Family", "TaskClass"], "family"),
+    **dict.fromkeys(["HFFamily", "TaskClass"], "hf_family"),
     **dict.fromkeys(["import_hf"], "importer"),
     **dict.fromkeys(["KeyMap"], "keymap"),
 }

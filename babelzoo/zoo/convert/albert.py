@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...errors import CheckpointError
 from ..transformer_config import TextConfig
-from .family import COMMON_REQUIRED, Family, common_text_from_hf, common_text_to_hf, hf_value
+from .hf_family import COMMON_REQUIRED, HFFamily, common_text_from_hf, common_text_to_hf, hf_value
 from .keymap import KeyMap
 
 _BLOCK = "encoder.albert_layer_groups.0.albert_layers.0."
@@ -64,7 +64,7 @@ def text_to_hf(text: TextConfig) -> dict:
             "inner_group_num": 1, "bos_token_id": 2, "eos_token_id": 3}
 
 
-FAMILY = Family(
+FAMILY = HFFamily(
     name="albert", model_type="albert", keys=KEYS, prefix="albert.",
     base_class="AlbertModel", mlm_class="AlbertForMaskedLM",
     classes=("AlbertModel", "AlbertForMaskedLM", "AlbertForPreTraining"),

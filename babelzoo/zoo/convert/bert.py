@@ -10,7 +10,7 @@ encoder without pooler.
 from __future__ import annotations
 
 from ..transformer_config import TextConfig
-from .family import COMMON_REQUIRED, Family, TaskClass, common_text_from_hf, common_text_to_hf
+from .hf_family import COMMON_REQUIRED, HFFamily, TaskClass, common_text_from_hf, common_text_to_hf
 from .keymap import KeyMap
 
 KEYS = KeyMap(
@@ -58,7 +58,7 @@ TASKS = (
               pooler=False),
 )
 
-FAMILY = Family(
+FAMILY = HFFamily(
     name="bert", model_type="bert", keys=KEYS, prefix="bert.",
     base_class="BertModel", mlm_class="BertForMaskedLM",
     classes=("BertModel", "BertForMaskedLM", "BertForPreTraining"),

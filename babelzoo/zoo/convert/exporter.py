@@ -13,7 +13,7 @@ from ..checkpoint_io import CheckpointError, _atomic_write, model_state, replace
 from ..family import family_of
 from ..sentences import attached_tokenizer
 from .families import family_for
-from .family import head_to_hf
+from .hf_family import head_to_hf
 from .files import CONFIG
 from .importer import active_groups
 from .keymap import to_hf

@@ -12,7 +12,7 @@ from ...errors import CheckpointError
 from ...registry import Registry
 from ..family import FAMILIES as TEXT_FAMILIES
 from ..family import load_all_families
-from .family import Family
+from .hf_family import HFFamily
 
 
 def hf_conversions() -> list:
@@ -22,26 +22,26 @@ def hf_conversions() -> list:
     return [conversion for _, family in TEXT_FAMILIES.items() for conversion in family.hf_conversions()]
 
 
-def _encoders() -> Registry[Family]:
-    found: Registry[Family] = Registry("Hugging Face model_type")
+def _encoders() -> Registry[HFFamily]:
+    found: Registry[HFFamily] = Registry("Hugging Face model_type")
     for conversion in hf_conversions():
         if not conversion.encoder_decoder:
             found.register(conversion, name=conversion.model_type)
     return found
 
 
-#: The encoder conversions (:class:`Family`) by HF ``model_type``; the encoder–decoders'
+#: The encoder conversions (:class:`HFFamily`) by HF ``model_type``; the encoder–decoders'
 #: are :func:`babelzoo.zoo.convert.seq2seq.families`.
-FAMILIES: Registry[Family] = _encoders()
+FAMILIES: Registry[HFFamily] = _encoders()
 
 
-def family_for_model_type(model_type, where: str) -> Family:
+def family_for_model_type(model_type, where: str) -> HFFamily:
     if model_type not in FAMILIES:
         raise CheckpointError(f"{where}: {FAMILIES.unknown_message(str(model_type))}")
     return FAMILIES.get(model_type)
 
 
-def family_for(name: str) -> Family:
+def family_for(name: str) -> HFFamily:
     """A family by its babelzoo name (``bert``, ``xlmr``, ``albert``), its HF ``model_type``,
     or a babelzoo architecture it covers (``mbert_base``, ``xlmr_tiny``)."""
     for _, family in FAMILIES.items():

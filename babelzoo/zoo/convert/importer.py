@@ -22,7 +22,7 @@ from ..checkpoint_io import CheckpointError, load_state_strict, model_state
 from ..config import ConfigError, EncoderConfig, ModelConfig
 from ..model import BabelModel
 from .families import family_for_model_type
-from .family import Family, TaskClass, head_from_hf
+from .hf_family import HFFamily, TaskClass, head_from_hf
 from .files import CONFIG, find_hf_weights, read_hf_config, read_hf_weights
 from .keymap import compare_shapes, to_hf, to_ours
 from .seq2seq import families, import_seq2seq
@@ -108,7 +108,7 @@ def active_groups(config: ModelConfig) -> list[str]:
     return groups
 
 
-def _task_class(hf: Mapping[str, Any], family: Family, where: str) -> Optional[TaskClass]:
+def _task_class(hf: Mapping[str, Any], family: HFFamily, where: str) -> Optional[TaskClass]:
     """The task class ``architectures`` names, if any; an architecture the family does not
     import is an error listing those it does."""
     architectures = hf.get("architectures") or []
@@ -124,7 +124,7 @@ def _task_class(hf: Mapping[str, Any], family: Family, where: str) -> Optional[T
     return family.task_named(tasks[0]) if tasks else None
 
 
-def _normalise(raw: Mapping[str, torch.Tensor], family: Family,
+def _normalise(raw: Mapping[str, torch.Tensor], family: HFFamily,
                source: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """Strip the base-model prefix, drop known buffers and pre-training heads. Returns the
     state and a map from each kept key back to its name in the checkpoint."""
@@ -149,7 +149,7 @@ def _normalise(raw: Mapping[str, torch.Tensor], family: Family,
     return state, names
 
 
-def _drop_tied_aliases(state: dict[str, torch.Tensor], family: Family, text: EncoderConfig,
+def _drop_tied_aliases(state: dict[str, torch.Tensor], family: HFFamily, text: EncoderConfig,
                        names: Mapping[str, str], source: str) -> None:
     """Older checkpoints also store the tied copies (decoder weight = word embeddings, decoder
     bias = MLM bias). They must equal what they are tied to; then they are redundant.

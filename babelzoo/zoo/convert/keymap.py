@@ -14,7 +14,7 @@ Groups say when a pair applies: ``base`` always; ``pooler`` and ``mlm`` when the
 head; ``decoder`` when the MLM decoder is not tied to the word embeddings; ``head`` when the model
 has a task head. The ``head`` table depends on the Hugging Face class (BERT's sequence classifier
 is one Linear, XLM-R's is dense + out_proj), so a family's own table leaves it empty and each of
-its task classes fills it in (:meth:`Family.key_map`). ``base`` pairs carry the family's
+its task classes fills it in (:meth:`HFFamily.key_map`). ``base`` pairs carry the family's
 base-model prefix (``bert.``, ``roberta.``, ``albert.``) in head-model checkpoints; head pairs
 never do.
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from ...errors import CheckpointError
 from ..modernbert_config import ModernBertConfig
-from .family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, Family, hf_value
+from .hf_family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, HFFamily, hf_value
 from .keymap import KeyMap
 
 KEYS = KeyMap(
@@ -118,7 +118,7 @@ def text_to_hf(text: ModernBertConfig) -> dict:
             "tie_word_embeddings": text.tie_word_embeddings, **FIXED}
 
 
-FAMILY = Family(
+FAMILY = HFFamily(
     name="modernbert", model_type="modernbert", keys=KEYS, prefix="model.",
     base_class="ModernBertModel", mlm_class="ModernBertForMaskedLM",
     classes=("ModernBertModel", "ModernBertForMaskedLM"),

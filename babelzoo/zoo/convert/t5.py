@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from ...errors import CheckpointError
 from ..seq2seq_config import Seq2SeqConfig
-from .family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, hf_value
+from .hf_family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, hf_value
 from .seq2seq_family import Seq2SeqFamily
 
 

@@ -15,7 +15,7 @@ from ..._files import read_json
 from ...datasets.tokenizer import TokenizerError, load_tokenizer
 from ...errors import CheckpointError
 from ..config import EncoderConfig
-from .family import Family
+from .hf_family import HFFamily
 
 # transformers' tokenizer classes babelzoo reads: (kind, vocabulary file).
 TOKENIZER_CLASSES = {"BertTokenizer": ("wordpiece", "vocab.txt"),
@@ -23,7 +23,7 @@ TOKENIZER_CLASSES = {"BertTokenizer": ("wordpiece", "vocab.txt"),
                      "AlbertTokenizer": ("sentencepiece", "spiece.model")}
 
 
-def tokenizer_files(directory: Path, family: Family, hf: Mapping[str, Any]) -> Optional[tuple[str, str]]:
+def tokenizer_files(directory: Path, family: HFFamily, hf: Mapping[str, Any]) -> Optional[tuple[str, str]]:
     """The (kind, vocabulary file) of a checkpoint's tokenizer: the one ``tokenizer_class``
     names in ``config.json`` or ``tokenizer_config.json`` (with or without ``Fast``), else the
     family's own."""
@@ -39,7 +39,7 @@ def _tokenizer_config(directory: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def load_hf_tokenizer(directory: Path, family: Family, text: EncoderConfig, hf: Optional[Mapping[str, Any]] = None):
+def load_hf_tokenizer(directory: Path, family: HFFamily, text: EncoderConfig, hf: Optional[Mapping[str, Any]] = None):
     """The tokenizer of an HF model directory, or None when it holds none. Its pad id is
     checked by :func:`check_tokenizer`; here only its kind and size."""
     files = tokenizer_files(directory, family, hf or {})
@@ -67,7 +67,7 @@ def read_tokenizer(directory: Path):
         raise CheckpointError(f"{directory}: cannot read the tokenizer ({err})") from None
 
 
-def check_tokenizer(tokenizer, family: Family, text: EncoderConfig, where: str) -> None:
+def check_tokenizer(tokenizer, family: HFFamily, text: EncoderConfig, where: str) -> None:
     """A tokenizer to export must be of the family's kind or of a kind whose files name their
     class (:data:`TOKENIZER_CLASSES`), fit in the embedding table and pad with the id the model
     masks out."""
@@ -91,14 +91,14 @@ def check_size(tokenizer, text: EncoderConfig, where: str) -> None:
                               f"table has {text.vocab_size} rows")
 
 
-def _check_kind(tokenizer, kind: Optional[str], family: Family, text: EncoderConfig, where: str) -> None:
+def _check_kind(tokenizer, kind: Optional[str], family: HFFamily, text: EncoderConfig, where: str) -> None:
     if tokenizer.kind != kind:
         raise CheckpointError(f"{where}: a {tokenizer.kind} tokenizer cannot go with a {family.model_type} model "
                               f"(expected {kind or 'none'})")
     check_size(tokenizer, text, where)
 
 
-def save_hf_tokenizer(tokenizer, directory: Path, family: Family, text: EncoderConfig) -> Optional[Path]:
+def save_hf_tokenizer(tokenizer, directory: Path, family: HFFamily, text: EncoderConfig) -> Optional[Path]:
     """Write ``tokenizer`` in the layout ``transformers.AutoTokenizer`` loads for ``family``."""
     check_tokenizer(tokenizer, family, text, f"tokenizer for {directory}")
     return tokenizer.save_hf(directory)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..transformer_config import TextConfig
 from .bert import KEYS as BERT_KEYS
-from .family import COMMON_REQUIRED, Family, TaskClass, common_text_from_hf, common_text_to_hf
+from .hf_family import COMMON_REQUIRED, HFFamily, TaskClass, common_text_from_hf, common_text_to_hf
 from .keymap import KeyMap
 
 KEYS = KeyMap(
@@ -49,7 +49,7 @@ TASKS = (
               pooler=False),
 )
 
-FAMILY = Family(
+FAMILY = HFFamily(
     name="xlmr", model_type="xlm-roberta", keys=KEYS, prefix="roberta.",
     base_class="XLMRobertaModel", mlm_class="XLMRobertaForMaskedLM",
     classes=("XLMRobertaModel", "XLMRobertaForMaskedLM"),

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from ...errors import CheckpointError
 from ..xlnet_config import XLNetConfig
-from .family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, Family, hf_value
+from .hf_family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, HFFamily, hf_value
 from .keymap import KeyMap
 
 _ATTENTION = {"q": "query", "k": "key", "v": "value", "o": "output", "r": "position",
@@ -79,7 +79,7 @@ def text_to_hf(text: XLNetConfig) -> dict:
             "mem_len": None, "tie_word_embeddings": text.tie_word_embeddings, **FIXED}
 
 
-FAMILY = Family(
+FAMILY = HFFamily(
     name="xlnet", model_type="xlnet", keys=KEYS, prefix="transformer.",
     base_class="XLNetModel", mlm_class="XLNetLMHeadModel",
     classes=("XLNetModel", "XLNetLMHeadModel"),

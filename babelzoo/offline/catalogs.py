@@ -24,7 +24,7 @@ Nothing is dropped silently: every translation read is either kept or counted un
 ``below_min_languages``), overall and per language, and ``entries == kept + sum(dropped)``.
 ``.mo`` files carry no fuzzy entries (``msgfmt`` leaves them out), so only ``.po`` files can
 report them. A malformed ``.po`` line or a corrupt ``.mo`` file is a :class:`CatalogError` naming
-the file and line (or byte offset); the readers live in :mod:`~babelzoo.sources.gettext_files`.
+the file and line (or byte offset); the readers live in :mod:`~babelzoo.offline.gettext_files`.
 
     >>> corpus = gettext_corpus(["django"])
     >>> corpus.pairs("en", "de")[:1]

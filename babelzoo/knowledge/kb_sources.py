@@ -15,24 +15,21 @@ from typing import Any, ClassVar, Optional, Union
 
 from torch.utils.data import Dataset
 
-from .._files import expand_path
 from ..datasets.loader import CorpusMixture
 from ..datasets.sources import BuildContext, DataSource, check_consumes, parse_source, register_source, tokenized
 from ..datasets.text import ParallelCorpus, ReadReport
 from ..errors import ConfigError
-from ..train.config import read_knowledge
 from ..typed import Where
 from .base import load_kb
 from .facts import FactDataset, is_heldout_entity, kb_facts, kb_name_pairs
-from .fusion import attach_knowledge
 from .kbert import KBertInjector
-from .kge import load_kge
 
 Langs = Union[list[str], dict[str, str]]
 
 
 @lru_cache(maxsize=8)
-def _kb(name: str):
+def shared_kb(name: str):
+    """The knowledge base ``name``, loaded once for a recipe's data sources and its ``knowledge:`` section."""
     return load_kb(name)
 
 
@@ -66,7 +63,7 @@ class _FactSource(DataSource):
 
     def facts(self) -> list:
         if getattr(self, "_facts", None) is None:
-            facts, self.report = kb_facts(_kb(self.kb), _langs(self.langs),
+            facts, self.report = kb_facts(shared_kb(self.kb), _langs(self.langs),
                                           exclude=is_heldout_entity if self.exclude_heldout else None,
                                           relations=self.relations)
             if not facts:
@@ -152,7 +149,7 @@ class KBNames(DataSource):
 
     def corpora(self) -> list:
         if getattr(self, "_corpora", None) is None:
-            names = kb_name_pairs(_kb(self.kb), _langs(self.langs), source=self.pivot,
+            names = kb_name_pairs(shared_kb(self.kb), _langs(self.langs), source=self.pivot,
                                   exclude=is_heldout_entity if self.exclude_heldout else None, types=self.types)
             source = (f"{self.kb} names",)
             self._corpora = [ParallelCorpus(self.pivot, lang, got, ReadReport(source, len(got), len(got)))
@@ -209,7 +206,7 @@ class KBTrees(DataSource):
         tokenizer, specials = context.tokenizer, context.tokenizer.specials
         examples = []
         for lang, sentences in self.texts(context).items():
-            injector = KBertInjector(_kb(self.kb), lambda text: tokenizer.encode(text, add_special_tokens=False),
+            injector = KBertInjector(shared_kb(self.kb), lambda text: tokenizer.encode(text, add_special_tokens=False),
                                      lang=self.kb_langs.get(lang, lang), max_branches=self.max_branches,
                                      max_length=self.max_length, cls_id=specials.cls, sep_id=specials.sep,
                                      pad_id=specials.pad)
@@ -222,17 +219,3 @@ class KBTrees(DataSource):
             raise ConfigError(f"{self.where}: no sentence tree (no sentence{' with a linked mention' * self.linked_only})")
         return _Examples(examples, _identity("kb_trees", self.kb, self.sentences, self.kb_langs, self.max_branches,
                                              self.max_length, self.linked_only, self.limit, context.fingerprint))
-
-
-def attach_from_recipe(model, spec: dict, where: Where):
-    """The model with the recipe's knowledge base attached (:func:`~babelzoo.knowledge.fusion.attach_knowledge`)."""
-    knowledge = read_knowledge(spec, where)
-    kb, embeddings = _kb(knowledge.kb), None
-    if knowledge.entity_embeddings is not None:
-        embeddings, entities, _ = load_kge(expand_path(knowledge.entity_embeddings, str(where.key("entity_embeddings"))))
-        if list(entities) != list(kb.entities()):
-            raise ConfigError(f"{where.key('entity_embeddings')}: {knowledge.entity_embeddings} embeds "
-                              f"{len(entities)} entities that are not {knowledge.kb!r}'s entities in its order")
-    return attach_knowledge(model, kb, entity_embeddings=embeddings,
-                            fusion_layers=knowledge.fusion_layers, entity_dim=knowledge.entity_dim,
-                            freeze_entities=knowledge.freeze_entities, languages=knowledge.languages)

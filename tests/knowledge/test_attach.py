@@ -11,7 +11,7 @@ from babelzoo.datasets.specials import SpecialIds
 from babelzoo.errors import InputError
 from babelzoo.knowledge import GraphKB, KBError, attach_knowledge
 from babelzoo.knowledge.dea import DEAObjective, corrupt_entities
-from babelzoo.knowledge.fusion import ErnieFeedForward
+from babelzoo.knowledge.attach import ErnieFeedForward
 from babelzoo.knowledge.linker import Mention
 from babelzoo.zoo.config import ModelConfig, TextConfig
 from babelzoo.zoo.model import BabelModel

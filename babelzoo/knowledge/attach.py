@@ -1,4 +1,5 @@
-"""Plugging a knowledge base into a model: :func:`attach_knowledge`.
+"""Plugging a knowledge base into a model: :func:`attach_knowledge`, and a recipe's ``knowledge:``
+section (:func:`attach_from_recipe`, the ``knowledge`` model attachment).
 
 ERNIE's fusion layers and entity table are parts of the model, built from its config's
 knowledge part (:mod:`babelzoo.zoo.layers.entities`); attaching a knowledge base builds a model
@@ -17,13 +18,18 @@ from typing import Optional, Sequence
 import torch
 from torch import nn
 
+from .._files import expand_path
+from ..train.config import read_knowledge
+from ..typed import Where
 from ..zoo.config import ConfigError, KnowledgeConfig
 from ..zoo.factory import build_model
 from ..zoo.layers.entities import EntityFusion, EntityStream, ErnieFeedForward
 from ..zoo.sentences import share_tokenizer
 from .base import KBError
+from .kb_sources import shared_kb
+from .kge import load_kge
 
-__all__ = ["EntityFusion", "EntityStream", "ErnieFeedForward", "KnowledgeFusion", "attach_knowledge"]
+__all__ = ["EntityFusion", "EntityStream", "ErnieFeedForward", "KnowledgeFusion", "attach_from_recipe", "attach_knowledge"]
 
 KnowledgeFusion = EntityFusion  # the name ``model.knowledge``'s class had before it became a model part
 
@@ -106,3 +112,17 @@ def _with_weights_of(new: nn.Module, old: nn.Module) -> nn.Module:
     new.train(old.training)
     share_tokenizer(old, new)
     return new
+
+
+def attach_from_recipe(model, spec: dict, where: Where):
+    """The model with the recipe's knowledge base attached (:func:`attach_knowledge`)."""
+    knowledge = read_knowledge(spec, where)
+    kb, embeddings = shared_kb(knowledge.kb), None
+    if knowledge.entity_embeddings is not None:
+        embeddings, entities, _ = load_kge(expand_path(knowledge.entity_embeddings, str(where.key("entity_embeddings"))))
+        if list(entities) != list(kb.entities()):
+            raise ConfigError(f"{where.key('entity_embeddings')}: {knowledge.entity_embeddings} embeds "
+                              f"{len(entities)} entities that are not {knowledge.kb!r}'s entities in its order")
+    return attach_knowledge(model, kb, entity_embeddings=embeddings,
+                            fusion_layers=knowledge.fusion_layers, entity_dim=knowledge.entity_dim,
+                            freeze_entities=knowledge.freeze_entities, languages=knowledge.languages)

@@ -4,7 +4,7 @@ poorly, gathered from installed packages only, with every test sentence kept out
 Sources, each read for one language at a time:
 
 - ``gettext``: the human translations of application strings in the gettext catalogs of the
-  installed ``packages`` (:func:`~babelzoo.sources.catalogs.gettext_corpus`; by default Gramps,
+  installed ``packages`` (:func:`~babelzoo.offline.catalogs.gettext_corpus`; by default Gramps,
   Django and pycountry's ISO 3166/639/4217/15924 name catalogs; any other installed package with
   ``LC_MESSAGES`` catalogs can be named).
 - ``cldr``: Unicode CLDR display data through ``babel``: the names of languages, territories,
@@ -165,7 +165,7 @@ class AdaptationPairs(CorpusSource):
     pairs of the languages to adapt to, from installed packages (the module docstring), with
     every sentence of the test sets under ``exclude`` removed; one corpus per language, capped at
     ``max_pairs`` (a seeded sample). ``split: heldout`` gives instead the tenth of the pairs that
-    training never reads (chosen by the English side, :func:`~babelzoo.sources.embedded.is_heldout`),
+    training never reads (chosen by the English side, :func:`~babelzoo.offline.embedded.is_heldout`),
     a development set for choosing settings without looking at a test set. ``anchors`` (catalog tags such as ``de``) add up to
     ``anchor_pairs`` pairs each of languages the model already serves well, so that training on
     the new ones does not pull the others out of place."""

@@ -7,7 +7,7 @@ import torch
 import babelzoo
 from babelzoo.zoo.config import FusionConfig, ModelConfig, TextConfig, VisionConfig
 from babelzoo.zoo.factory import model_config
-from babelzoo.zoo.fusion import FusionModel
+from babelzoo.zoo.multimodal import FusionModel
 from babelzoo.zoo.rnn_config import RNNConfig
 
 FUSION_TINY = [n for n in babelzoo.list_models("*tiny") if model_config(n).fusion is not None]

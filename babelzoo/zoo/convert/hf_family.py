@@ -1,5 +1,5 @@
 """What a Hugging Face model family is to the converter: its key table, checkpoint layout and
-config translation. One :class:`Family` per module (``bert.py``, ``xlmr.py``, ``albert.py``)."""
+config translation. One :class:`HFFamily` per module (``bert.py``, ``xlmr.py``, ``albert.py``)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class TaskClass:
 
 
 @dataclass(frozen=True)
-class Family:
+class HFFamily:
     """``name`` is the babelzoo architecture an import gets; ``patterns`` are the architecture
     names (wildcards) export recognises. ``heads_not_kept`` are key prefixes of pre-training
     heads that a babelzoo encoder does not hold (BERT's next-sentence classifier, ALBERT's

@@ -1,6 +1,6 @@
 """The embedded multilingual corpus: human translations of application strings shipped with
 installed packages (Gramps, 40 languages, ~6,500 messages; Django, ~100 languages, ~900),
-read through :mod:`babelzoo.sources.catalogs`, with one fixed held-out split shared by every
+read through :mod:`babelzoo.offline.catalogs`, with one fixed held-out split shared by every
 trainer and evaluator so that no held-out message is ever trained on; its data sources
 (``catalog_text``, ``catalog_pairs``, ``catalog_documents``, ``catalog_parallel_documents``)
 and the ``gettext_retrieval`` task that tests on the held-out part."""

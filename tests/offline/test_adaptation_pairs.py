@@ -8,7 +8,7 @@ import yaml
 
 import babelzoo
 from babelzoo.datasets.heldout import HeldOutSentences
-from babelzoo.sources.adaptation import (
+from babelzoo.offline.adaptation import (
     AdaptationPairs,
     catalog_tag,
     cldr_pairs,
