@@ -562,77 +562,10 @@ class Trainer:
             # peak measured now and no progress bar that would show it as done in no time.
             finished = resumed is not None and self.step >= cfg.max_steps
             self.schedule.apply(self.optimizer, self.step)
-            self.peak = None
-            if finished:
-                self.peak = self._resumed_peak
-            elif cfg.measure_mfu:
-                self.peak = cfg.peak_flops or (measure_matmul_peak(self.device, self.precision.dtype or torch.float32)
-                                               if self.info.is_main else None)
-            trackers = (build_trackers(cfg.loggers, self.output_dir, cfg.to_dict())
-                        if cfg.loggers is not None and self.info.is_main and not finished else [])
-            logger = RunLogger(self.output_dir, cfg.max_steps, self.step, enabled=self.info.is_main,
-                               trackers=trackers,
-                               progress=cfg.progress and not finished,
-                               tensorboard=cfg.tensorboard if cfg.loggers is None else False,
-                               log_every=cfg.log_every, started=started)
-            logger.truncate_after(self.step)  # records of steps this run will (re)do
-            last_checkpoint = resumed
-            self.wrapped.train()
-            saved_step = self.step if resumed else None
-            pending: list[dict[str, Any]] = []  # records whose device values are not read yet
-
-            def write_pending() -> None:
-                for done in self.read_records(pending):
-                    logger.log(done)
-                pending.clear()
-
-            self._clock = time.process_time if cfg.budget_clock == "cpu" else time.perf_counter
-            self._clock_start = self._clock()
-            out_of_time = False
-            with self._signals():
-                try:
-                    while (self.step < cfg.max_steps and self._stop_signal is None and not self._stopped_early
-                           and not out_of_time):
-                        pending.append(self.train_step())
-                        out_of_time = self._out_of_time()
-                        evaluated = self.evaluator is not None and (
-                            self.step == cfg.max_steps or out_of_time
-                            or bool(cfg.eval_every and self.step % cfg.eval_every == 0))
-                        if evaluated:
-                            pending[-1].update(self.evaluate())
-                        checkpoint = (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps
-                                      or self._stop_signal is not None or self._stopped_early or out_of_time)
-                        if checkpoint or evaluated or self.step % cfg.log_every == 0:
-                            write_pending()  # the one read of the device since the last one
-                        if checkpoint:
-                            last_checkpoint, saved_step = self.save_checkpoint(), self.step
-                except Exception as err:
-                    try:  # what was measured before the failure still reaches the log
-                        write_pending()
-                    except Exception:
-                        pass
-                    if saved_step != self.step:
-                        self._emergency_checkpoint(err)
-                    raise
-            summary = logger.summary({
-                "checkpoint": str(last_checkpoint) if last_checkpoint else None,
-                "resumed_from": str(resumed) if resumed else None,
-                "finished_before": finished,
-                "max_steps": cfg.max_steps,
-                "stopped_by_signal": self._stop_signal,
-                "out_of_time": out_of_time,
-                "budget_seconds_used": self._clock() - self._clock_start,
-                **self._selection_summary(),
-                "flops_per_token": self.flops_per_token,
-                "peak_flops": self.peak,
-                "peak_dtype": str(self.precision.dtype or torch.float32).replace("torch.", ""),
-                "skipped_total": self.precision.skipped,
-                "world_size": self.info.world_size,
-                "strategy": self.strategy,
-                "model_dir": str(self.output_dir / cfg.model_dir) if cfg.model_dir else None,
-                "cpu_threads": self.cpu_threads if self.device.type == "cpu" else None,
-                "cpu_threads_why": self.cpu_threads_why,
-            })
+            self.peak = self._peak(finished)
+            logger = self._run_logger(finished, started)
+            last_checkpoint, out_of_time = self._train_loop(logger, resumed)
+            summary = logger.summary(self._run_summary(resumed, finished, last_checkpoint, out_of_time))
             logger.close(summary)
             return summary
         finally:
@@ -642,3 +575,91 @@ class Trainer:
                 self.stream.close()
             if hasattr(self, "info"):
                 D.shutdown(self.info)
+
+    def _peak(self, finished: bool) -> Optional[float]:
+        """The matmul peak MFU is measured against: the finished run's own, the recipe's, or
+        measured now (on the main process) when the recipe asks for MFU."""
+        if finished:
+            return self._resumed_peak
+        if not self.config.measure_mfu:
+            return None
+        dtype = self.precision.dtype or torch.float32
+        return self.config.peak_flops or (measure_matmul_peak(self.device, dtype) if self.info.is_main else None)
+
+    def _run_logger(self, finished: bool, started: float) -> RunLogger:
+        cfg = self.config
+        trackers = (build_trackers(cfg.loggers, self.output_dir, cfg.to_dict())
+                    if cfg.loggers is not None and self.info.is_main and not finished else [])
+        logger = RunLogger(self.output_dir, cfg.max_steps, self.step, enabled=self.info.is_main, trackers=trackers,
+                           progress=cfg.progress and not finished,
+                           tensorboard=cfg.tensorboard if cfg.loggers is None else False,
+                           log_every=cfg.log_every, started=started)
+        logger.truncate_after(self.step)  # records of steps this run will (re)do
+        return logger
+
+    def _train_loop(self, logger: RunLogger, resumed: Optional[Path]) -> tuple[Optional[Path], bool]:
+        """Step until ``max_steps``, a signal, early stopping or the time budget; evaluate and
+        checkpoint on schedule. Returns the last checkpoint and whether the budget ran out."""
+        cfg = self.config
+        last_checkpoint = resumed
+        self.wrapped.train()
+        saved_step = self.step if resumed else None
+        pending: list[dict[str, Any]] = []  # records whose device values are not read yet
+
+        def write_pending() -> None:
+            for done in self.read_records(pending):
+                logger.log(done)
+            pending.clear()
+
+        self._clock = time.process_time if cfg.budget_clock == "cpu" else time.perf_counter
+        self._clock_start = self._clock()
+        out_of_time = False
+        with self._signals():
+            try:
+                while (self.step < cfg.max_steps and self._stop_signal is None and not self._stopped_early
+                       and not out_of_time):
+                    pending.append(self.train_step())
+                    out_of_time = self._out_of_time()
+                    evaluated = self.evaluator is not None and (
+                        self.step == cfg.max_steps or out_of_time
+                        or bool(cfg.eval_every and self.step % cfg.eval_every == 0))
+                    if evaluated:
+                        pending[-1].update(self.evaluate())
+                    checkpoint = (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps
+                                  or self._stop_signal is not None or self._stopped_early or out_of_time)
+                    if checkpoint or evaluated or self.step % cfg.log_every == 0:
+                        write_pending()  # the one read of the device since the last one
+                    if checkpoint:
+                        last_checkpoint, saved_step = self.save_checkpoint(), self.step
+            except Exception as err:
+                try:  # what was measured before the failure still reaches the log
+                    write_pending()
+                except Exception:
+                    pass
+                if saved_step != self.step:
+                    self._emergency_checkpoint(err)
+                raise
+        return last_checkpoint, out_of_time
+
+    def _run_summary(self, resumed: Optional[Path], finished: bool, last_checkpoint: Optional[Path],
+                     out_of_time: bool) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "checkpoint": str(last_checkpoint) if last_checkpoint else None,
+            "resumed_from": str(resumed) if resumed else None,
+            "finished_before": finished,
+            "max_steps": cfg.max_steps,
+            "stopped_by_signal": self._stop_signal,
+            "out_of_time": out_of_time,
+            "budget_seconds_used": self._clock() - self._clock_start,
+            **self._selection_summary(),
+            "flops_per_token": self.flops_per_token,
+            "peak_flops": self.peak,
+            "peak_dtype": str(self.precision.dtype or torch.float32).replace("torch.", ""),
+            "skipped_total": self.precision.skipped,
+            "world_size": self.info.world_size,
+            "strategy": self.strategy,
+            "model_dir": str(self.output_dir / cfg.model_dir) if cfg.model_dir else None,
+            "cpu_threads": self.cpu_threads if self.device.type == "cpu" else None,
+            "cpu_threads_why": self.cpu_threads_why,
+        }
