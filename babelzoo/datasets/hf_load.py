@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from .._files import expand_path
 from ..errors import ConfigError
@@ -13,20 +16,59 @@ from ..errors import ConfigError
 DataFiles = Union[None, str, list[str], dict[str, Union[str, list[str]]]]
 
 
-def load_split(path: str, name: Optional[str], data_files: DataFiles, split: str, revision: Optional[str],
-               streaming: bool, where: str, described: str):
-    """``datasets.load_dataset(...)`` (an IterableDataset when ``streaming``); a dataset it cannot
-    load is a :class:`ConfigError` naming ``where``."""
+# a file is known by its size, modification time and the sha256 of this much of its start and end
+ENDS = 1 << 16
+
+
+def _datasets(where: str):
     try:
         import datasets
     except ImportError as err:
         raise ConfigError(f"{where}: hf_dataset needs the datasets package (pip install 'babelzoo[datasets]')") \
             from err
+    return datasets
+
+
+def load_split(path: str, name: Optional[str], data_files: DataFiles, split: str, revision: Optional[str],
+               streaming: bool, where: str, described: str):
+    """``datasets.load_dataset(...)`` (an IterableDataset when ``streaming``); a dataset it cannot
+    load is a :class:`ConfigError` naming ``where``."""
+    datasets = _datasets(where)
     try:
         return datasets.load_dataset(path, name, data_files=data_files, split=split, revision=revision,
                                      streaming=streaming)
     except (FileNotFoundError, ValueError, datasets.exceptions.DatasetNotFoundError) as err:
         raise ConfigError(f"{where}: datasets cannot load {described}: {err}") from None
+
+
+def split_files(path: str, name: Optional[str], data_files: DataFiles, split: str, revision: Optional[str],
+                where: str, described: str) -> list[str]:
+    """The files ``datasets.load_dataset`` reads for ``split``, found as it finds them (its
+    builder's ``data_files``: a dataset folder's files of its one format, a glob's matches); empty
+    for a dataset that names none (a Hub dataset from the cache, a loading script)."""
+    datasets = _datasets(where)
+    try:
+        builder = datasets.load_dataset_builder(path, name, data_files=data_files, revision=revision)
+    except (FileNotFoundError, ValueError, datasets.exceptions.DatasetNotFoundError) as err:
+        raise ConfigError(f"{where}: datasets cannot load {described}: {err}") from None
+    names = {re.sub(r"\[.*\]$", "", part.strip()) for part in split.split("+")}  # train+test[:10%]
+    found = builder.config.data_files or {}
+    return [str(file) for key, files in found.items() if str(key) in names for file in files]
+
+
+def file_identity(path: str) -> dict[str, Any]:
+    """A local file as a resumed run must find it again: its size, modification time and the
+    sha256 of its first and last :data:`ENDS` bytes (all of it when smaller). Cheap for a corpus
+    larger than the disk's cache, and a file replaced by other text of the same size and time
+    still differs in its ends unless the change lies wholly in its middle."""
+    stat = os.stat(path)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        digest.update(handle.read(ENDS))
+        if stat.st_size > ENDS:
+            handle.seek(max(ENDS, stat.st_size - ENDS))
+            digest.update(handle.read(ENDS))
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ends_sha256": digest.hexdigest()}
 
 
 def dataset_path(path: str, where: str, expand: Callable[[str, str], str] = expand_path) -> str:

@@ -13,7 +13,9 @@ for each step's examples and :class:`StreamedCorpus` reads, shuffles (a seeded b
 every checkpoint: the ``datasets`` iterator's own (shard and offset within it), the buffer's rows
 and the generator's state. Resuming reopens the stream at that offset (``datasets`` seeks to it
 without handing back the rows before it, and nothing before it is tokenised again) and continues
-with the same examples in the same order an uninterrupted run would have drawn.
+with the same examples in the same order an uninterrupted run would have drawn. The run's
+identity names every local file the stream reads, found as ``datasets`` finds them
+(:meth:`HfDataset.identity`), so a resume after one was replaced, added or removed is refused.
 
 Several streamed sources of one objective are drawn from with XLM's q ∝ p^α
 (:class:`StreamedMixture`); their sizes come from the dataset's metadata or a source's ``size``.
@@ -29,7 +31,7 @@ from typing import Any, ClassVar, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ..errors import ConfigError, InputError, InputTypeError
-from .hf_load import DataFiles, dataset_path, expand_data_files, load_split
+from .hf_load import DataFiles, dataset_path, expand_data_files, file_identity, load_split, split_files
 from .loader import PairExample, TextExample, tokenizer_fingerprint
 from .sources import BuildContext, CorpusSource, register_source
 
@@ -165,14 +167,15 @@ class HfDataset(CorpusSource):
         return getattr(split, "num_examples", None) or None
 
     def identity(self) -> dict[str, Any]:
-        """What the stream's content depends on: the dataset's name and files (a local file by
-        its size and modification time, not its bytes: it may be larger than the disk's cache)."""
-        files = self._files()
-        groups = files.values() if isinstance(files, dict) else [files or []]
-        listed = [f for group in groups for f in ([group] if isinstance(group, str) else group)]
-        stat = {f: [os.stat(f).st_size, os.stat(f).st_mtime_ns] for f in listed if os.path.isfile(f)}
+        """What the stream's content depends on: the dataset's name and every local file it
+        reads, found as ``datasets`` finds them (a folder's files, a glob's matches), each by
+        :func:`~babelzoo.datasets.hf_load.file_identity` (its bytes are not all read: a corpus
+        may be larger than the disk's cache). A file replaced, added or removed changes it."""
+        files = split_files(self._path(), self.name, self._files(), self.split, self.revision,
+                            self.where or "hf_dataset", self.describe())
         return {"path": self.path, "name": self.name, "split": self.split, "revision": self.revision,
-                "columns": self.columns or [self.column], "prefix": self.prefix, "files": stat}
+                "columns": self.columns or [self.column], "prefix": self.prefix,
+                "files": {f: file_identity(f) for f in files if os.path.isfile(f)}}
 
 
 class StreamedCorpus:

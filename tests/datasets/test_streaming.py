@@ -1,9 +1,11 @@
 """The hf_dataset source (Hugging Face ``datasets``, local files, offline): a split read whole or
 streamed; a streamed corpus's seeded order, its position as a small state, resume without
-reading the rows before it again, α-sampling over streamed sources, and a streamed pre-training
-run that stops and resumes bit for bit where an uninterrupted one goes."""
+reading the rows before it again, α-sampling over streamed sources, a streamed pre-training
+run that stops and resumes bit for bit where an uninterrupted one goes, and one whose files
+(a single file, a dataset folder's, a glob's) changed that is not resumed."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -247,3 +249,89 @@ def test_an_error_reading_ahead_is_raised_when_its_step_is_asked_for(tmp_path):
     assert len(plan.examples(0, 0, 0)) == 4  # step 1's rows (4..7, then the bad one) are read ahead meanwhile
     with pytest.raises(InputError, match=r"data.mlm\[0\] .*row 8 has no value in column 'text'"):
         plan.examples(1, 0, 0)
+
+
+def corpus_folder(tmp_path):
+    """``corpus/a.txt`` and ``corpus/b.txt``, 60 sentences each."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for name, start in (("a.txt", 0), ("b.txt", 60)):
+        (folder / name).write_text("".join(f"sentence {i}\n" for i in range(start, start + 60)), encoding="utf-8")
+    return folder
+
+
+LAYOUTS = {"folder": lambda folder: {"path": str(folder)},
+           "glob": lambda folder: {"path": "text", "data_files": str(folder / "*.txt")},
+           "file": lambda folder: {"path": "text", "data_files": str(folder / "a.txt")}}
+
+
+def streamed_recipe(tmp_path, layout, folder, **changes):
+    data = {"mlm": [{"kind": "hf_dataset", **LAYOUTS[layout](folder), "lang": "en", "shuffle_buffer": 16}]}
+    settings = {"data": data, "tokenizer": {"vocab_size": 24, "model_type": "unigram"}, "max_steps": 2,
+                "checkpoint_every": 2, **changes}
+    return recipe(tmp_path, None, **settings)
+
+
+def replace_keeping_size_and_time(path):
+    """Other text of the same length, its modification time set back (as ``cp -p`` or ``rsync -a``
+    leave a copied file's)."""
+    before = path.stat()
+    path.write_text(path.read_text(encoding="utf-8").replace("sentence 1", "sentence X"), encoding="utf-8")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+
+
+def test_a_file_is_known_by_its_size_time_and_the_sha256_of_its_ends(tmp_path):
+    import hashlib
+
+    from babelzoo.datasets.hf_load import ENDS, file_identity
+
+    path = tmp_path / "big.txt"
+    data = bytes(range(256)) * 1000  # 256,000 bytes: the two 64 KiB ends and a middle between them
+    path.write_bytes(data)
+    known = file_identity(str(path))
+    assert known == {"size": 256_000, "mtime_ns": path.stat().st_mtime_ns,
+                     "ends_sha256": hashlib.sha256(data[:ENDS] + data[-ENDS:]).hexdigest()}
+    small = tmp_path / "small.txt"
+    small.write_bytes(data[:ENDS + 10])  # its ends overlap: every byte once
+    assert file_identity(str(small))["ends_sha256"] == hashlib.sha256(data[:ENDS + 10]).hexdigest()
+
+
+def test_a_streamed_folder_or_glob_records_the_files_datasets_reads(tmp_path):
+    folder = corpus_folder(tmp_path)
+    (folder / "notes.jsonl").write_text('{"text": "not read: the folder is read as its .txt files"}\n')
+    for layout in ("folder", "glob"):
+        spec = {"kind": "hf_dataset", **LAYOUTS[layout](folder), "lang": "en"}
+        files = parse_source(spec, Where()).identity()["files"]
+        assert list(files) == [str(folder / "a.txt"), str(folder / "b.txt")]
+        assert files[str(folder / "b.txt")]["size"] == (folder / "b.txt").stat().st_size
+
+
+@pytest.mark.parametrize("layout, change, named", [
+    ("folder", "replace", "a.txt"), ("glob", "replace", "a.txt"), ("file", "replace", "a.txt"),
+    ("folder", "add", "c.txt"), ("glob", "add", "c.txt"),
+])
+def test_a_streamed_run_whose_files_changed_is_not_resumed(tmp_path, capsys, layout, change, named):
+    folder = corpus_folder(tmp_path)
+    assert pretrain_main(["--config", str(streamed_recipe(tmp_path, layout, folder))]) == 0
+    if change == "replace":
+        replace_keeping_size_and_time(folder / "a.txt")
+    else:
+        (folder / "c.txt").write_text("sentence new\n", encoding="utf-8")
+    capsys.readouterr()
+    assert pretrain_main(["--config", str(streamed_recipe(tmp_path, layout, folder, max_steps=4))]) == 2
+    refused = capsys.readouterr().err
+    assert "step-00000002 was written by a different run" in refused
+    assert f"data.dataset.files.{folder / named}.ends_sha256: " in refused
+    assert not (tmp_path / "run" / "checkpoints" / "step-00000004").exists()
+
+
+@pytest.mark.parametrize("layout", ["folder", "glob", "file"])
+def test_a_streamed_run_whose_files_are_as_they_were_resumes(tmp_path, layout):
+    folder = corpus_folder(tmp_path)
+    assert pretrain_main(["--config", str(streamed_recipe(tmp_path, layout, folder))]) == 0
+    if layout == "file":
+        (folder / "c.txt").write_text("sentence new\n", encoding="utf-8")  # a file the run does not read
+    assert pretrain_main(["--config", str(streamed_recipe(tmp_path, layout, folder, max_steps=4))]) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["resumed_from"].endswith("step-00000002") and summary["steps"] == 4
