@@ -23,14 +23,16 @@ a file is by its sha256: the zero-shot protocol and resume compare those.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import ConfigError
 from ..typed import Where, build
-from .hf_load import DataFiles, dataset_path, expand_data_files, load_split
+from .hf_load import DataFiles, dataset_path, expand_data_files, load_split, split_files
 from .labelled import LabelError, LabelledText, TaggedSentence, labelled_row
 
 KIND = "hf_dataset"
@@ -62,7 +64,10 @@ class HfSplit:
                 "split": self.split, "revision": self.revision, "streaming": self.streaming}
 
     def describe(self) -> str:
-        return f"{KIND} {self.path}" + (f" ({self.name})" if self.name else "") + f", split {self.split}"
+        """What is read: ``hf_dataset PATH (config NAME; data_files FILES; revision R), split S``."""
+        details = [f"{key} {_shown(value)}" for key, value in
+                   (("config", self.name), ("data_files", self.data_files), ("revision", self.revision)) if value]
+        return f"{KIND} {self.path}" + (f" ({'; '.join(details)})" if details else "") + f", split {self.split}"
 
     def __str__(self) -> str:
         return self.describe()
@@ -72,6 +77,14 @@ class HfSplit:
         (``~`` and ``${VAR}``; ``key`` is ``path`` or ``data_files``)."""
         return dataclasses.replace(self, path=dataset_path(self.path, "path", expand),
                                    data_files=expand_data_files(self.data_files, "data_files", expand))
+
+    @functools.cached_property
+    def local_files(self) -> tuple[str, ...]:
+        """The local files ``datasets`` reads for this split, found as it finds them (a dataset
+        folder's files, a ``data_files`` glob's matches); empty for a dataset that names none (a
+        Hub dataset from the cache). The zero-shot protocol tells a split's language by them."""
+        found = split_files(self.path, self.name, self.data_files, self.split, self.revision, self.describe(), "it")
+        return tuple(f for f in found if os.path.isfile(f))
 
     # --- reading -------------------------------------------------------------------------------
     def load(self):
@@ -145,6 +158,17 @@ class HfSplit:
                 raise LabelError(f"{where}: a sentence with no words")
             out.append(TaggedSentence(tuple(words), names, where))
         return out
+
+
+def _shown(value: Any) -> str:
+    """A key's value in :meth:`HfSplit.describe`: text as it is, a list joined, a mapping as
+    ``key: value`` (a list there in brackets)."""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: " + (f"[{_shown(v)}]" if isinstance(v, (list, tuple)) else str(v))
+                         for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    return str(value)
 
 
 def rows_digest(rows: Sequence[Mapping[str, Any]]) -> str:

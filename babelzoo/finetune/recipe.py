@@ -23,7 +23,9 @@ Model selection reads ``dev`` only (or, without ``dev``, a held-back ``dev_fract
 
 ``train``, ``dev`` and the values of a ``test`` mapping may also name a split of a Hugging Face
 dataset, ``{kind: hf_dataset, path: json, data_files: ..., split: train}``
-(:class:`~babelzoo.datasets.hf_labelled.HfSplit`); its language is then ``task.source``.
+(:class:`~babelzoo.datasets.hf_labelled.HfSplit`); its language is told by the files it reads, as
+a file's is by its path, or by its config name (see :mod:`babelzoo.finetune.protocol`), else it is
+``task.source``.
 """
 
 from __future__ import annotations
@@ -213,16 +215,17 @@ class TaskSpec:
         return found
 
     def language_of(self, path: str | Path) -> Optional[str]:
-        """The language ``path`` belongs to, named as ``test`` names languages: the part of the
-        path the glob's first ``*`` stands for (``data/*/test.tsv``: ``data/deu_Latn/dev.tsv`` is
-        ``deu_Latn``), or, for a ``{language: path}`` mapping, the one language whose test file
-        lies in the same folder. None when the path tells no language."""
+        """The language the file ``path`` belongs to, named as ``test`` names languages: the part
+        of the path the glob's first ``*`` stands for (``data/*/test.tsv``: ``data/deu_Latn/dev.tsv``
+        is ``deu_Latn``), or, for a ``{language: path or split}`` mapping, the one language whose
+        test file (or a file its test split reads) lies in the same folder. None when the path
+        tells no language."""
         if self.test is None or isinstance(path, HfSplit):
             return None
         where = os.path.abspath(path)
         if isinstance(self.test, Mapping):
-            langs = [lang for lang, test in self.test.items() if not isinstance(test, HfSplit)
-                     and os.path.dirname(os.path.abspath(test)) == os.path.dirname(where)]
+            langs = [lang for lang, test in self.test.items()
+                     if os.path.dirname(where) in {os.path.dirname(os.path.abspath(f)) for f in _files_of(test)}]
             return langs[0] if len(langs) == 1 else None
         match = _language_pattern(self.test).match(where)
         return match.group(1) if match else None
@@ -238,6 +241,11 @@ def recipe_value(value: Any) -> Any:
     if isinstance(value, HfSplit):
         return value.to_dict()
     return str(value) if isinstance(value, Path) else value
+
+
+def _files_of(test: str | Path | HfSplit) -> tuple[str | Path, ...]:
+    """The local files a test entry reads: the file, or those of the dataset split."""
+    return test.local_files if isinstance(test, HfSplit) else (test,)
 
 
 def shown(value: Any) -> str:

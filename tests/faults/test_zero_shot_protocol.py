@@ -1,17 +1,18 @@
 """The zero-shot protocol is derived from the files a run reads: a dev file of a target language,
 a dev file that is the train file, a test glob that takes in the train or dev file, and a
-task.source that names no test language are refused before training; a run whose source cannot
-be told says so in results.json instead of certifying a zero-shot mean. The shipped SIB-200 and
-UD recipes certify on the real data."""
+task.source that names no test language are refused before training, and so is a dev dataset
+split of a target language (told by its files or its config name); a run whose source, or whose
+dev split's language, cannot be told says so in results.json instead of certifying a zero-shot
+mean. The shipped SIB-200 and UD recipes certify on the real data."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from babelzoo.datasets.download import sha256_of
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.finetune import TaskSpec, run_finetune
+from babelzoo.finetune.data import digest_of
 from babelzoo.finetune.protocol import certify
 from babelzoo.train.config import TrainConfig, load_recipe, recipe_path
 from babelzoo.zoo.config import ConfigError
@@ -44,7 +45,7 @@ def spec(root, **task) -> TaskSpec:
 
 
 def check(s: TaskSpec):
-    return certify(s, sha256_of(s.train), sha256_of(s.dev) if s.dev else None)
+    return certify(s, digest_of(s.train), digest_of(s.dev) if s.dev else None)
 
 
 def test_the_source_is_derived_from_the_train_path(root):
@@ -125,3 +126,77 @@ def test_shipped_recipes_certify_on_the_real_data(shared_data, name, source, tar
     s = TaskSpec.from_dict(load_recipe(recipe_path(name)).task).resolve(shared_data)
     got = check(s)
     assert got.certified and got.source == source and len(got.targets) == targets
+
+
+def write_jsonl(path: Path, n: int, offset: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"index_id": offset + i, "category": t, "text": f"the {TOPICS[t]} is big"}
+            for i, t in ((i, list(TOPICS)[i % 3]) for i in range(n))]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def hf_split(**options) -> dict:
+    return {"kind": "hf_dataset", "path": "json", "split": "train", **options}
+
+
+@pytest.fixture
+def hub(tmp_path):
+    """A dataset folder whose configs are named as task.test names languages, its files outside
+    the test folders: ``{deu_Latn, eng_Latn} × validation``."""
+    pytest.importorskip("datasets")
+    folder = tmp_path / "hub"
+    for lang, offset in (("deu_Latn", 1300), ("eng_Latn", 300)):
+        write_jsonl(folder / lang[:3] / "dev.jsonl", 6, offset)
+    configs = "".join(f"- config_name: {lang}\n  data_files:\n  - split: validation\n    path: {lang[:3]}/dev.jsonl\n"
+                      for lang in ("deu_Latn", "eng_Latn"))
+    (folder / "README.md").write_text(f"---\nconfigs:\n{configs}---\n", encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("dev, lang, told", [
+    (lambda r, hub: hf_split(data_files=str(write_jsonl(r / "deu_Latn" / "dev.jsonl", 6, 1100))),
+     "deu_Latn", "by its file {r}/deu_Latn/dev.jsonl"),
+    (lambda r, hub: hf_split(data_files=[str(write_jsonl(r / lang / "dev.jsonl", 6, o)) for lang, o in
+                                         (("eng_Latn", 100), ("fra_Latn", 2100))]),
+     "fra_Latn", "by its file {r}/fra_Latn/dev.jsonl"),
+    (lambda r, hub: {"kind": "hf_dataset", "path": str(hub), "name": "deu_Latn", "split": "validation"},
+     "deu_Latn", "by its config name 'deu_Latn'"),
+], ids=["data_files", "data_files_list", "config_name"])
+def test_a_dev_split_of_a_target_language_is_refused_as_its_file_is(root, hub, dev, lang, told):
+    value = dev(root, hub)
+    shown = TaskSpec.from_dict({"train": "x", "dev": value}).dev.describe()
+    with pytest.raises(ConfigError) as err:
+        check(spec(root, dev=value))
+    assert str(err.value).startswith(f"task.dev={shown} belongs to {lang} ({told.format(r=root)}), a target language "
+                                     "of task.test: zero-shot transfer selects on the source language only")
+
+
+def test_a_dev_split_in_a_test_splits_folder_belongs_to_its_language(root):
+    pytest.importorskip("datasets")
+    tests = {lang: hf_split(data_files=str(write_jsonl(root / lang / "test.jsonl", 6, o + 200)))
+             for lang, o in (("eng_Latn", 0), ("deu_Latn", 1000))}
+    dev = hf_split(data_files=str(write_jsonl(root / "deu_Latn" / "dev.jsonl", 6, 1100)))
+    with pytest.raises(ConfigError, match=r"belongs to deu_Latn \(by its file .*/deu_Latn/dev.jsonl\), a target"):
+        check(spec(root, test=tests, dev=dev))
+    english = hf_split(data_files=str(write_jsonl(root / "eng_Latn" / "dev.jsonl", 6, 100)))
+    same = check(spec(root, test=tests, dev=english))
+    assert same.certified and same.source == "eng_Latn" and same.targets == ["deu_Latn"]
+
+
+def test_a_dev_split_whose_language_cannot_be_told_certifies_only_with_task_source(root, hub, tmp_path):
+    dev = hf_split(data_files=str(write_jsonl(tmp_path / "mine" / "dev.jsonl", 6, 100)))
+    shown = f"hf_dataset json (data_files {tmp_path}/mine/dev.jsonl), split train"
+    got = check(spec(root, dev=dev))
+    assert not got.certified and got.source == "eng_Latn" and got.targets == ["deu_Latn", "fra_Latn"]
+    assert got.note.startswith(f"the language of task.dev ({shown}) cannot be told: its files ({tmp_path}/mine/"
+                               "dev.jsonl) lie outside task.test's language folders and its config names no test "
+                               "language, and task.source is not set")
+    named = check(spec(root, dev=dev, source="eng_Latn"))
+    assert named.certified and named.note.startswith(
+        f"trained on {root}/eng_Latn/train.tsv and selected on {shown}, both eng_Latn (from the train file's path; "
+        "task.dev as task.source says)")
+    english = check(spec(root, dev={"kind": "hf_dataset", "path": str(hub), "name": "eng_Latn", "split": "validation"}))
+    assert english.certified and english.note.startswith(
+        f"trained on {root}/eng_Latn/train.tsv and selected on hf_dataset {hub} (config eng_Latn), split validation, "
+        "both eng_Latn (from the train file's path; task.dev by its config name 'eng_Latn')")

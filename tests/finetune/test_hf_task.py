@@ -9,7 +9,7 @@ import torch
 
 datasets = pytest.importorskip("datasets")
 
-from topic_task import recipe, sentences, write_topic_data  # noqa: E402
+from topic_task import recipe, sentences, write_topic_data, write_tsv  # noqa: E402
 
 from babelzoo.datasets.hf_labelled import HfSplit  # noqa: E402
 from babelzoo.datasets.labelled import LabelError  # noqa: E402
@@ -56,7 +56,41 @@ def test_a_dataset_split_trains_the_same_model_as_the_same_rows_in_files(tmp_pat
                                  "streaming": False}
     assert hf["test"]["xx"]["file"]["data_files"] == str(topic_jsonl / "xx" / "test.jsonl")
     saved = json.loads((tmp_path / "hf" / "run" / "results.json").read_text())
-    assert saved["protocol"]["selection"] == "hf_dataset json, split train"
+    assert saved["protocol"]["selection"] == f"hf_dataset json (data_files {topic_jsonl}/eng/dev.jsonl), split train"
+    assert saved["protocol"]["zero_shot_note"].startswith(
+        f"trained on hf_dataset json (data_files {topic_jsonl}/eng/train.jsonl), split train and selected on "
+        f"hf_dataset json (data_files {topic_jsonl}/eng/dev.jsonl), split train, both eng (task.train by its file "
+        f"{topic_jsonl}/eng/train.jsonl; task.dev by its file {topic_jsonl}/eng/dev.jsonl)")
+
+
+def test_a_dev_split_of_a_target_language_is_refused_as_the_same_file_is(tmp_path, tokenizer_dir, topic_data,
+                                                                         topic_jsonl):
+    write_jsonl(topic_jsonl / "xx" / "dev.jsonl", sentences(24, 5))
+    write_tsv(topic_data / "topics" / "xx" / "dev.tsv", sentences(24, 5))
+    with pytest.raises(ConfigError) as as_file:
+        run_finetune(recipe(tmp_path / "file", tokenizer_dir, dev="${BABELZOO_DATA_DIR}/topics/xx/dev.tsv"),
+                     data_dir=topic_data, log=lambda _: None)
+    with pytest.raises(ConfigError) as as_split:
+        run_finetune(recipe(tmp_path / "split", tokenizer_dir, dev=split(topic_jsonl / "xx" / "dev.jsonl")),
+                     data_dir=topic_data, log=lambda _: None)
+    refusal = ", a target language of task.test: zero-shot transfer selects on the source language only"
+    assert str(as_file.value).startswith(f"task.dev={topic_jsonl}/xx/dev.tsv belongs to xx{refusal}")
+    assert str(as_split.value).startswith(f"task.dev=hf_dataset json (data_files {topic_jsonl}/xx/dev.jsonl), split "
+                                          f"train belongs to xx (by its file {topic_jsonl}/xx/dev.jsonl){refusal}")
+    assert not (tmp_path / "split" / "run" / "results.json").exists()
+
+
+def test_a_dev_split_of_no_known_language_is_recorded_as_not_zero_shot(tmp_path, tokenizer_dir, topic_data):
+    dev = tmp_path / "elsewhere" / "dev.jsonl"
+    write_jsonl(dev, sentences(24, 1))
+    run_finetune(recipe(tmp_path / "run", tokenizer_dir, dev=split(dev), epochs=1), data_dir=topic_data,
+                 log=lambda _: None)
+    protocol = json.loads((tmp_path / "run" / "run" / "results.json").read_text())["protocol"]
+    shown = f"hf_dataset json (data_files {dev}), split train"
+    assert protocol["selection"] == shown and protocol["source"] == "eng"
+    assert protocol["zero_shot"] is False and protocol["zero_shot_note"].startswith(
+        f"the language of task.dev ({shown}) cannot be told: its files ({dev}) lie outside task.test's language "
+        "folders and its config names no test language, and task.source is not set")
 
 
 def test_a_test_split_holding_the_training_rows_is_refused_by_content(tmp_path, tokenizer_dir, topic_data,
@@ -66,7 +100,8 @@ def test_a_test_split_holding_the_training_rows_is_refused_by_content(tmp_path, 
     copy.write_bytes((topic_jsonl / "eng" / "train.jsonl").read_bytes())
     task = {"train": split(topic_jsonl / "eng" / "train.jsonl"), "dev_fraction": 0.2, "dev": None, "source": "eng",
             "test": {"eng": split(topic_jsonl / "eng" / "test.jsonl"), "xx": split(copy)}}
-    with pytest.raises(ConfigError, match=r"takes task.train \(hf_dataset json, split train\) as test language 'xx'"):
+    with pytest.raises(ConfigError, match=r"takes task.train \(hf_dataset json \(data_files .*/eng/train.jsonl\), split "
+                                          r"train\) as test language 'xx'"):
         run_finetune(recipe(tmp_path / "run", tokenizer_dir, **task), data_dir=topic_data, log=lambda _: None)
 
 
@@ -93,7 +128,7 @@ def test_a_classlabel_column_is_read_by_name_and_is_the_label_set_in_its_order(t
     rows = read_rows(spec, spec.train)
     assert [(r.text, r.label) for r in rows] == [("row 0", "politics"), ("row 1", "weather"), ("row 2", "sport"),
                                                  ("row 3", "weather")]
-    assert rows[2].where == "hf_dataset parquet, split train, row 2"
+    assert rows[2].where == f"hf_dataset parquet (data_files {path}), split train, row 2"
     assert label_set(spec, rows) == ("weather", "sport", "politics")  # not sorted: the dataset's own order
     with pytest.raises(LabelError, match=r"split train, row 2: label 'sport' .* is not one of the 2 labels"):
         read_rows(spec, spec.train, ("weather", "politics"))
@@ -162,5 +197,6 @@ def test_a_split_mapping_is_checked_like_every_recipe_key(tmp_path):
 
 
 def test_a_split_datasets_cannot_load_is_an_error_naming_it(tmp_path):
-    with pytest.raises(ConfigError, match=r"^hf_dataset json, split train: datasets cannot load it: "):
+    with pytest.raises(ConfigError, match=r"^hf_dataset json \(data_files .*/missing.jsonl\), split train: datasets "
+                                          r"cannot load it: "):
         HfSplit("json", data_files=str(tmp_path / "missing.jsonl")).rows()
