@@ -303,3 +303,11 @@ def test_the_cpu_only_install_stops_creating_nothing_while_its_index_is_unset(tm
     assert "TORCH_CPU_INDEX: set it to the index URL of PyTorch CPU wheels" in runs[0].stderr
     assert [run.returncode != 0 for run in runs] == [True, True] and list(tmp_path.iterdir()) == []
 
+
+def test_the_deployment_guide_names_the_onnx_extra_and_the_opsets_the_export_takes():
+    from babelzoo.deploy.onnx import INSTALL_EXTRA, OPSETS
+
+    guide = (REPO / "docs" / "guides" / "deployment.md").read_text(encoding="utf-8")
+    assert f".venv/bin/{INSTALL_EXTRA}" in guide
+    assert f"torch.onnx writes opsets {OPSETS[0]} to {OPSETS[-1]}" in guide
+
