@@ -311,3 +311,11 @@ def test_the_deployment_guide_names_the_onnx_extra_and_the_opsets_the_export_tak
     assert f".venv/bin/{INSTALL_EXTRA}" in guide
     assert f"torch.onnx writes opsets {OPSETS[0]} to {OPSETS[-1]}" in guide
 
+
+def test_the_adaptation_guide_names_the_files_the_recipe_writes():
+    from babelzoo.offline.adaptation import AdaptationPairs
+
+    recipe = yaml.safe_load((REPO / "babelzoo" / "recipes" / "adapt_e5_small.yaml").read_text(encoding="utf-8"))
+    guide = (REPO / "docs" / "guides" / "adaptation.md").read_text(encoding="utf-8")
+    folder = f"{recipe['output_dir']}/{recipe['model_dir']}/"
+    assert f"It leaves `{folder}` (`babelzoo.from_pretrained`) with `{AdaptationPairs.record_file}`" in guide
