@@ -289,3 +289,33 @@ def test_layering_sentence_is_the_order_the_layering_test_checks():
     chain = sentence.split("Layers import only downwards:", 1)[1].split("→ the commands", 1)[0]
     shown = [re.findall(r"`(\w+)`", step) for step in chain.split("→")]
     assert shown == [[name for name in group if not name.startswith("_")] for group in layers[:-1]]
+
+
+# --- what the guides tell a user to install and where files land ------------------------------------
+
+
+def test_the_cpu_only_install_stops_creating_nothing_while_its_index_is_unset(tmp_path):
+    block = next(block for _, block in SHELL if "TORCH_CPU_INDEX" in block)
+    env = {key: value for key, value in os.environ.items() if key != "TORCH_CPU_INDEX"}
+    env["PIP_NO_INDEX"] = "1"  # whatever happens, nothing is downloaded
+    runs = [subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+            for line in block.splitlines()[1:]]  # each line as pasted, the next one run whatever the last gave
+    assert "TORCH_CPU_INDEX: set it to the index URL of PyTorch CPU wheels" in runs[0].stderr
+    assert [run.returncode != 0 for run in runs] == [True, True] and list(tmp_path.iterdir()) == []
+
+
+def test_the_deployment_guide_names_the_onnx_extra_and_the_opsets_the_export_takes():
+    from babelzoo.deploy.onnx import INSTALL_EXTRA, OPSETS
+
+    guide = (REPO / "docs" / "guides" / "deployment.md").read_text(encoding="utf-8")
+    assert f".venv/bin/{INSTALL_EXTRA}" in guide
+    assert f"torch.onnx writes opsets {OPSETS[0]} to {OPSETS[-1]}" in guide
+
+
+def test_the_adaptation_guide_names_the_files_the_recipe_writes():
+    from babelzoo.offline.adaptation import AdaptationPairs
+
+    recipe = yaml.safe_load((REPO / "babelzoo" / "recipes" / "adapt_e5_small.yaml").read_text(encoding="utf-8"))
+    guide = (REPO / "docs" / "guides" / "adaptation.md").read_text(encoding="utf-8")
+    folder = f"{recipe['output_dir']}/{recipe['model_dir']}/"
+    assert f"It leaves `{folder}` (`babelzoo.from_pretrained`) with `{AdaptationPairs.record_file}`" in guide

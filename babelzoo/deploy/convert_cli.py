@@ -104,8 +104,11 @@ def _export(source: str, target: str, family: str | None) -> int:
 def _export_onnx(args: argparse.Namespace) -> int:
     from .._files import read_utf8
     from ..zoo.factory import load_model
-    from .onnx import export_onnx, read_export_info
+    from .onnx import check_opset, export_onnx, read_export_info, require_onnx
 
+    if args.opset is not None:
+        check_opset(args.opset, "--opset ")
+    require_onnx()  # before the model loads, which can take minutes
     calibration = None
     if args.calibration:
         calibration = [line for line in read_utf8(args.calibration).splitlines() if line.strip()]
@@ -116,13 +119,21 @@ def _export_onnx(args: argparse.Namespace) -> int:
                       quantize=args.quantize, calibration=calibration, alpha=args.alpha,
                       **({"opset": args.opset} if args.opset is not None else {}))
     info = read_export_info(out)
-    parity = info.get("parity_int8") or info["parity_fp32"]
     precision = "int8" + (f", SmoothQuant on {len(calibration)} texts" if calibration else "") if args.quantize else "fp32"
-    print(f"exported {args.source} ({model.num_parameters():,} parameters) as ONNX, {precision}, outputs "
-          f"{', '.join(info['outputs'])} -> {out}")
-    print("  largest difference to PyTorch on a padded batch: "
-          + ", ".join(f"{k} {v:.2e}" for k, v in parity.items()))
+    print(f"exported {args.source} ({model.num_parameters():,} parameters) as ONNX opset {info['opset']}, "
+          f"{precision}, outputs {', '.join(info['outputs'])} -> {out}")
+    print(check_line(info))
     return 0
+
+
+def check_line(info: dict) -> str:
+    """The export's check against PyTorch (``babelzoo_onnx.json``'s parity), saying what each
+    number is: int8 rounding moves single values far more than it turns the sentence vectors."""
+    precision = "int8" if info.get("parity_int8") else "fp32"
+    parity, cosine = info[f"parity_{precision}"], info[f"sentence_cosine_{precision}"]
+    return (f"  checked against PyTorch (fp32) on a padded batch: largest |difference| of any output value "
+            + ", ".join(f"{name} {value:.1e}" for name, value in parity.items())
+            + f" ({precision} rounding); smallest cosine of a sentence vector to PyTorch's {cosine:.4f}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
                           outputs last_hidden_state [batch, length, hidden] (the exported layer),
                                   sentence_embedding [batch, hidden] (pooled, not normalised),
                                   logits (with head=True: [batch, labels] or [batch, length, labels])
-    babelzoo_onnx.json    what the graph holds: architecture, layer, pooling, quantization, parity
+    babelzoo_onnx.json    what the graph holds: architecture, layer, pooling, opset, quantization,
+                          parity with PyTorch
     config.json           the babelzoo model config (labels of the head, sizes)
     tokenizer files       the model's tokenizer, so the folder is all a runtime needs
 
@@ -35,6 +36,8 @@ as one segment per call, as the PyTorch model encodes a sentence: no memory is c
 from __future__ import annotations
 
 import copy
+import importlib
+import logging
 import tempfile
 import warnings
 from pathlib import Path
@@ -47,22 +50,58 @@ from torch import nn
 from .._files import read_json_object, replace_owned_folder, write_json_atomic
 from ..errors import BabelzooError, InputError
 
+logger = logging.getLogger(__name__)
+
 ONNX_FILE = "model.onnx"
 INFO_FILE = "babelzoo_onnx.json"
 FORMAT = 1
 OPSET = 23
+# The opsets torch.onnx's exporter writes: its operators are opset 18's, and onnxscript's version
+# converter takes the graph up to 25. Below, the conversion fails and the graph stays opset 18;
+# above, the graph is one ONNX Runtime refuses to load.
+OPSETS = range(18, 26)
 QUANTIZATIONS = ("int8",)
+EXTRA = ("onnx", "onnxscript", "onnxruntime")  # setup.py's onnx extra: export needs all three
+INSTALL_EXTRA = 'pip install -c requirements/constraints.txt -e ".[onnx]"'
 
 
 class OnnxExportError(BabelzooError, ValueError):
     """A model or folder that cannot be exported to, or read as, a babelzoo ONNX export."""
 
 
+def require_onnx(packages: Sequence[str] = EXTRA) -> None:
+    """Refuse, naming the ``onnx`` extra and its install command, unless ``packages`` import
+    (all three for an export, ``onnxruntime`` alone to run one)."""
+    missing = []
+    for name in packages:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise OnnxExportError(f"{', '.join(missing)} not installed: ONNX export and inference need babelzoo's "
+                              f"onnx extra; install it from the babelzoo checkout with {INSTALL_EXTRA}")
+
+
+def check_opset(opset: int, option: str = "opset=") -> None:
+    """Refuse an opset torch.onnx cannot write (see :data:`OPSETS`), naming ``option``."""
+    if opset not in OPSETS:
+        raise OnnxExportError(f"{option}{opset}: torch.onnx writes opsets {OPSETS[0]} to {OPSETS[-1]} (default "
+                              f"{OPSET}, whose Attention operator ONNX Runtime runs fused; 18 for older runtimes)")
+
+
+def written_opset(path: str | Path) -> int:
+    """The opset of the ONNX operators the graph file at ``path`` imports."""
+    import onnx
+
+    imports = onnx.load(str(path), load_external_data=False).opset_import
+    return next(entry.version for entry in imports if entry.domain in ("", "ai.onnx"))
+
+
 def _onnxruntime():
-    try:
-        import onnxruntime
-    except ImportError as err:
-        raise OnnxExportError("ONNX Runtime is not installed: pip install 'babelzoo[onnx]'") from err
+    require_onnx(("onnxruntime",))
+    import onnxruntime
+
     return onnxruntime
 
 
@@ -170,9 +209,11 @@ def export_onnx(model: nn.Module, directory: str | Path, *, tokenizer=None, laye
     sentence vector's pooling (default: the one the model fixes, else mean), ``head`` adds the
     task head's logits. ``quantize="int8"`` quantizes the graph for ONNX Runtime, with
     SmoothQuant when ``calibration`` texts are given. The export is checked against the
-    PyTorch model on a padded batch before the folder is written; the differences found are
-    recorded in ``babelzoo_onnx.json``. A folder babelzoo did not write is refused untouched."""
+    PyTorch model on a padded batch before the folder is written; the differences found, and
+    the opset the written graph has, are recorded in ``babelzoo_onnx.json``. A folder babelzoo
+    did not write is refused untouched."""
     check_exportable(model)
+    check_opset(opset)
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     if tokenizer is None:
         raise OnnxExportError("the export needs the model's tokenizer beside the graph: pass tokenizer= or load "
@@ -186,7 +227,7 @@ def export_onnx(model: nn.Module, directory: str | Path, *, tokenizer=None, laye
     layers = model.config.text.num_layers
     if not -1 <= layer <= layers:
         raise OnnxExportError(f"layer={layer}: the model has hidden states 0..{layers} (-1 = last)")
-    _onnxruntime()
+    require_onnx()
     model = model.eval()
     pooling = model.sentence_pooling(pooling, default="mean")
     source = smoothed(model, calibration, alpha) if calibration is not None else model
@@ -198,16 +239,19 @@ def export_onnx(model: nn.Module, directory: str | Path, *, tokenizer=None, laye
             "fixed_pooling": model.config.text.sentence_pooling, "hidden_size": model.config.text.hidden_size,
             "max_positions": model.config.text.max_positions, "language_ids": languages,
             "num_languages": model.config.text.num_languages,
-            "inputs": _input_names(languages), "outputs": _output_names(head), "opset": opset,
+            "inputs": _input_names(languages), "outputs": _output_names(head),
             "head": _head_info(model) if head else None, "quantization": None}
 
     def write(folder: Path) -> None:
         path = folder / ONNX_FILE
         _export_graph(graph, path, languages, head, opset)
-        info["parity_fp32"] = _parity(model, graph, path, languages)
+        info["parity_fp32"], info["sentence_cosine_fp32"] = _parity(model, graph, path, languages)
         if quantize is not None:
             info["quantization"] = quantize_onnx(path, path, calibration=calibration, alpha=alpha)
-            info["parity_int8"] = _parity(model, graph, path, languages)
+            info["parity_int8"], info["sentence_cosine_int8"] = _parity(model, graph, path, languages)
+        info["opset"] = written_opset(path)
+        if info["opset"] != opset:
+            logger.warning("opset %d was asked for; torch.onnx wrote opset %d, recorded as such", opset, info["opset"])
         tokenizer.save(folder)
         (folder / "config.json").write_text(model.config.to_json(), encoding="utf-8")
         write_json_atomic(folder / INFO_FILE, info)
@@ -255,9 +299,10 @@ def _export_graph(graph: _Graph, path: Path, languages: bool, head: bool, opset:
     program.save(str(path))
 
 
-def _parity(model, graph: _Graph, path: Path, languages: bool) -> dict[str, float]:
-    """The largest difference between ONNX Runtime's outputs and PyTorch's on a padded batch of
-    odd length (states at real tokens only; padding states are not defined)."""
+def _parity(model, graph: _Graph, path: Path, languages: bool) -> tuple[dict[str, float], float]:
+    """The largest |difference| of any value of each output between ONNX Runtime and PyTorch on a
+    padded batch of odd length (states at real tokens only; padding states are not defined), and
+    the smallest cosine between a sentence vector of ONNX Runtime and PyTorch's."""
     session = _session(path, threads=None)
     example = _example(4, 13, model.config.text.vocab_size, languages, seed=1)
     with torch.no_grad():
@@ -270,7 +315,9 @@ def _parity(model, graph: _Graph, path: Path, languages: bool) -> dict[str, floa
         logits, want = outputs[2], reference[2].numpy()
         diffs["logits"] = float(np.abs(logits - want)[real].max() if graph.model.head.per_token
                                 else np.abs(logits - want).max())
-    return diffs
+    got, want = outputs[1], reference[1].numpy()
+    cosines = (got * want).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
+    return diffs, float(cosines.min())
 
 
 def quantize_onnx(source: str | Path, target: str | Path, *, calibration: Optional[Sequence[str]] = None,

@@ -18,7 +18,9 @@ from babelzoo.zoo.build import with_head
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
-from babelzoo.deploy.onnx import INFO_FILE, OnnxEncoder, OnnxExportError, SmoothedLinear, export_onnx, smoothed  # noqa: E402
+from babelzoo.deploy import onnx as deploy_onnx  # noqa: E402
+from babelzoo.deploy.onnx import (INFO_FILE, OPSETS, OnnxEncoder, OnnxExportError,  # noqa: E402
+                                  SmoothedLinear, export_onnx, smoothed)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 VOCAB = SPECIALS + list(string.ascii_lowercase + ".,?!'") + ["##" + c for c in string.ascii_lowercase]
@@ -222,8 +224,70 @@ def test_convert_to_onnx_from_a_checkpoint_folder(tmp_path, capsys):
     assert main(["convert", "--to-onnx", str(tmp_path / "onnx"), "--from", str(tmp_path / "ckpt"),
                  "--quantize", "int8", "--calibration", str(calibration)]) == 0
     out = capsys.readouterr().out
-    assert f"as ONNX, int8, SmoothQuant on {len(SENTENCES)} texts, outputs last_hidden_state, sentence_embedding" in out
+    assert (f"as ONNX opset 23, int8, SmoothQuant on {len(SENTENCES)} texts, outputs last_hidden_state, "
+            "sentence_embedding") in out
     assert OnnxEncoder(tmp_path / "onnx").encode(["Go!"]).shape == (1, 30)
     assert main(["convert", "--to-hf", str(tmp_path / "hf"), "--from", str(tmp_path / "ckpt"), "--quantize",
                  "int8"]) == 2
     assert "--quantize: ONNX export options; they go with --to-onnx" in capsys.readouterr().err
+
+
+def written_opset(folder) -> int:
+    import onnx
+
+    return next(e.version for e in onnx.load(str(folder / "model.onnx")).opset_import if e.domain in ("", "ai.onnx"))
+
+
+def test_the_opsets_accepted_are_the_ones_torch_onnx_writes():
+    from onnxscript.version_converter import _version_converter
+    from torch.onnx._internal.exporter import _constants
+
+    # torchlib's operators are written in this opset; the version converter reaches up to the other
+    assert (OPSETS[0], OPSETS[-1]) == (_constants.TORCHLIB_OPSET, _version_converter.SUPPORTED_MAX_ONNX_OPSET)
+
+
+def test_the_highest_opset_exports_runs_and_is_recorded(tmp_path):
+    folder = export_onnx(odd_model("xlmr_tiny"), tmp_path / "top", opset=OPSETS[-1])
+    info = json.loads((folder / INFO_FILE).read_text())
+    assert info["opset"] == written_opset(folder) == 25 and info["parity_fp32"]["last_hidden_state"] <= 1e-4
+
+
+def test_an_opset_outside_the_range_is_refused_before_any_work(tmp_path):
+    with pytest.raises(OnnxExportError, match=r"^opset=17: torch.onnx writes opsets 18 to 25 \(default 23"):
+        export_onnx(odd_model("xlmr_tiny"), tmp_path / "low", opset=17)
+    assert not (tmp_path / "low").exists()
+
+
+def test_the_recorded_opset_is_the_one_the_graph_has(tmp_path, monkeypatch):
+    # let opset 17 through to the exporter, which cannot convert the graph down and keeps opset 18
+    monkeypatch.setattr(deploy_onnx, "OPSETS", range(1, 100), raising=False)
+    folder = export_onnx(odd_model("xlmr_tiny"), tmp_path / "low", opset=17)
+    assert json.loads((folder / INFO_FILE).read_text())["opset"] == written_opset(folder) == 18
+
+
+def test_the_int8_check_line_says_what_each_number_is(tmp_path, capsys):
+    from babelzoo.cli import main
+    from babelzoo.deploy.onnx import _example, _Graph
+
+    model = odd_model("xlmr_tiny", hidden_size=48, num_heads=4, intermediate_size=96)
+    model.save_pretrained(tmp_path / "ckpt")
+    assert main(["convert", "--to-onnx", str(tmp_path / "onnx"), "--from", str(tmp_path / "ckpt"), "--quantize",
+                 "int8"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    info = json.loads((tmp_path / "onnx" / INFO_FILE).read_text())
+    parity, cosine = info["parity_int8"], info["sentence_cosine_int8"]
+    assert line == ("  checked against PyTorch (fp32) on a padded batch: largest |difference| of any output value "
+                    f"last_hidden_state {parity['last_hidden_state']:.1e}, sentence_embedding "
+                    f"{parity['sentence_embedding']:.1e} (int8 rounding); smallest cosine of a sentence vector to "
+                    f"PyTorch's {cosine:.4f}")
+    # the numbers, computed again: ONNX Runtime's int8 graph against PyTorch on the export's check batch
+    example = _example(4, 13, model.config.text.vocab_size, False, seed=1)
+    with torch.no_grad():
+        hidden, pooled = (t.numpy() for t in _Graph(model, -1, "mean", False, False).eval()(*example))
+    got = run_onnx(tmp_path / "onnx", input_ids=example[0].numpy(), attention_mask=example[1].numpy())
+    vectors, real = got["sentence_embedding"], example[1].numpy() == 1
+    assert parity["last_hidden_state"] == pytest.approx(np.abs(got["last_hidden_state"] - hidden)[real].max(), rel=1e-4)
+    assert parity["sentence_embedding"] == pytest.approx(np.abs(vectors - pooled).max(), rel=1e-4)
+    want = ((vectors * pooled).sum(1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(pooled, axis=1)).min()
+    assert cosine == pytest.approx(want, abs=1e-6)
+    assert parity["last_hidden_state"] > 1e-3 and cosine > 0.98  # values move with int8; vectors keep their direction
