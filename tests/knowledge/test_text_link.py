@@ -3,8 +3,12 @@ the one filtered evaluator gives the metrics of those ranks computed by hand."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+
+from babelzoo.cli import main
 
 from babelzoo.knowledge import KBError, LinkPredictionData, evaluate
 from babelzoo.knowledge.text_kg import read_text_kg
@@ -28,7 +32,12 @@ TEST = [("09", "_hypernym", "10"), ("07", "_derivationally_related_form", "03"),
 
 
 @pytest.fixture
-def kg(tmp_path):
+def kg(kg_dir):
+    return read_text_kg(kg_dir)
+
+
+@pytest.fixture
+def kg_dir(tmp_path):
     folder = tmp_path / "kg"
     folder.mkdir()
     (folder / "entity2text.txt").write_text("".join(f"{k}\t{v}\n" for k, v in ENTITIES.items()), encoding="utf-8")
@@ -36,7 +45,7 @@ def kg(tmp_path):
                                               "related form\n", encoding="utf-8")
     for name, rows in (("train.tsv", TRAIN), ("test.tsv", TEST)):
         (folder / name).write_text("".join("\t".join(t) + "\n" for t in rows), encoding="utf-8")
-    return read_text_kg(folder)
+    return folder
 
 
 def brute_force_ranks(predictor, data, kb):
@@ -83,3 +92,31 @@ def test_predict_gives_the_best_entities_with_their_text(kg, e5_small):
         predictor.predict("zz", "_hypernym")
     with pytest.raises(KBError, match=r"unknown relation '_part_of'; the graph's relations: _hypernym"):
         predictor.predict("07", "_part_of")
+
+
+def test_kb_eval_prints_and_writes_the_evaluators_metrics(kg, kg_dir, e5_small, tmp_path, capsys):
+    expected = evaluate(TextLinkPredictor(e5_small, kg, LinkPredictionData.from_kb(kg)), LinkPredictionData.from_kb(kg))
+    out = tmp_path / "eval.json"
+    assert main(["kb", "eval", "--model", "multilingual_e5_small", "--kg", str(kg_dir), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"filtered MRR {expected['mrr']:.4f}" in printed and f"Hits@10 {expected['hits@10']:.4f}" in printed
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert record["metrics"]["mrr"] == pytest.approx(expected["mrr"], abs=1e-5) and record["entities"] == 10
+    assert record["text"]["query_prefix"] == "query: " and len(record["graph_sha256"]) == 64
+    assert main(["kb", "eval", "--model", "multilingual_e5_small", "--kg", str(kg_dir), "--out", str(out)]) == 0
+    mine = tmp_path / "mine.json"  # a file of the user's is never replaced
+    mine.write_text("{}", encoding="utf-8")
+    assert main(["kb", "eval", "--model", "multilingual_e5_small", "--kg", str(kg_dir), "--out", str(mine)]) == 2
+    assert "a file babelzoo did not write; nothing was changed" in capsys.readouterr().err
+    assert mine.read_text(encoding="utf-8") == "{}"
+
+
+def test_kb_predict_prints_the_best_entities_by_id_or_text(kg_dir, capsys):
+    assert main(["kb", "predict", "--model", "multilingual_e5_small", "--kg", str(kg_dir), "--k", "3",
+                 ENTITIES["07"], "derivationally related form"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"(07, _derivationally_related_form, ?)  {ENTITIES['07']}" and len(lines) == 4
+    assert all(line.split()[0] == str(rank) for rank, line in enumerate(lines[1:], 1))
+    assert main(["kb", "predict", "--model", "multilingual_e5_small", "--kg", str(kg_dir), "zebra", "_hypernym"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["babelzoo kb: unknown entity 'zebra': no id or text of the graph matches it"]
