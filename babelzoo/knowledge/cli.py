@@ -181,16 +181,26 @@ def train_kge_main(args: argparse.Namespace, out=None) -> dict:
 
 def text_ranker(model_source: str, kg: str, batch_size: int = 128):
     """A :class:`~babelzoo.knowledge.text_link.TextLinkPredictor` of the model ``model_source``
-    (a model folder, or a zoo name loaded with its pretrained weights) over the graph ``kg``."""
+    (a model folder, or a zoo name loaded with its pretrained weights) over the graph ``kg``. A
+    model trained for link prediction (its folder holds ``link_prediction.json``) reads the graph
+    in the text format it learnt, and only the graph it learnt."""
     from pathlib import Path
 
+    from .._files import read_json_object
     from .kge import LinkPredictionData
-    from .text_link import TextLinkPredictor
+    from .text_link import TextFormat, TextLinkPredictor
 
     kb = _load(kg)
     data = LinkPredictionData.from_kb(kb)
-    model = _text_model(model_source)
-    return TextLinkPredictor(model, kb, data, batch_size=batch_size), kb, Path(model_source)
+    record_file = Path(model_source) / "link_prediction.json"
+    record = read_json_object(record_file, UsageError) if record_file.is_file() else None
+    text = TextFormat(**record["text"]) if record else TextFormat()
+    ranker = TextLinkPredictor(_text_model(model_source), kb, data, text, batch_size=batch_size)
+    if record and record.get("graph_sha256") != ranker.digest:
+        raise UsageError(f"--model {model_source} was trained on the graph {record.get('kg')!r} "
+                         f"({record.get('entities')} entities), and --kg {kg} is another ({data.num_entities} "
+                         "entities, other texts or relations): rank a graph with a model trained on it")
+    return ranker, kb, Path(model_source)
 
 
 def _text_model(source: str):
