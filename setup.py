@@ -79,7 +79,7 @@ setup(
             "emoji_images = babelzoo.offline.emoji",
             "emoji_speech = babelzoo.offline.espeak",
             *(f"{kind} = babelzoo.knowledge.kb_sources" for kind in
-              ("kb_facts", "kb_names", "kb_trees", "kb_aligned_facts")),
+              ("kb_facts", "kb_names", "kb_trees", "kb_aligned_facts", "kg_link_pairs")),
         ],
         "babelzoo.objectives": [f"{name} = babelzoo.knowledge.{name}" for name in ("dea", "entity_mlm", "kbert_mlm")],
         "babelzoo.model_attachments": ["knowledge = babelzoo.knowledge.attach:attach_from_recipe"],

@@ -1,7 +1,7 @@
 """Knowledge bases, entity linking, KG embeddings, knowledge fusion and retrieval memory.
 
     from babelzoo.knowledge import load_kb, EntityLinker, attach_knowledge
-    kb = load_kb("cldr")                     # or a folder/file, "codex-s", an installed plug-in
+    kb = load_kb("cldr")                     # or a folder/file, "codex-s", "wn18rr", an installed plug-in
     linker = EntityLinker.from_kb(kb, ["de"])
     linker.link_text("Deutschland zahlt mit Euro.", lang="de")
 
@@ -19,6 +19,7 @@ _API = {
     "read_openke": "graph",
     "load_cldr": "cldr", "build_cldr_kb": "cldr",
     "load_codex": "codex", "read_codex": "codex",
+    "read_text_kg": "text_kg", "load_wn18rr": "text_kg", "download_wn18rr": "text_kg",
     "EntityLinker": "linker", "Mention": "linker", "normalize": "linker",
     "KGEModel": "kge", "TransE": "kge", "DistMult": "kge", "ComplEx": "kge", "RotatE": "kge",
     "KGE_MODELS": "kge", "create_kge": "kge", "LinkPredictionData": "kge", "save_kge": "kge", "load_kge": "kge",

@@ -160,3 +160,12 @@ def _codex(size: str) -> Callable[..., KnowledgeBase]:
 
 for _size in ("s", "m", "l"):
     KNOWLEDGE_BASES.register(_codex(_size), name=f"codex-{_size}")
+
+
+@register_kb("wn18rr")
+def _wn18rr(**kwargs: Any) -> KnowledgeBase:
+    """WN18RR (Dettmers et al., 2018) with every entity's lemma and WordNet gloss and every
+    relation's words, in the layout KG-BERT publishes."""
+    from .text_kg import load_wn18rr
+
+    return load_wn18rr(**kwargs)

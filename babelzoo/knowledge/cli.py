@@ -5,6 +5,8 @@
     babelzoo kb link --kb cldr --lang fr "Le Japon utilise le yen."
     babelzoo kb link --kb cldr --lang ja --tokens 日本 の 通貨 は 円
     babelzoo kb train-kge --data ../shared/data/codex-s --model complex --dim 256 --out kge/
+    babelzoo kb eval --model multilingual_e5_small --kg ../shared/data/wn18rr --split test --out eval.json
+    babelzoo kb predict --model runs/kgc/model --kg ../shared/data/wn18rr 06845599 _hypernym
 
 A knowledge base is a registered name (``cldr``, ``codex-s``, an installed plug-in: see
 ``babelzoo.knowledge.base``) or a file or folder in one of the layouts of
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from typing import Annotated, Optional, Sequence
@@ -176,6 +179,106 @@ def train_kge_main(args: argparse.Namespace, out=None) -> dict:
     return {"summary": summary, "test": test}
 
 
+def text_ranker(model_source: str, kg: str, batch_size: int = 128):
+    """A :class:`~babelzoo.knowledge.text_link.TextLinkPredictor` of the model ``model_source``
+    (a model folder, or a zoo name loaded with its pretrained weights) over the graph ``kg``. A
+    model trained for link prediction (its folder holds ``link_prediction.json``) reads the graph
+    in the text format it learnt, and only the graph it learnt."""
+    from pathlib import Path
+
+    from .._files import read_json_object
+    from .kge import LinkPredictionData
+    from .text_link import TextFormat, TextLinkPredictor
+
+    kb = _load(kg)
+    data = LinkPredictionData.from_kb(kb)
+    record_file = Path(model_source) / "link_prediction.json"
+    record = read_json_object(record_file, UsageError) if record_file.is_file() else None
+    text = TextFormat(**record["text"]) if record else TextFormat()
+    ranker = TextLinkPredictor(_text_model(model_source), kb, data, text, batch_size=batch_size)
+    if record and record.get("graph_sha256") != ranker.digest:
+        raise UsageError(f"--model {model_source} was trained on the graph {record.get('kg')!r} "
+                         f"({record.get('entities')} entities), and --kg {kg} is another ({data.num_entities} "
+                         "entities, other texts or relations): rank a graph with a model trained on it")
+    return ranker, kb, Path(model_source)
+
+
+def _text_model(source: str):
+    from pathlib import Path
+
+    from ..zoo.factory import create_model
+    from ..zoo.pretrained import from_pretrained
+
+    if Path(source).is_dir():
+        return from_pretrained(source).eval()
+    return create_model(source, pretrained=True).eval()  # an unknown name says so, with close matches
+
+
+def resolve(kb, value: str, kind: str) -> str:
+    """An entity or relation of ``kb`` named by its id or, failing that, by its exact text."""
+    ids = kb.entities() if kind == "entity" else kb.relations()
+    if value in set(ids):
+        return value
+    label = kb.label if kind == "entity" else kb.relation_label
+    found = [i for i in ids if label(i) == value]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise UsageError(f"{kind} {value!r} names {len(found)} {kind}s ({', '.join(found[:5])}); give the id")
+    hint = f"; the relations: {', '.join(ids)}" if kind == "relation" else ""
+    raise UsageError(f"unknown {kind} {value!r}: no id or text of the graph matches it{hint}")
+
+
+def eval_main(args: argparse.Namespace, out=None) -> dict:
+    """Filtered link prediction of a text model on ``--kg``'s ``--split``: print the metrics and
+    write them with the protocol to ``--out``."""
+    import time
+
+    from .._files import owned_file, write_owned_file
+    from .link_prediction import evaluate
+
+    out = out or sys.stdout
+    if args.out and os.path.exists(args.out) and not owned_file(args.out, "link prediction metrics"):
+        raise UsageError(f"--out {args.out}: a file babelzoo did not write; nothing was changed: choose another name")
+    start = time.process_time()
+    ranker, kb, _ = text_ranker(args.model, args.kg, args.batch_size)
+    if not len(ranker.data.split(args.split)):
+        raise UsageError(f"--kg {args.kg} has no {args.split!r} triples")
+    metrics = evaluate(ranker, ranker.data, args.split)
+    seconds = time.process_time() - start
+    print(f"{args.model} on {args.kg} ({args.split}, {len(ranker.data.split(args.split)):,} triples, "
+          f"{ranker.data.num_entities:,} candidates): filtered MRR {metrics['mrr']:.4f}, Hits@1 "
+          f"{metrics['hits@1']:.4f}, Hits@3 {metrics['hits@3']:.4f}, Hits@10 {metrics['hits@10']:.4f}; "
+          f"{seconds:.0f} CPU s", file=out)
+    result = {"model": str(args.model), "kg": str(args.kg), "split": args.split,
+              "protocol": "filtered ranking over every entity, head and tail prediction averaged, ties at the "
+                          "mean rank; entities and questions read as text (see text)",
+              **ranker.settings(), "metrics": {k: round(v, 6) for k, v in metrics.items()}, "cpu_seconds": seconds}
+    if args.out:
+        text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+
+        def write(tmp: str) -> None:
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(text)
+
+        write_owned_file(args.out, write, "link prediction metrics")
+        print(f"wrote {args.out}", file=out)
+    return result
+
+
+def predict_main(args: argparse.Namespace, out=None) -> list:
+    """The ``--k`` best answers to (head, relation, ?), or (?, relation, tail) with ``--inverse``."""
+    out = out or sys.stdout
+    ranker, kb, _ = text_ranker(args.model, args.kg, args.batch_size)
+    entity, relation = resolve(kb, args.entity, "entity"), resolve(kb, args.relation, "relation")
+    best = ranker.predict(entity, relation, args.k, inverse=args.inverse)
+    question = f"(?, {relation}, {entity})" if args.inverse else f"({entity}, {relation}, ?)"
+    print(f"{question}  {ranker.entity_texts[ranker.data.entities.index(entity)]}", file=out)
+    for rank, (ident, text, score) in enumerate(best, 1):
+        print(f"{rank:3d}  {score:.4f}  {ident}  {text}", file=out)
+    return best
+
+
 # the names the registries hold (checked against them by tests/test_cli.py), listed here so that
 # --help does not import torch
 KGE_NAMES = ("transe", "distmult", "complex", "rotate")
@@ -219,6 +322,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-minutes", type=POSITIVE, default=None, help="training budget in CPU minutes")
     p.add_argument("--seed", type=option(Seed), default=0, help="random seed (default 0)")
     p.add_argument("--out", default=None, help="folder for kge.safetensors + kge.json")
+    for action, text in (("eval", "filtered link prediction of a text model on a graph's split"),
+                         ("predict", "the best answers to a question (head, relation, ?) by a text model")):
+        p = sub.add_parser(action, help=text)
+        p.add_argument("--model", required=True, help="a model folder, or a zoo name with pretrained weights")
+        p.add_argument("--kg", required=True, metavar="PATH_OR_NAME", help="a knowledge graph with entity text")
+        p.add_argument("--batch-size", type=COUNT, default=128, help="texts per encoder batch (default 128)")
+        if action == "eval":
+            p.add_argument("--split", choices=("train", "valid", "test"), default="test")
+            p.add_argument("--out", default=None, help="JSON file for the metrics and their protocol")
+        else:
+            p.add_argument("entity", help="the known entity: an id or its exact text")
+            p.add_argument("relation", help="the relation: an id or its words")
+            p.add_argument("--k", type=COUNT, default=10, help="answers to print (default 10)")
+            p.add_argument("--inverse", action="store_true", help="ask (?, relation, entity) instead")
     return parser
 
 
@@ -230,6 +347,12 @@ def kb_main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.action == "link":
         link(_load(args.kb), args.text, args.lang, args.tokens, args.json)
+        return 0
+    if args.action == "eval":
+        eval_main(args)
+        return 0
+    if args.action == "predict":
+        predict_main(args)
         return 0
     train_kge_main(args)
     return 0

@@ -18,7 +18,9 @@ a line out; an id that starts with ``#`` is written in a JSONL file (or not firs
 - **A folder** holds ``triples.{tsv,txt,jsonl}`` or split files ``train/valid/test.{tsv,txt,jsonl}``,
   with optional ``entities.*`` and ``relations.*`` beside them. The OpenKE layout
   (``entity2id.txt``, ``relation2id.txt``, ``train2id.txt`` [+ ``valid2id.txt``,
-  ``test2id.txt``]) and the CoDEx layout (:mod:`babelzoo.knowledge.codex`) are recognised too.
+  ``test2id.txt``]), the CoDEx layout (:mod:`babelzoo.knowledge.codex`) and the text layout of
+  KG-BERT, StAR and SimKGC (``entity2text.txt``, :mod:`babelzoo.knowledge.text_kg`) are
+  recognised too.
 
 Unknown-entity policy: when an entities file declares the entities, a triple naming any other
 entity is an error (``file:line``) unless ``on_unknown="add"``, which adds it without names;
@@ -132,6 +134,12 @@ class GraphKB:
             if names:
                 return next(iter(names))
         return entity
+
+    def entity_text(self, entity: str, lang: str = "en") -> str:
+        """The text a text model reads for ``entity``: its ``text`` attribute (a name and a
+        description, as a text KG gives them), else its label (:meth:`label`)."""
+        text = self.graph.nodes[entity].get("text") if entity in self.graph else None
+        return text if text else self.label(entity, lang)
 
     def relation_label(self, relation: str, lang: str = "en",
                        fallback: Iterable[str] = ("en", UNDETERMINED)) -> str:
@@ -317,9 +325,12 @@ def _json_line(path: Path, number: int, text: str) -> Any:
 
 
 def read_triples(path: str | Path, kb: Optional[GraphKB] = None, entities: Optional[set[str]] = None,
-                 relations: Optional[set[str]] = None, on_unknown: str = "error") -> list[Triple]:
+                 relations: Optional[set[str]] = None, on_unknown: str = "error",
+                 declared_in: Optional[dict[str, str]] = None) -> list[Triple]:
     """Parse a TSV or JSONL triples file (format in the module docstring). With ``entities`` /
-    ``relations`` given (the declared sets), an undeclared id raises unless ``on_unknown="add"``."""
+    ``relations`` given (the declared sets), an undeclared id raises unless ``on_unknown="add"``;
+    ``declared_in`` names the file that declares each kind (``{"entity": "entity2text.txt"}``)
+    for the error."""
     if on_unknown not in ("error", "add"):
         raise KBError(f"on_unknown={on_unknown!r} must be 'error' or 'add'")
     path = Path(path)
@@ -348,6 +359,9 @@ def read_triples(path: str | Path, kb: Optional[GraphKB] = None, entities: Optio
         for value, declared, what in ((head, entities, "entity"), (tail, entities, "entity"),
                                       (relation, relations, "relation")):
             if declared is not None and value not in declared:
+                if on_unknown == "error" and declared_in:
+                    raise KBError(f"{path}:{number}: unknown {what} {value!r}: it has no line in "
+                                  f"{declared_in[what]}")
                 if on_unknown == "error":
                     raise KBError(f"{path}:{number}: unknown {what} {value!r} (not declared in the {what} "
                                   f"names file); declare it or pass on_unknown='add'")
@@ -508,6 +522,10 @@ def read_kb(path: str | Path, on_unknown: str = "error", name: Optional[str] = N
         raise KBError(f"{path}: no such file or folder")
     if (path / "entity2id.txt").exists():
         return read_openke(path, name)
+    from .text_kg import is_text_kg, read_text_kg
+
+    if is_text_kg(path):
+        return read_text_kg(path, name)
     if (path / "train.txt").exists() and ((path / "relations").is_dir() or (path / "entity2types.json").exists()):
         from .codex import read_codex
 

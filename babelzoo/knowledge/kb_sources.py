@@ -9,7 +9,7 @@ leaderboard's knowledge tasks hold out (:func:`~babelzoo.knowledge.facts.is_held
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, ClassVar, Optional, Union
 
@@ -18,6 +18,7 @@ from torch.utils.data import Dataset
 from ..datasets.loader import CorpusMixture
 from ..datasets.sources import BuildContext, DataSource, check_consumes, parse_source, register_source, tokenized
 from ..datasets.text import ParallelCorpus, ReadReport
+from .._files import expand_path
 from ..errors import ConfigError
 from ..typed import Where
 from .base import load_kb
@@ -169,6 +170,69 @@ class KBNames(DataSource):
     def dataset(self, context: BuildContext) -> Dataset:
         parts = [tokenized(c, context) for c in self.corpora()]
         return parts[0] if len(parts) == 1 else CorpusMixture(dict(enumerate(parts)))
+
+
+@register_source
+@dataclass
+class KGLinkPairs(DataSource):
+    """``{kind: kg_link_pairs, kb: ${BABELZOO_DATA_DIR}/wn18rr}``: link prediction by text as pairs
+    (question, answer) for a dual-encoder objective: each training triple (h, r, t) asks
+    ``"{text of h}, {words of r}"`` → the text of t and, in the inverse direction,
+    ``"{text of t}, inverse {words of r}"`` → the text of h (:class:`~babelzoo.knowledge.text_link.TextFormat`,
+    with e5's ``query:`` / ``passage:`` prefixes). The trained model keeps, in
+    ``link_prediction.json``, the text format and the graph it learnt (``babelzoo kb eval`` checks
+    it is ranked on that graph)."""
+
+    kind: ClassVar[str] = "kg_link_pairs"
+    provides: ClassVar[str] = "pair"
+    record_file: ClassVar[str] = "link_prediction.json"
+    kb: str = ""
+    lang: str = "en"
+    query_prefix: str = "query: "
+    entity_prefix: str = "passage: "
+    inverse: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.kb:
+            raise ConfigError(f"{self.where}.kb: name the knowledge graph (a registered name or a folder with "
+                              "entity2text.txt, relation2text.txt and train.tsv)")
+
+    def text_format(self):
+        from .text_link import TextFormat
+
+        return TextFormat(self.query_prefix, self.entity_prefix)
+
+    def corpora(self) -> list:
+        if getattr(self, "_corpora", None) is None:
+            from .kge import LinkPredictionData
+            from .text_link import graph_digest, graph_texts
+
+            kb = shared_kb(expand_path(self.kb, f"{self.where}.kb") if "$" in self.kb else self.kb)
+            data = LinkPredictionData.from_kb(kb)
+            if not len(data.train):
+                raise ConfigError(f"{self.where}: knowledge graph {self.kb!r} has no training triples")
+            entities, relations = graph_texts(kb, data, self.lang)
+            text = self.text_format()
+            pairs = [(text.question(entities[h], relations[r], False), text.entity(entities[t]))
+                     for h, r, t in data.train.tolist()]
+            if self.inverse:
+                pairs += [(text.question(entities[t], relations[r], True), text.entity(entities[h]))
+                          for h, r, t in data.train.tolist()]
+            self._corpora = [ParallelCorpus(self.lang, self.lang, pairs,
+                                            ReadReport((f"{self.kb} train triples",), len(pairs), len(pairs)))]
+            self.record = {"kg": self.kb, "text": asdict(text),
+                           "graph_sha256": graph_digest(data.entities, entities, data.relations, relations),
+                           "entities": data.num_entities, "relations": data.num_relations,
+                           "train_triples": len(data.train), "pairs": len(pairs), "inverse": self.inverse}
+        return self._corpora
+
+    def texts(self, context: BuildContext) -> dict[str, list[str]]:
+        (corpus,) = self.corpora()
+        return {self.lang: [*corpus.sources, *corpus.targets]}
+
+    def dataset(self, context: BuildContext) -> Dataset:
+        (corpus,) = self.corpora()
+        return tokenized(corpus, context)
 
 
 @register_source
