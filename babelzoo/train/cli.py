@@ -168,13 +168,14 @@ def build_tokenizer(cfg: TrainConfig, texts, models: Optional[PretrainedModels] 
 
 
 def _checkpoint_with_tokenizer(cfg: TrainConfig) -> Optional[Path]:
-    """The newest verified checkpoint of this run that holds a tokenizer (resume only)."""
+    """The newest verified checkpoint of this run that holds a tokenizer (resume only). No
+    collective: under torchrun only rank 0 builds the tokenizer, while the others wait."""
     from ..datasets.tokenizer import saved_metadata
     from .checkpoint import CheckpointManager
 
     if not cfg.resume:
         return None
-    latest = CheckpointManager(Path(cfg.output_dir) / "checkpoints", cfg.keep_checkpoints, 0).latest()
+    latest = CheckpointManager(Path(cfg.output_dir) / "checkpoints", cfg.keep_checkpoints).latest_here()
     return latest if latest is not None and saved_metadata(latest) is not None else None
 
 
@@ -432,7 +433,9 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
     from .trainer import Trainer
 
     # Under torchrun, rank 0 trains/saves the tokenizer and fills the token cache first; the
-    # other ranks then load both instead of racing to write them.
+    # other ranks then load both instead of racing to write them. What rank 0 runs alone makes
+    # no collective: the other ranks wait in the broadcast below, which a collective of rank 0's
+    # own would pair with (CheckpointManager.latest_here, not latest).
     info = D.init_distributed(cfg.device)
 
     def attempt():
