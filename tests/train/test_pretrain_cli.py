@@ -171,3 +171,23 @@ def test_torchrun_on_two_ranks_trains_the_tokenizer_once(tmp_path, corpus):
     assert (summary["world_size"], summary["strategy"], summary["final_step"]) == (2, "ddp", 2)
     model = babelzoo.from_pretrained(tmp_path / "run" / "checkpoints/step-00000002")
     assert model.tokenizer.languages == ("de", "fr") and model.config.text.vocab_size == 400
+
+
+@pytest.mark.parametrize("flag", ["", "-q", "-v"])
+def test_quiet_and_verbose_decide_what_pretrain_shows(tmp_path, corpus, capsys, flag):
+    """``babelzoo -q pretrain`` prints only its result (where the checkpoint is): no progress
+    bar, no summary; ``-v`` adds debug records (where the tokenizer came from) to the default."""
+    from babelzoo.cli import main
+
+    path = recipe(tmp_path, corpus, objectives={"mlm": {"max_length": 24}}, data={"mlm": recipe_data(corpus)},
+                  max_steps=2, progress=True)
+    assert main([flag, "pretrain", "--config", str(path)] if flag else ["pretrain", "--config", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"checkpoint in {tmp_path / 'run' / 'checkpoints' / 'step-00000002'}\n"
+    sentences = sum(len((corpus / f"{lang}.txt").read_text(encoding="utf-8").splitlines()) for lang in ("de", "fr"))
+    shown = ("train:" in err or "step 2/2" in err, "training summary" in err,
+             f"tokenizer: 400 pieces, trained on {sentences:,} sentences (de, fr)" in err)
+    assert shown == {"": (True, True, False), "-q": (False, False, False), "-v": (True, True, True)}[flag]
+    if flag == "-q":
+        assert err == ""
+    assert (tmp_path / "run" / "summary.json").is_file()  # written whatever is shown
