@@ -53,7 +53,7 @@ class Suite:
         return [arg.argument() if isinstance(arg, InRepo) else arg for arg in self.args]
 
 
-SUITES: Registry[Suite] = Registry("benchmark suite")
+SUITES: Registry[Suite] = Registry("benchmark suite", listed_by="python -m benchmarks list")
 
 
 def _adapted(results: dict) -> str:
