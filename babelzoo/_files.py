@@ -28,10 +28,48 @@ class NotUTF8(BabelzooError, ValueError):
     """A text file whose bytes are not UTF-8."""
 
 
+# byte-order marks of the encodings a text file saved as "Unicode" may have (UTF-32 LE before the
+# UTF-16 LE mark it starts with)
+BYTE_ORDER_MARKS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+                    (b"\xfe\xff", "UTF-16"))
+
+
+def utf16_or_utf32(head: bytes) -> Optional[str]:
+    """What a file whose first bytes are ``head`` is when it is UTF-16 or UTF-32 text rather than
+    UTF-8: ``"UTF-16 text (byte-order mark 0xff 0xfe)"``; without a mark, ``"UTF-32 text
+    (little-endian, no byte-order mark)"`` when the two high bytes of every four are 0x00, and
+    ``"UTF-16 text (little-endian, no byte-order mark)"`` when a quarter of the byte pairs or
+    more have a 0x00 high byte (as each ASCII character does) and none a 0x00 low byte; else None."""
+    for mark, encoding in BYTE_ORDER_MARKS:
+        if head.startswith(mark):
+            return f"{encoding} text (byte-order mark {' '.join(f'0x{b:02x}' for b in mark)})"
+    head = head[:512]
+    quads = [head[i:i + 4] for i in range(0, len(head) - 3, 4)]
+    for order, high in (("little", slice(2, 4)), ("big", slice(0, 2))):
+        if len(quads) >= 2 and all(q[high] == b"\x00\x00" for q in quads) and any(map(any, quads)):
+            return f"UTF-32 text ({order}-endian, no byte-order mark)"
+    pairs = [head[i:i + 2] for i in range(0, len(head) - 1, 2)]
+    for order, high, low in (("little", 1, 0), ("big", 0, 1)):
+        if len(pairs) >= 4 and sum(p[high] == 0 for p in pairs) >= len(pairs) / 4 and all(p[low] for p in pairs):
+            return f"UTF-16 text ({order}-endian, no byte-order mark)"
+    return None
+
+
+def refuse_utf16(path: str | Path, head: bytes, error: type[Exception] = NotUTF8) -> None:
+    """Raise ``error`` naming ``path`` when ``head``, the file's first bytes (its first line will
+    do), is UTF-16 or UTF-32 text (:func:`utf16_or_utf32`): such a file may even decode as UTF-8,
+    an ASCII character and a 0x00 byte at a time."""
+    encoding = utf16_or_utf32(head)
+    if encoding is not None:
+        raise error(f"{path}: {encoding}; save it as UTF-8")
+
+
 def read_utf8(path: str | Path, error: type[Exception] = NotUTF8) -> str:
     """The text of ``path``; bytes that are not UTF-8 raise ``error`` naming the file, the line
-    and the byte (where ``read_text`` would raise a ``UnicodeDecodeError`` that names neither)."""
+    and the byte (where ``read_text`` would raise a ``UnicodeDecodeError`` that names neither),
+    and UTF-16 or UTF-32 text raises ``error`` saying so (:func:`refuse_utf16`)."""
     raw = Path(path).read_bytes()
+    refuse_utf16(path, raw[:512], error)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:

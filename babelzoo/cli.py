@@ -12,7 +12,8 @@
 
 Each subcommand's implementation is imported only when it runs. Library modules report through
 ``logging.getLogger(__name__)``; the command shows those records on stderr as plain lines (INFO and
-up; ``-q`` only warnings, ``-v`` debug too), and writes its own result to stdout.
+up, with the training progress bar and summary; ``-q`` only warnings and errors, ``-v`` debug
+records too), and writes its own result to stdout whatever the level.
 """
 
 from __future__ import annotations
@@ -131,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "encoders: the zoo, pre-training, fine-tuning, conversion, leaderboards.",
                             epilog="Each command's options: babelzoo COMMAND --help")
     loudness = parser.add_mutually_exclusive_group()
-    loudness.add_argument("-q", "--quiet", action="store_true", help="show only warnings and errors on stderr")
+    loudness.add_argument("-q", "--quiet", action="store_true",
+                          help="show only warnings and errors on stderr (no progress bar or training summary); "
+                               "the command's result still goes to stdout")
     loudness.add_argument("-v", "--verbose", action="store_true", help="show debug messages on stderr too")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("list", help="list models, objectives, data sources, tasks, knowledge bases or recipes")

@@ -11,7 +11,10 @@ backends, benchmark tasks) is a :class:`Registry` instance, so they all behave t
         ...
 
     MODELS.list("xlm*")   # ['xlm_base', 'xlm_tiny', 'xlmr_base', 'xlmr_tiny']
-    MODELS.get("xlmr_tiy")  # KeyError: unknown model 'xlmr_tiy'; did you mean 'xlmr_tiny'?
+    MODELS.get("xlmr_tiy")  # KeyError: unknown model 'xlmr_tiy'; did you mean 'xlmr_tiny'? (known: ...)
+
+A registry that a command lists (``Registry("model", listed_by="babelzoo list models")``) names
+that command in its errors instead of every name it holds.
 
 A registry may name an entry-point group (``Registry("data source", group="babelzoo.data_sources")``):
 the parts of the layers above and of installed packages are found there, babelzoo's own
@@ -43,11 +46,12 @@ def close_matches(name: str, known: Iterable[str], n: int = 3, cutoff: float = 0
 
 
 def choices_hint(name: str, known: Iterable[str], what: str = "one", listing: str = "known",
-                 quote=repr, limit: int = 0) -> str:
+                 quote=repr, limit: int = 0, listed_by: Optional[str] = None) -> str:
     """The tail of an "unknown ``name``" message: the close matches as "did you mean" and the
     names there are, kept coherent: a suggestion is always one of the names listed, never the name
     asked for, and a single name is not both suggested and listed (nor suggested for a name
-    nothing like it). ``limit`` > 0 lists that many names at most."""
+    nothing like it). ``limit`` > 0 lists that many names at most; ``listed_by``, a command that
+    lists them, is named in their place."""
     known = list(known)
     if not known:
         return f" ({listing}: none)"
@@ -56,6 +60,8 @@ def choices_hint(name: str, known: Iterable[str], what: str = "one", listing: st
         only = f"the only {what} {listing}"
         return f"; did you mean {quote(known[0])}? ({only})" if close else f"; {only} is {quote(known[0])}"
     hint = f"; did you mean {', '.join(map(quote, close))}?" if close else ""
+    if listed_by is not None:
+        return f"{hint} (every {what}: {listed_by})"
     shown = known[:limit] if limit else known
     more = ", ..." if len(shown) < len(known) else ""
     return f"{hint} ({listing}: {', '.join(shown)}{more})"
@@ -74,11 +80,13 @@ class PlugInError(BabelzooError, ImportError):
 
 class Registry(Generic[T]):
     """A named table of objects (usually factories or classes) of one kind; with ``group``, the
-    entries of that entry-point group are found on demand (see the module docstring)."""
+    entries of that entry-point group are found on demand (see the module docstring); with
+    ``listed_by``, an unknown name's error names that command rather than every name."""
 
-    def __init__(self, kind: str, group: Optional[str] = None):
+    def __init__(self, kind: str, group: Optional[str] = None, listed_by: Optional[str] = None):
         self.kind = kind
         self.group = group
+        self.listed_by = listed_by
         self._entries: dict[str, T] = {}
         self._loaded: set[tuple[str, str]] = set()  # (name, value) of the entry points imported
         self._listed = False  # every entry point of the group imported once (by a listing)
@@ -134,7 +142,8 @@ class Registry(Generic[T]):
                               f"{', '.join(sorted(self._entries)) or 'none'})")
 
     def unknown_message(self, name: str) -> str:
-        return f"unknown {self.kind} {name!r}" + choices_hint(name, sorted(self._entries), self.kind)
+        return f"unknown {self.kind} {name!r}" + choices_hint(name, sorted(self._entries), self.kind,
+                                                              listed_by=self.listed_by)
 
     def list(self, pattern: str | None = None) -> list[str]:
         """Sorted names, optionally filtered by a shell-style wildcard such as ``"xlm*"`` (the

@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 from babelzoo.errors import ArgumentParser, run_command
 from babelzoo._files import write_text_atomic
 
-from ._results import INDEX, current_machine, index, render_file, runs, suite_file
+from ._results import INDEX, RESULTS, current_machine, index, render_file, runs, suite_file
 from ._suites import SUITES
 
 PROG = "python -m benchmarks"
@@ -29,11 +29,14 @@ def list_suites() -> str:
 
 def run_argv(name: str, options: Sequence[str]) -> list[str]:
     """The suite's script's argv: its configuration's options, then the user's; without the
-    user's own ``--out``, the results go to ``benchmarks/results/NAME/<machine-tag>.json``."""
+    user's own ``--out`` (relative to the current directory, as the user's options are), the
+    results go to ``benchmarks/results/NAME/<machine-tag>.json``, a leaderboard's to
+    ``benchmarks/results/NAME/``, in the repository wherever the command runs."""
     entry = SUITES.get(name)
-    argv = [*entry.args, *options]
-    if entry.writes_out and not any(o == "--out" or o.startswith("--out=") for o in options):
-        argv += ["--out", str(suite_file(name, current_machine(gpu=entry.gpu)["tag"]))]
+    argv = [*entry.arguments(), *options]
+    if not any(o == "--out" or o.startswith("--out=") for o in options):
+        out = suite_file(name, current_machine(gpu=entry.gpu)["tag"]) if entry.writes_out else RESULTS / name
+        argv += ["--out", str(out)]
     return argv
 
 

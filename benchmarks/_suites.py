@@ -5,15 +5,33 @@ A suite is a script (a module with ``main(argv)``) plus the options that fix wha
 ``long_documents_clm_multi30k`` is ``long_documents.py`` with ``--objectives segment_clm
 --extra-train multi30k --steps 600``. Its results live in ``benchmarks/results/<suite>/``, one
 ``<machine-tag>.json`` per machine (see :mod:`benchmarks._results`); the same configuration on
-another machine is another file of the same suite, never another suite.
+another machine is another file of the same suite, never another suite. A suite runs from any
+directory: the repository's files among its options are :class:`InRepo` paths.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from pathlib import Path
+from typing import Callable, Optional, Union
 
 from babelzoo.registry import Registry
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class InRepo:
+    """A file of the repository among a suite's options, by its path from the repository root
+    (``benchmarks/configs/default.yaml``)."""
+
+    path: str
+
+    def argument(self) -> str:
+        """The path as the script opens it from the current directory: relative when the
+        current directory holds it (from the root, as typed there), else absolute."""
+        full, here = REPO / self.path, Path.cwd().resolve()
+        return str(full.relative_to(here)) if full.is_relative_to(here) else str(full)
 
 
 @dataclass(frozen=True)
@@ -25,13 +43,17 @@ class Suite:
     name: str
     module: str
     description: str
-    args: tuple[str, ...] = ()
+    args: tuple[Union[str, InRepo], ...] = ()
     gpu: bool = False  # its machine is the GPU it ran on (tag h200), not the CPU
-    writes_out: bool = True  # takes --out FILE.json (a leaderboard writes the folder its config names)
+    writes_out: bool = True  # takes --out FILE.json; False: a leaderboard, whose --out is its results folder
     headline: Optional[Callable[[dict], str]] = None
 
+    def arguments(self) -> list[str]:
+        """:attr:`args` as the script's argv, each repository path as it opens from here."""
+        return [arg.argument() if isinstance(arg, InRepo) else arg for arg in self.args]
 
-SUITES: Registry[Suite] = Registry("benchmark suite")
+
+SUITES: Registry[Suite] = Registry("benchmark suite", listed_by="python -m benchmarks list")
 
 
 def _adapted(results: dict) -> str:
@@ -136,7 +158,7 @@ def _bleu(results: dict) -> str:
     return "en→de BLEU " + ", ".join(bleu)
 
 
-def suite(name: str, script: str, description: str, *args: str, **options) -> None:
+def suite(name: str, script: str, description: str, *args: Union[str, InRepo], **options) -> None:
     SUITES.register(Suite(name, f"benchmarks.{script}", description, tuple(args), **options), name=name)
 
 
@@ -175,7 +197,7 @@ suite("gpu_check", "gpu_check", "GPU acceptance: every CUDA path babelzoo claims
       headline=_gpu_checks)
 for _config in ("default", "transfer", "multimodal"):
     suite(f"leaderboard_{_config}", "leaderboard", f"the leaderboard of benchmarks/configs/{_config}.yaml",
-          "--config", f"benchmarks/configs/{_config}.yaml", writes_out=False)
+          "--config", InRepo(f"benchmarks/configs/{_config}.yaml"), writes_out=False)
 suite("long_documents", "long_documents", "Transformer-XL's segment memory on long documents (segment MLM and CLM)",
       headline=_memory_gain)
 suite("long_documents_clm_3seeds", "long_documents", "segment memory with causal LM, three seeds",

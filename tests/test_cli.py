@@ -20,6 +20,12 @@ def test_unknown_model_suggests(capsys):
     assert "did you mean 'albert_tiny'" in capsys.readouterr().err
 
 
+def test_unknown_model_points_to_the_listing_rather_than_every_name(capsys):
+    assert main(["info", "xlmr_tny"]) == 2
+    assert capsys.readouterr().err == ("babelzoo info: unknown model 'xlmr_tny'; did you mean 'xlmr_tiny', 'xlm_tiny', "
+                                       "'xlnet_tiny'? (every model: babelzoo list models)\n")
+
+
 def test_list_every_kind(capsys):
     expected = {"objectives": {"mlm", "sop", "dea", "kbert_mlm", "itc"}, "sources": {"text", "kb_facts", "emoji_images"},
                 "kbs": {"cldr", "codex-s"}, "recipes": {"demo", "sop_tiny", "mlm_tiny"},

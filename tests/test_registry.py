@@ -52,6 +52,15 @@ def test_suggestions_and_the_names_listed_agree():
     assert choices_hint("deu", ["deu", "fra"]) == " (known: deu, fra)"
 
 
+def test_a_listed_registry_names_its_listing_command_instead_of_every_name():
+    reg = Registry("widget", listed_by="widgets list")
+    for name in ("xlm_base", "xlm_tiny", "xlmr_tiny"):
+        reg.register(lambda: None, name=name)
+    assert reg.unknown_message("xlmr_tiy") == ("unknown widget 'xlmr_tiy'; did you mean 'xlmr_tiny', 'xlm_tiny'? "
+                                               "(every widget: widgets list)")
+    assert reg.unknown_message("bert") == "unknown widget 'bert' (every widget: widgets list)"
+
+
 def test_duplicate_registration_is_an_error():
     reg = make()
     with pytest.raises(RegistryError, match="widget 'xlm_base' is already registered"):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
+from .._files import refuse_utf16
 from ..errors import BabelzooError
 
 KINDS = ("image", "audio")
@@ -46,6 +47,8 @@ def read_manifest(path: str | Path) -> list[MediaRecord]:
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             where = f"{path}:{number}"
+            if number == 1:
+                refuse_utf16(path, raw, MediaError)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:

@@ -109,7 +109,8 @@ class EmptySource(ConfigError):
 
 # the sources of the layers above (knowledge bases, offline sources) and of installed packages
 # register through the entry-point group, found when a recipe first names them
-SOURCES: Registry[type[DataSource]] = Registry("data source", group=ENTRY_POINT_GROUP)
+SOURCES: Registry[type[DataSource]] = Registry("data source", group=ENTRY_POINT_GROUP,
+                                               listed_by="babelzoo list sources")
 
 
 def register_source(cls: type[DataSource]) -> type[DataSource]:

@@ -2,7 +2,8 @@
 
 Every reader validates as it reads and loses nothing silently:
 
-* bytes that are not UTF-8 raise :class:`CorpusError` naming ``file:line``;
+* bytes that are not UTF-8 raise :class:`CorpusError` naming ``file:line``, and a UTF-16 or
+  UTF-32 file is named as one (:func:`babelzoo._files.refuse_utf16`);
 * parallel files with different line counts raise naming both files and both counts;
 * a TSV line with the wrong number of fields raises naming ``file:line``;
 * empty lines follow an explicit policy (``empty=``) and are counted in a :class:`ReadReport`.
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator, Literal, Optional, Sequence
 
+from .._files import refuse_utf16
 from ..errors import BabelzooError, ConfigError
 from ..registry import choices_hint
 
@@ -131,6 +133,8 @@ def open_binary(path: str | Path) -> IO[bytes]:
 
 
 def _decode(raw: bytes, path: Path, lineno: int, strip: bool = True) -> str:
+    if lineno == 1:
+        refuse_utf16(path, raw, CorpusError)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 def finetune_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``babelzoo finetune``; returns the exit status."""
     from ..train.config import read_recipe_config, recipe_path
-    from .recipe import TaskSpec
+    from .recipe import TaskSpec, gives_max_steps
 
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     path = recipe_path(args.config)
@@ -44,7 +44,7 @@ def finetune_main(argv: Sequence[str] | None = None) -> int:
         return 0
     from .run import run_finetune
 
-    result = run_finetune(cfg, data_dir=args.data_dir)
+    result = run_finetune(cfg, data_dir=args.data_dir, max_steps_given=gives_max_steps(where, args.overrides))
     for line in report(result):
         print(line)
     print(f"results in {cfg.output_dir}/results.json")

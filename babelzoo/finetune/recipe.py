@@ -37,7 +37,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from .._files import expand_path
 from ..datasets.hf_labelled import HfSplit
@@ -58,7 +58,9 @@ class TaskSpec:
     ``head``: further :class:`~babelzoo.zoo.config.HeadConfig` fields; ``labels``: the label
     set (default: UPOS for CoNLL-U, a dataset's ``ClassLabel`` names, else the sorted labels of
     ``train``); ``words_column``: a dataset's list of words (tagging); ``epochs`` sets
-    ``max_steps``; ``freeze``: parameter-name prefixes kept fixed (``embeddings.word``)."""
+    ``max_steps``, unless the recipe or a ``--set`` gives a smaller ``max_steps``, which caps the
+    run (:func:`training_steps`); ``freeze``: parameter-name prefixes kept fixed
+    (``embeddings.word``)."""
 
     kind: str = "sequence_classification"
     train: Any = ""  # a path or an HfSplit
@@ -234,6 +236,27 @@ class TaskSpec:
         """Optimizer steps for ``epochs`` passes (the trainer drops each epoch's short tail)."""
         per_epoch = train_size // global_batch
         return max(1, math.ceil(self.epochs * per_epoch))
+
+
+def gives_max_steps(where: Where, overrides: Sequence[str] = ()) -> bool:
+    """Whether a recipe file (read at ``where``) or its ``--set`` overrides give ``max_steps``."""
+    return "max_steps" in (where.lines or {}) or any(item.split("=", 1)[0].strip() == "max_steps"
+                                                     for item in overrides)
+
+
+def training_steps(spec: TaskSpec, max_steps: int, max_steps_given: bool, train_size: int,
+                   global_batch: int) -> tuple[int, str]:
+    """The run's optimizer steps and which setting decided them: ``task.epochs`` when set, capped
+    by ``max_steps`` when the caller gave it (``max_steps_given``), else ``max_steps``."""
+    if spec.epochs is None:
+        return max_steps, f"max_steps={max_steps}"
+    by_epochs = spec.steps(train_size, global_batch)
+    epochs = f"task.epochs={spec.epochs:g} at {train_size // global_batch} steps an epoch"
+    if not max_steps_given:
+        return by_epochs, epochs
+    if max_steps < by_epochs:
+        return max_steps, f"max_steps={max_steps} caps {epochs} ({by_epochs} steps)"
+    return by_epochs, f"{epochs}, within max_steps={max_steps}"
 
 
 def recipe_value(value: Any) -> Any:

@@ -23,7 +23,7 @@ from ..zoo.config import ConfigError, HeadConfig
 from .data import Split, digest_of, encode_rows, hold_out, label_set, read_rows
 from .evaluate import HeadEvaluator, accuracy, predict
 from .protocol import ZeroShot, certify
-from .recipe import TaskSpec, recipe_value
+from .recipe import TaskSpec, recipe_value, training_steps
 
 logger = logging.getLogger(__name__)
 
@@ -158,9 +158,11 @@ def prepare_splits(cfg: TrainConfig, spec: TaskSpec):
 
 
 def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=None, tokenizer=None,
-                 log: Callable[[str], None] = logger.info) -> dict[str, Any]:
+                 log: Callable[[str], None] = logger.info, max_steps_given: bool = False) -> dict[str, Any]:
     """Fine-tune as ``cfg`` says and evaluate on its test files; returns (and writes to
-    ``output_dir/results.json``) the per-language accuracies with their protocol."""
+    ``output_dir/results.json``) the per-language accuracies with their protocol. With
+    ``task.epochs``, ``cfg.max_steps`` caps the run only when ``max_steps_given`` (the recipe
+    gave it; :func:`~babelzoo.finetune.recipe.gives_max_steps`); the log says which setting won."""
     from ..objectives.classification import head_objective
     from ..train.trainer import Trainer
     from ..zoo.pretrained import WEIGHTS_NAME, load_state_strict, read_weights
@@ -177,11 +179,12 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
     train = Split("train", str(spec.train), encode_rows(train_rows, tokenizer, labels, spec, spec.max_length),
                   fingerprint=run_inputs(spec, digests, tokenizer))
     dev = Split("dev", selection, encode_rows(dev_rows, tokenizer, labels, spec, eval_length))
-    if spec.epochs is not None:
-        world = int(os.environ.get("WORLD_SIZE", 1))
-        cfg = cfg.replace(max_steps=spec.steps(len(train), cfg.batch_size * cfg.grad_accum * world))
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    steps, decided_by = training_steps(spec, cfg.max_steps, max_steps_given, len(train),
+                                       cfg.batch_size * cfg.grad_accum * world)
+    cfg = cfg.replace(max_steps=steps)
     log(f"fine-tuning {cfg.model} ({spec.kind}, {len(labels)} labels) on {len(train)} examples, selecting on "
-        f"{len(dev)}; {cfg.max_steps} steps")
+        f"{len(dev)}; {steps} steps ({decided_by})")
     evaluator = HeadEvaluator(scorer, dev.examples, "dev", spec.eval_batch_size)
     summary = Trainer(model, objective, train, cfg, tokenizer=tokenizer, evaluator=evaluator).fit()
     if int(os.environ.get("RANK", 0)) != 0:

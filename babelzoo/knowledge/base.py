@@ -69,7 +69,7 @@ class KnowledgeBase(Protocol):
     def neighbors(self, entity: str, hops: int = 1) -> set[str]: ...
 
 
-KNOWLEDGE_BASES: Registry[Callable[..., KnowledgeBase]] = Registry("knowledge base")
+KNOWLEDGE_BASES: Registry[Callable[..., KnowledgeBase]] = Registry("knowledge base", listed_by="babelzoo list kbs")
 _entry_point_names: Optional[list[str]] = None
 
 

@@ -35,6 +35,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
+from .._files import refuse_utf16
 from .base import KBError, Triple
 
 UNDETERMINED = "und"  # BCP-47 "undetermined language": names that belong to no one language
@@ -287,6 +288,8 @@ def _lines(path: Path, fields: int = 0, what: str = "", whitespace: bool = False
     ``#``, and is refused rather than dropped."""
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
+            if number == 1:
+                refuse_utf16(path, raw, KBError)
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as err:

@@ -63,7 +63,8 @@ class Objective(nn.Module, abc.ABC):
 
 # objectives of the layers above (the knowledge objectives) and of installed packages register
 # through the entry-point group
-OBJECTIVES: Registry[type[Objective]] = Registry("objective", group="babelzoo.objectives")
+OBJECTIVES: Registry[type[Objective]] = Registry("objective", group="babelzoo.objectives",
+                                                 listed_by="babelzoo list objectives")
 
 # What a run can give an objective that declares it in ``from_run``.
 RUN_INPUTS = {

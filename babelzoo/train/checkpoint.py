@@ -401,24 +401,35 @@ class CheckpointManager:
 
     def latest(self) -> Optional[Path]:
         """The newest checkpoint that verifies; corrupted newer ones are skipped with a warning.
-        Raises :class:`CheckpointCorrupted` when checkpoints exist but none verifies."""
-        chosen, problems = None, []
-        if self.rank == 0:
-            for path, named, recorded in self.misnamed():
-                warnings.warn(f"checkpoint folder {path} is named for step {named}, but its {MANIFEST} records step "
-                              f"{recorded}; skipped (rename it {self.path(recorded).name} to resume from it)",
-                              RuntimeWarning, stacklevel=2)
-            for step in reversed(self.steps()):
-                try:
-                    verify(self.path(step))
-                except CheckpointCorrupted as err:
-                    problems.append(str(err))
-                    warnings.warn(f"checkpoint {self.path(step)} is corrupted ({err}); trying the previous one",
-                                  RuntimeWarning, stacklevel=2)
-                    continue
-                chosen = str(self.path(step))
-                break
-        chosen, problems = D.broadcast_object((chosen, problems))
+        Raises :class:`CheckpointCorrupted` when checkpoints exist but none verifies. A collective:
+        rank 0 looks, every rank must call it and receives rank 0's answer."""
+        chosen, problems = D.broadcast_object(self._newest_verified() if self.rank == 0 else (None, []))
+        return self._chosen(chosen, problems)
+
+    def latest_here(self) -> Optional[Path]:
+        """:meth:`latest` as this process alone finds it, with no collective: for code that only
+        one rank runs (rank 0 building what the other ranks then load)."""
+        return self._chosen(*self._newest_verified())
+
+    def _newest_verified(self) -> tuple[Optional[str], list[str]]:
+        """(the newest checkpoint that verifies or None, why each newer one did not)."""
+        problems: list[str] = []
+        for path, named, recorded in self.misnamed():
+            warnings.warn(f"checkpoint folder {path} is named for step {named}, but its {MANIFEST} records step "
+                          f"{recorded}; skipped (rename it {self.path(recorded).name} to resume from it)",
+                          RuntimeWarning, stacklevel=3)
+        for step in reversed(self.steps()):
+            try:
+                verify(self.path(step))
+            except CheckpointCorrupted as err:
+                problems.append(str(err))
+                warnings.warn(f"checkpoint {self.path(step)} is corrupted ({err}); trying the previous one",
+                              RuntimeWarning, stacklevel=3)
+                continue
+            return str(self.path(step)), problems
+        return None, problems
+
+    def _chosen(self, chosen: Optional[str], problems: list[str]) -> Optional[Path]:
         if chosen is None and problems:
             raise CheckpointCorrupted(f"no usable checkpoint in {self.root}: " + "; ".join(problems))
         return Path(chosen) if chosen is not None else None

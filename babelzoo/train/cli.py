@@ -146,16 +146,16 @@ def build_tokenizer(cfg: TrainConfig, texts, models: Optional[PretrainedModels] 
     saved = Path(cfg.output_dir) / "tokenizer"
     spec = read_tokenizer(cfg.tokenizer, Where("tokenizer"))
     if spec.from_model is not None:
-        tokenizer = pretrained_tokenizer(spec.from_model, models)
+        tokenizer, origin = pretrained_tokenizer(spec.from_model, models), f"model {spec.from_model}"
     elif spec.path is not None:
-        tokenizer = load_tokenizer(spec.path)
+        tokenizer, origin = load_tokenizer(spec.path), spec.path
         if tokenizer is None:
             raise ConfigError(f"tokenizer.path={spec.path!r}: no tokenizer files in that directory")
     elif saved_metadata(saved) is not None:
-        tokenizer = load_tokenizer(saved)
+        tokenizer, origin = load_tokenizer(saved), str(saved)
     elif (checkpoint := _checkpoint_with_tokenizer(cfg)) is not None:
         # the run's own tokenizer, saved with its weights: never train a new one for old weights
-        tokenizer = load_tokenizer(checkpoint)
+        tokenizer, origin = load_tokenizer(checkpoint), str(checkpoint)
     else:
         if "vocab_size" not in spec.train:
             raise ConfigError("tokenizer: give {path: DIR} or sentencepiece options with vocab_size "
@@ -163,18 +163,21 @@ def build_tokenizer(cfg: TrainConfig, texts, models: Optional[PretrainedModels] 
         texts = texts() if callable(texts) else texts
         by_lang = dict(texts) if isinstance(texts, Mapping) else texts_of(texts)
         tokenizer = SentencePieceTokenizer.train(by_lang, **{"seed": cfg.seed, **spec.train})
+        origin = f"trained on {sum(map(len, by_lang.values())):,} sentences ({', '.join(sorted(by_lang))})"
+    logger.debug("tokenizer: %s pieces, %s", f"{tokenizer.specials.vocab_size:,}", origin)
     tokenizer.save(saved)
     return tokenizer, _fingerprint(saved)
 
 
 def _checkpoint_with_tokenizer(cfg: TrainConfig) -> Optional[Path]:
-    """The newest verified checkpoint of this run that holds a tokenizer (resume only)."""
+    """The newest verified checkpoint of this run that holds a tokenizer (resume only). No
+    collective: under torchrun only rank 0 builds the tokenizer, while the others wait."""
     from ..datasets.tokenizer import saved_metadata
     from .checkpoint import CheckpointManager
 
     if not cfg.resume:
         return None
-    latest = CheckpointManager(Path(cfg.output_dir) / "checkpoints", cfg.keep_checkpoints, 0).latest()
+    latest = CheckpointManager(Path(cfg.output_dir) / "checkpoints", cfg.keep_checkpoints).latest_here()
     return latest if latest is not None and saved_metadata(latest) is not None else None
 
 
@@ -432,8 +435,12 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
     from .trainer import Trainer
 
     # Under torchrun, rank 0 trains/saves the tokenizer and fills the token cache first; the
-    # other ranks then load both instead of racing to write them.
+    # other ranks then load both instead of racing to write them. What rank 0 runs alone makes
+    # no collective: the other ranks wait in the broadcast below, which a collective of rank 0's
+    # own would pair with (CheckpointManager.latest_here, not latest).
     info = D.init_distributed(cfg.device)
+    logger.debug("recipe %s, resolved: %s", path, json.dumps(cfg.to_dict()))
+    logger.debug("rank %d of %d, device %s", info.rank, info.world_size, info.device)
 
     def attempt():
         try:
@@ -452,11 +459,14 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
             return 2
         (model, objectives, data, tokenizer), sources = run
         summary = Trainer(model, objectives, data, cfg, tokenizer=tokenizer).fit()
-        if cfg.model_dir and info.is_main:
+        if not info.is_main:
+            return 0
+        if summary.get("checkpoint"):
+            print(f"checkpoint in {summary['checkpoint']}")
+        if cfg.model_dir:
             from .model_card import write_trained_model
 
-            folder = write_trained_model(model, tokenizer, cfg, summary, sources)
-            logger.info("babelzoo pretrain: the trained model is in %s", folder)
+            print(f"trained model in {write_trained_model(model, tokenizer, cfg, summary, sources)}")
         return 0
     finally:
         D.shutdown(info)

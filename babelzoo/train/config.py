@@ -383,14 +383,20 @@ def read_recipe_config(path: str | Path, overrides: Sequence[str] = ()) -> Loade
 
 def recipe_path(name: str | Path) -> Path:
     """A recipe file path, or the name of a recipe shipped in ``babelzoo/recipes``."""
+    from ..registry import choices_hint
+
     path = Path(name)
     if path.is_file():
         return path
     if path.is_dir():
         raise ConfigError(f"{name}: a folder; a recipe is a YAML file (or the name of a shipped recipe)")
+    if len(path.parts) > 1:
+        raise ConfigError(f"{name}: no such recipe file")
     shipped = Path(__file__).resolve().parents[1] / "recipes"
     candidate = shipped / (path.name if path.suffix else f"{path.name}.yaml")
     if candidate.is_file():
         return candidate
     known = sorted(p.stem for p in shipped.glob("*.yaml"))
-    raise ConfigError(f"{name}: no such recipe file, and not a shipped recipe (shipped: {', '.join(known) or 'none'})")
+    hint = choices_hint(path.stem if path.suffix in (".yaml", ".yml") else path.name, known, "shipped recipe",
+                        listed_by="babelzoo list recipes")
+    raise ConfigError(f"unknown recipe {str(name)!r}: no such file, nor a shipped recipe{hint}")

@@ -20,11 +20,17 @@ What each figure averages over, as the labels say:
 
 A step's time runs from drawing its batch to the optimizer update; evaluation, checkpoints and
 the device read at the logging interval fall between steps and count only in the wall time.
+
+The bar, the progress lines and the printed summary are the run's INFO-level output: they are
+hidden when the ``babelzoo`` loggers are set above INFO (``babelzoo -q``, or
+``logging.getLogger("babelzoo").setLevel(logging.WARNING)``), and shown when no level is set on
+them. ``summary.json`` and ``metrics.jsonl`` are written either way.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 import time
@@ -40,6 +46,17 @@ from ..errors import ConfigError
 EVAL_PREFIXES = ("dev/", "best ")
 OBJECTIVE_LOSS = "/loss"  # a mixture's loss of one objective: "<name>/loss"
 BAR = "(as on the progress bar)"
+
+logger = logging.getLogger(__name__)
+
+
+def shows_progress() -> bool:
+    """Whether the bar and the summary show: unless the nearest ``babelzoo`` logger with a level
+    set (this module's or a parent's) hides INFO records."""
+    node = logger
+    while node.level == logging.NOTSET and node.name.startswith("babelzoo.") and node.parent is not None:
+        node = node.parent
+    return node.level == logging.NOTSET or node.level <= logging.INFO
 
 
 def _number(value: Any) -> bool:
@@ -122,6 +139,7 @@ class RunLogger:
             return
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self._file = open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8")
+        progress = progress and shows_progress()
         if progress:
             try:
                 from tqdm.auto import tqdm
@@ -264,7 +282,8 @@ class RunLogger:
         self._bar = self._file = None
         if self.enabled and summary is not None:
             write_json_atomic(self.output_dir / "summary.json", summary)
-            print(format_summary(summary), file=sys.stderr, flush=True)
+            if shows_progress():
+                print(format_summary(summary), file=sys.stderr, flush=True)
 
 
 def _loss_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:

@@ -60,7 +60,7 @@ class ModelEntry:
         return self.config_fn().override(architecture=self.name)
 
 
-MODELS: Registry[ModelEntry] = Registry("model")
+MODELS: Registry[ModelEntry] = Registry("model", listed_by="babelzoo list models")
 
 # The sizes of every ``*_tiny`` entry: each family's switches at a size that trains in seconds
 # on a CPU (tests, demos).

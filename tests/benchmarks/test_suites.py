@@ -60,11 +60,51 @@ def test_run_exits_as_the_script_would(monkeypatch):
     assert cli.main(["run", "gpu_check", "--out", "/tmp/g.json"]) == 1
 
 
-def test_a_leaderboard_suite_writes_where_its_config_says(monkeypatch):
+def test_a_leaderboard_suite_writes_into_its_results_folder(monkeypatch):
     seen = []
     monkeypatch.setattr(importlib.import_module("benchmarks.leaderboard"), "main", lambda argv: seen.append(argv))
+    monkeypatch.chdir(REPO)
     assert cli.main(["run", "leaderboard_transfer", "--limit", "5"]) == 0
-    assert seen == [["--config", "benchmarks/configs/transfer.yaml", "--limit", "5"]]
+    assert seen == [["--config", "benchmarks/configs/transfer.yaml", "--limit", "5",
+                     "--out", str(RESULTS / "leaderboard_transfer")]]
+    assert cli.main(["run", "leaderboard_transfer", "--out", "mine"]) == 0  # the user's own, from the current directory
+    assert seen[1] == ["--config", "benchmarks/configs/transfer.yaml", "--out", "mine"]
+
+
+def benchmarks_from(cwd, root, *argv):
+    """``python -m benchmarks ARGV`` run in ``cwd`` with the package of the checkout ``root``."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([sys.executable, "-m", "benchmarks", *argv], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_the_command_works_from_any_directory(tmp_path):
+    """Outside the repository, the suites' own files (a leaderboard's config) and their results
+    are the repository's; nothing is written to the current directory."""
+    import shutil
+
+    listed = benchmarks_from(tmp_path, REPO, "list")
+    assert listed.returncode == 0 and listed.stdout.split()[0] == "adaptation", listed.stderr
+    # the config opens from here: the error is about the model asked for, not a missing file
+    run = benchmarks_from(tmp_path, REPO, "run", "leaderboard_transfer", "--models", "nosuch")
+    assert run.returncode == 2
+    assert run.stderr == (f"python -m benchmarks.leaderboard: --models: ['nosuch'] not in "
+                          f"{REPO / 'benchmarks/configs/transfer.yaml'}; known: multilingual_e5_small, muse_v3, "
+                          "random_e5_architecture\n")
+    copy = tmp_path / "copy"
+    for package in ("babelzoo", "benchmarks"):
+        shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "benchmarks/results/translation/unrecorded.md").unlink()
+    (tmp_path / "elsewhere").mkdir()
+    shown = benchmarks_from(tmp_path / "elsewhere", copy, "render", "translation", "--no-plots")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [str(copy / "benchmarks/results/translation/unrecorded.md"),
+                                         str(copy / "benchmarks/results/README.md")]
+    assert (copy / "benchmarks/results/translation/unrecorded.md").read_text() == \
+        (RESULTS / "translation/unrecorded.md").read_text()
+    assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
 def test_an_unknown_suite_or_command_is_one_line_with_the_close_names(capsys):

@@ -125,6 +125,19 @@ def test_invalid_utf8_names_file_and_line(tmp_path, gz):
         read_monolingual(path, "fr")
 
 
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("encoding, said", [
+    ("utf-16", "UTF-16 text (byte-order mark 0xff 0xfe)"),
+    ("utf-16-le", "UTF-16 text (little-endian, no byte-order mark)"),  # decodes as UTF-8, NULs and all
+    ("utf-32-be", "UTF-32 text (big-endian, no byte-order mark)"),
+])
+def test_a_utf16_or_utf32_corpus_is_named_as_such(tmp_path, gz, encoding, said):
+    path = write(tmp_path / "notepad.fr", "bonjour\nmerci\ndéjà vu\n".encode(encoding), gz=gz)
+    with pytest.raises(CorpusError) as err:
+        read_monolingual(path, "fr")
+    assert str(err.value) == f"{path}: {said}; save it as UTF-8"
+
+
 def test_invalid_utf8_in_parallel_target(tmp_path):
     src = write(tmp_path / "a.en", "yes\nno\n")
     tgt = write(tmp_path / "a.fr", b"oui\nn\xffon\n")

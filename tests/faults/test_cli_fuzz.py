@@ -56,7 +56,7 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
         (["list", "--all"], "babelzoo: unrecognized arguments: --all"),
     ],
     "info": [
-        (["info", "no_such_model"], "babelzoo info: unknown model 'no_such_model'"),
+        (["info", "no_such_model"], "babelzoo info: unknown model 'no_such_model' (every model: babelzoo list models)"),
         (["info", "caf\udce9"], "babelzoo info: unknown model 'caf\\udce9'"),  # a name from a latin-1 shell
         (["info"], "babelzoo: the following arguments are required: name"),
     ],
@@ -72,6 +72,8 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
         (["pretrain", "--config", "{d}/bomb.yaml"], "{d}/bomb.yaml:5: aliases expand the document"),
         (["pretrain", "--config", "{d}/nan.yaml"], "{d}/nan.yaml:2 TrainConfig.lr=nan must be a finite number"),
         (["pretrain", "--config", "{d}/missing.yaml"], "{d}/missing.yaml: no such recipe file"),
+        (["pretrain", "--config", "mlm_tin"], "babelzoo pretrain: unknown recipe 'mlm_tin': no such file, nor a shipped "
+         "recipe; did you mean 'mlm_tiny', 'mmlm_tiny', 'clmlm_tiny'? (every shipped recipe: babelzoo list recipes)"),
         (["pretrain", "--config", "{d}/folder"], "{d}/folder: a folder; a recipe is a YAML file"),
         (["pretrain", "--config", "mlm_tiny", "--set", "lr=[0.1"], "--set 'lr=[0.1': invalid YAML"),
         (["pretrain", "--config", "mlm_tiny", "--set", "lr=.inf"], "TrainConfig.lr=inf must be a finite number"),

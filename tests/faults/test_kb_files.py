@@ -67,6 +67,14 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
         read_triples(path)
 
 
+def test_a_utf16_kb_file_is_named_as_such(tmp_path):
+    path = tmp_path / "triples.tsv"
+    path.write_bytes("Q17\tcurrency\tQ8146\nQ142\tname\tFrançe\n".encode("utf-16"))
+    with pytest.raises(KBError) as err:
+        read_triples(path)
+    assert str(err.value) == f"{path}: UTF-16 text (byte-order mark 0xff 0xfe); save it as UTF-8"
+
+
 @pytest.mark.parametrize("line, message", [
     ({"id": "Q17", "lables": {"en": "Japan"}}, r"unknown key\(s\) \['lables'\]; an entity line takes id, type"),
     ({"id": "Q17", "labels": ["Japan"]}, "'labels' must map language codes to names, got list"),

@@ -143,6 +143,16 @@ def test_a_latin1_media_manifest_names_its_line(tmp_path):
     assert str(err.value) == f"{path}:2: not UTF-8 text (byte 0xe9); save it as UTF-8"
 
 
+def test_a_utf16_media_manifest_is_named_as_such(tmp_path):
+    from babelzoo.datasets.multimodal_manifest import MediaError, read_manifest
+
+    path = tmp_path / "manifest.jsonl"
+    path.write_bytes('{"image": "a.png", "text": "a", "lang": "fr"}\n'.encode("utf-16-le"))
+    with pytest.raises(MediaError) as err:
+        read_manifest(path)
+    assert str(err.value) == f"{path}: UTF-16 text (little-endian, no byte-order mark); save it as UTF-8"
+
+
 def test_a_truncated_archive_is_a_download_error(tmp_path, monkeypatch):
     from babelzoo.datasets.download import DownloadError, extract
     from babelzoo.zoo.pretrained import from_pretrained

@@ -87,6 +87,30 @@ def test_text_that_is_not_utf8_names_the_file_line_and_byte(tmp_path, capsys):
     assert load_recipe(tmp_path / "bom.yaml").model == "bert_tiny"
 
 
+def test_a_utf16_recipe_is_named_as_utf16(tmp_path, capsys):
+    """Notepad's "Unicode": the byte-order mark, not the first byte that is not UTF-8."""
+    (tmp_path / "notepad.yaml").write_bytes("model: xlmr_tiny\nmax_steps: 3\n".encode("utf-16"))
+    code, err, _ = run(["pretrain", "--config", tmp_path / "notepad.yaml", "--print-config"], capsys)
+    assert (code, err) == (2, f"babelzoo pretrain: {tmp_path}/notepad.yaml: UTF-16 text (byte-order mark 0xff 0xfe); "
+                              "save it as UTF-8\n")
+
+
+@pytest.mark.parametrize("encoding, said", [
+    ("utf-16", "UTF-16 text (byte-order mark 0xff 0xfe)"),
+    ("utf-16-be", "UTF-16 text (big-endian, no byte-order mark)"),
+    ("utf-32", "UTF-32 text (byte-order mark 0xff 0xfe 0x00 0x00)"),
+    ("utf-32-le", "UTF-32 text (little-endian, no byte-order mark)"),
+])
+def test_read_utf8_names_utf16_and_utf32_text(tmp_path, encoding, said):
+    from babelzoo._files import read_utf8
+
+    path = tmp_path / "r.yaml"
+    path.write_bytes("model: xlmr_tiny\nlr: 0.001  # café\n".encode(encoding))
+    with pytest.raises(ConfigError) as err:
+        read_utf8(path, ConfigError)
+    assert str(err.value) == f"{path}: {said}; save it as UTF-8"
+
+
 @pytest.mark.parametrize("override, reason", [
     ("lr=[unclosed", "invalid YAML (expected ',' or ']', but got '<stream end>')"),
     ("lr=!!python/object/apply:os.system [echo hi]",

@@ -196,3 +196,32 @@ def test_frozen_parameters_have_no_optimizer_state(tmp_path, tokenizer_dir, topi
     words = result["model"].state_dict()["embeddings.word.weight"].shape
     state = read_part(tmp_path / "run" / "checkpoints" / "step-00000002", "optimizer")["state"]
     assert state and all(s["exp_avg"].shape != words for s in state.values())
+
+
+def test_an_explicit_max_steps_caps_task_epochs_and_the_log_says_which_won(tmp_path, tokenizer_dir, topic_data,
+                                                                          caplog):
+    """96 training rows in batches of 8 are 12 steps an epoch: task.epochs=4 alone trains 48;
+    ``--set max_steps=3`` stops the run at 3, and the log says that max_steps capped it."""
+    settings = recipe(tmp_path, tokenizer_dir, epochs=4).to_dict()
+    del settings["max_steps"]  # the recipe leaves it to task.epochs
+    path = tmp_path / "r.yaml"
+    path.write_text(json.dumps(settings), encoding="utf-8")
+    with caplog.at_level("INFO", logger="babelzoo"):
+        assert finetune_main(["--config", str(path), "--data-dir", str(topic_data), "--set", "max_steps=3"]) == 0
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert saved["protocol"]["max_steps"] == 3 and saved["summary"]["steps"] == 3
+    assert "; 3 steps (max_steps=3 caps task.epochs=4 at 12 steps an epoch (48 steps))" in caplog.text
+
+
+@pytest.mark.parametrize("epochs, max_steps, given, expected", [
+    (4, 3, True, (3, "max_steps=3 caps task.epochs=4 at 12 steps an epoch (48 steps)")),
+    (4, 100, True, (48, "task.epochs=4 at 12 steps an epoch, within max_steps=100")),
+    (4, 3, False, (48, "task.epochs=4 at 12 steps an epoch")),  # a default max_steps caps nothing
+    (0.5, 1000, False, (6, "task.epochs=0.5 at 12 steps an epoch")),
+    (None, 7, False, (7, "max_steps=7")),
+])
+def test_training_steps_rule(epochs, max_steps, given, expected):
+    from babelzoo.finetune.recipe import training_steps
+
+    spec = TaskSpec(train="train.tsv", dev="dev.tsv", epochs=epochs)
+    assert training_steps(spec, max_steps, given, train_size=100, global_batch=8) == expected

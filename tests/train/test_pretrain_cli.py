@@ -3,6 +3,9 @@ from the installed ``babel`` package) trains a tokenizer, a model and a mixture 
 and leaves a checkpoint that loads with its tokenizer; bad recipes exit with a clear message."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,8 @@ import babelzoo
 from babelzoo.train.cli import pretrain_main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +153,41 @@ def test_pretrain_with_a_memory_layer_as_the_memorizing_recipe_does(tmp_path, co
 def recipe_data(corpus):
     return {"alpha": 0.5, "sources": [{"kind": "text", "path": str(corpus / f"{lang}.txt"), "lang": lang}
                                       for lang in ("de", "fr")]}
+
+
+def test_torchrun_on_two_ranks_trains_the_tokenizer_once(tmp_path, corpus):
+    """The documented launch, ``torchrun --nproc-per-node 2 -m babelzoo pretrain``, on a fresh
+    run whose recipe trains its tokenizer: rank 0 trains and saves it, rank 1 loads it, and
+    both ranks train (gloo on CPU)."""
+    path = recipe(tmp_path, corpus, objectives={"mlm": {"max_length": 24}}, data={"mlm": recipe_data(corpus)},
+                  max_steps=2, batch_size=4, device="cpu")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                             "-m", "babelzoo", "pretrain", "--config", str(path)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["world_size"], summary["strategy"], summary["final_step"]) == (2, "ddp", 2)
+    model = babelzoo.from_pretrained(tmp_path / "run" / "checkpoints/step-00000002")
+    assert model.tokenizer.languages == ("de", "fr") and model.config.text.vocab_size == 400
+
+
+@pytest.mark.parametrize("flag", ["", "-q", "-v"])
+def test_quiet_and_verbose_decide_what_pretrain_shows(tmp_path, corpus, capsys, flag):
+    """``babelzoo -q pretrain`` prints only its result (where the checkpoint is): no progress
+    bar, no summary; ``-v`` adds debug records (where the tokenizer came from) to the default."""
+    from babelzoo.cli import main
+
+    path = recipe(tmp_path, corpus, objectives={"mlm": {"max_length": 24}}, data={"mlm": recipe_data(corpus)},
+                  max_steps=2, progress=True)
+    assert main([flag, "pretrain", "--config", str(path)] if flag else ["pretrain", "--config", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"checkpoint in {tmp_path / 'run' / 'checkpoints' / 'step-00000002'}\n"
+    sentences = sum(len((corpus / f"{lang}.txt").read_text(encoding="utf-8").splitlines()) for lang in ("de", "fr"))
+    shown = ("train:" in err or "step 2/2" in err, "training summary" in err,
+             f"tokenizer: 400 pieces, trained on {sentences:,} sentences (de, fr)" in err)
+    assert shown == {"": (True, True, False), "-q": (False, False, False), "-v": (True, True, True)}[flag]
+    if flag == "-q":
+        assert err == ""
+    assert (tmp_path / "run" / "summary.json").is_file()  # written whatever is shown

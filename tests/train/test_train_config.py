@@ -86,6 +86,11 @@ def test_shipped_recipes_load(path):
     assert cfg.model in babelzoo.list_models()
 
 
-def test_unknown_recipe_name_lists_shipped_ones():
-    with pytest.raises(ConfigError, match="not a shipped recipe.*mlm_tiny"):
+def test_unknown_recipe_name_suggests_the_shipped_ones_it_looks_like():
+    with pytest.raises(ConfigError) as err:
+        recipe_path("mlm_tin")
+    assert str(err.value) == ("unknown recipe 'mlm_tin': no such file, nor a shipped recipe; did you mean 'mlm_tiny', "
+                              "'mmlm_tiny', 'clmlm_tiny'? (every shipped recipe: babelzoo list recipes)")
+    with pytest.raises(ConfigError, match=r"^unknown recipe 'no_such_recipe': no such file, nor a shipped recipe "
+                                          r"\(every shipped recipe: babelzoo list recipes\)$"):
         recipe_path("no_such_recipe")

@@ -92,7 +92,8 @@ def per_language(langs: Sequence[str], run: Callable[[str], list["Result"]],
 
 # tasks on data that installed packages ship (the offline sources' and plug-ins') register through
 # the entry-point group
-TASKS: Registry[Callable[..., list[Result]]] = Registry("task", group="babelzoo.tasks")
+TASKS: Registry[Callable[..., list[Result]]] = Registry("task", group="babelzoo.tasks",
+                                                        listed_by="babelzoo list tasks")
 
 _MODULES = ("retrieval", "lexicon", "knowledge", "transfer_probe", "transfer")
 

@@ -29,7 +29,7 @@ OPTION_KEYS = ("recipe", "set", "out")
 
 def finetune_results(task: str, folder: str, default_recipe: str, encoder, context: TaskContext) -> list[Result]:
     """Fine-tune a copy of ``encoder.model`` by the task's recipe; one Result per test file."""
-    from ...finetune.recipe import TaskSpec, recipe_value
+    from ...finetune.recipe import TaskSpec, gives_max_steps, recipe_value
     from ...finetune.run import run_finetune
     from ...train.config import read_recipe_config, recipe_path
     from ...zoo.model import BabelModel
@@ -67,7 +67,7 @@ def finetune_results(task: str, folder: str, default_recipe: str, encoder, conte
         cfg = cfg.replace(model=encoder.name, output_dir=str(out), resume=False, progress=False, seed=context.seed)
         try:
             result = run_finetune(cfg, data_dir=context.data_dir, base=model, tokenizer=encoder.tokenizer,
-                                  log=context.log)
+                                  log=context.log, max_steps_given=gives_max_steps(where, options.get("set", [])))
         except EvaluationIncomplete as err:  # the languages tested before the failure stay on the board
             raise TaskIncomplete(str(err), rows_of(err.tests, err.protocol)) from err
     return rows_of(result["test"], result["protocol"])
