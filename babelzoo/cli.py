@@ -160,12 +160,16 @@ LEVELS = {"-q": logging.WARNING, "--quiet": logging.WARNING, "-v": logging.DEBUG
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``babelzoo [-q|-v] COMMAND ...``: a user error is one line on stderr and exit status 2
-    (:mod:`babelzoo.errors`); a traceback means a bug."""
+    (:mod:`babelzoo.errors`); a traceback means a bug. ``-q``/``-v`` may also follow the command
+    (``babelzoo pretrain --config demo -q``), anywhere before a ``--``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    level = logging.INFO
-    while argv and argv[0] in LEVELS:
-        level = LEVELS[argv.pop(0)]
-    with cli_logging(level):
+    end = argv.index("--") if "--" in argv else len(argv)
+    loudness = [a for a in argv[:end] if a in LEVELS]
+    argv = [a for a in argv[:end] if a not in LEVELS] + argv[end:]
+    if len({LEVELS[a] for a in loudness}) > 1:
+        print("babelzoo: -q/--quiet and -v/--verbose exclude each other; give one", file=sys.stderr)
+        return 2
+    with cli_logging(LEVELS[loudness[0]] if loudness else logging.INFO):
         return _run(argv)
 
 

@@ -191,3 +191,19 @@ def test_quiet_and_verbose_decide_what_pretrain_shows(tmp_path, corpus, capsys, 
     if flag == "-q":
         assert err == ""
     assert (tmp_path / "run" / "summary.json").is_file()  # written whatever is shown
+
+
+def test_quiet_may_follow_the_command(tmp_path, corpus, capsys):
+    """``babelzoo pretrain --config R -q`` is ``babelzoo -q pretrain --config R``; -q with -v is
+    refused, and a -q after ``--`` is not taken as the flag."""
+    from babelzoo.cli import main
+
+    path = recipe(tmp_path, corpus, objectives={"mlm": {"max_length": 24}}, data={"mlm": recipe_data(corpus)},
+                  max_steps=2, progress=True)
+    assert main(["pretrain", "--config", str(path), "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"checkpoint in {tmp_path / 'run' / 'checkpoints' / 'step-00000002'}\n" and err == ""
+    assert main(["-v", "pretrain", "--config", str(path), "-q"]) == 2
+    assert capsys.readouterr().err == "babelzoo: -q/--quiet and -v/--verbose exclude each other; give one\n"
+    assert main(["info", "--", "-q"]) == 2  # a word after --, not the flag
+    assert capsys.readouterr().err.startswith("babelzoo info: unknown model '-q'")
