@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 from .._files import expand_path
 from ..errors import ConfigError
@@ -29,14 +30,28 @@ def _datasets(where: str):
     return datasets
 
 
+@contextlib.contextmanager
+def _no_progress_bars(datasets) -> Iterator[None]:
+    """``datasets``' own progress bars off while babelzoo reads a split (babelzoo's progress and
+    the command line own the terminal), as they were after."""
+    shown = datasets.utils.logging.is_progress_bar_enabled()
+    datasets.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            datasets.utils.logging.enable_progress_bar()
+
+
 def load_split(path: str, name: Optional[str], data_files: DataFiles, split: str, revision: Optional[str],
                streaming: bool, where: str, described: str):
     """``datasets.load_dataset(...)`` (an IterableDataset when ``streaming``); a dataset it cannot
     load is a :class:`ConfigError` naming ``where``."""
     datasets = _datasets(where)
     try:
-        return datasets.load_dataset(path, name, data_files=data_files, split=split, revision=revision,
-                                     streaming=streaming)
+        with _no_progress_bars(datasets):
+            return datasets.load_dataset(path, name, data_files=data_files, split=split, revision=revision,
+                                         streaming=streaming)
     except (FileNotFoundError, ValueError, datasets.exceptions.DatasetNotFoundError) as err:
         raise ConfigError(f"{where}: datasets cannot load {described}: {err}") from None
 
@@ -48,7 +63,8 @@ def split_files(path: str, name: Optional[str], data_files: DataFiles, split: st
     for a dataset that names none (a Hub dataset from the cache, a loading script)."""
     datasets = _datasets(where)
     try:
-        builder = datasets.load_dataset_builder(path, name, data_files=data_files, revision=revision)
+        with _no_progress_bars(datasets):
+            builder = datasets.load_dataset_builder(path, name, data_files=data_files, revision=revision)
     except (FileNotFoundError, ValueError, datasets.exceptions.DatasetNotFoundError) as err:
         raise ConfigError(f"{where}: datasets cannot load {described}: {err}") from None
     names = {re.sub(r"\[.*\]$", "", part.strip()) for part in split.split("+")}  # train+test[:10%]

@@ -179,7 +179,7 @@ def train_kge_main(args: argparse.Namespace, out=None) -> dict:
     return {"summary": summary, "test": test}
 
 
-def text_ranker(model_source: str, kg: str, batch_size: int = 128):
+def text_ranker(model_source: str, kg: str, batch_size: int = 128, kb=None):
     """A :class:`~babelzoo.knowledge.text_link.TextLinkPredictor` of the model ``model_source``
     (a model folder, or a zoo name loaded with its pretrained weights) over the graph ``kg``. A
     model trained for link prediction (its folder holds ``link_prediction.json``) reads the graph
@@ -190,7 +190,7 @@ def text_ranker(model_source: str, kg: str, batch_size: int = 128):
     from .kge import LinkPredictionData
     from .text_link import TextFormat, TextLinkPredictor
 
-    kb = _load(kg)
+    kb = kb if kb is not None else _load(kg)
     data = LinkPredictionData.from_kb(kb)
     record_file = Path(model_source) / "link_prediction.json"
     record = read_json_object(record_file, UsageError) if record_file.is_file() else None
@@ -269,8 +269,9 @@ def eval_main(args: argparse.Namespace, out=None) -> dict:
 def predict_main(args: argparse.Namespace, out=None) -> list:
     """The ``--k`` best answers to (head, relation, ?), or (?, relation, tail) with ``--inverse``."""
     out = out or sys.stdout
-    ranker, kb, _ = text_ranker(args.model, args.kg, args.batch_size)
+    kb = _load(args.kg)
     entity, relation = resolve(kb, args.entity, "entity"), resolve(kb, args.relation, "relation")
+    ranker, _, _ = text_ranker(args.model, args.kg, args.batch_size, kb)
     best = ranker.predict(entity, relation, args.k, inverse=args.inverse)
     question = f"(?, {relation}, {entity})" if args.inverse else f"({entity}, {relation}, ?)"
     print(f"{question}  {ranker.entity_texts[ranker.data.entities.index(entity)]}", file=out)

@@ -5,6 +5,7 @@ wrong, no traceback, and changes no file outside the run's own output folder (``
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -43,6 +44,24 @@ def d(tmp_path, monkeypatch) -> Path:
     (tmp_path / "latin1_kb.tsv").write_bytes("Q1\tcapital\tS\u00e3o Paulo\n".encode("latin-1"))
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_bytes('{"model_type": "bert", "note": "caf\u00e9"}'.encode("latin-1"))
+    for lang, offset in (("eng_Latn", 0), ("deu_Latn", 100)):  # a zero-shot task: English trains, German tests
+        for split, offset in (("train", offset), ("test", offset + 50)):
+            (tmp_path / "sib" / lang).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "sib" / lang / f"{split}.tsv").write_text(
+                "index_id\tcategory\ttext\n" + "".join(f"{offset + i}\t{('science', 'sports')[i % 2]}\tthe text {i}\n"
+                                                      for i in range(6)), encoding="utf-8")
+    (tmp_path / "sib" / "deu_Latn" / "dev.jsonl").write_text(
+        "".join(json.dumps({"index_id": 200 + i, "category": "science", "text": f"der Text {i}"}) + "\n"
+                for i in range(4)), encoding="utf-8")
+    (tmp_path / "split_dev.yaml").write_text(
+        f"model: xlmr_tiny\ntokenizer: {{from_model: multilingual_e5_small}}\ntask:\n  kind: sequence_classification\n"
+        f"  init: random\n  train: {tmp_path}/sib/eng_Latn/train.tsv\n  dev: {{kind: hf_dataset, path: json, "
+        f"data_files: {tmp_path}/sib/deu_Latn/dev.jsonl, split: train}}\n  test: {tmp_path}/sib/*/test.tsv\n"
+        f"  label_column: category\n  id_column: index_id\noutput_dir: {tmp_path}/out/ft\n", encoding="utf-8")
+    (tmp_path / "stream_empty.yaml").write_text(
+        f"model: xlmr_tiny\ntokenizer: {{from_model: multilingual_e5_small}}\nobjectives: {{mlm: {{}}}}\n"
+        f"data:\n  mlm:\n    - {{kind: hf_dataset, path: {tmp_path}/folder, lang: en}}\n"
+        f"output_dir: {tmp_path}/out/stream\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("BABELZOO_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -84,6 +103,8 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
         (["pretrain", "--config", "mlm_tiny", "--set", "lr"], "--set 'lr': expected key=value"),
         (["pretrain", "--config", "{d}/corpus_folder.yaml"], "{d}/folder: a folder, not a text file"),
         (["pretrain", "--config"], "babelzoo pretrain: argument --config: expected one argument"),
+        (["pretrain", "--config", "{d}/stream_empty.yaml"],
+         "{d}/stream_empty.yaml:6 data.mlm[0]: datasets cannot load {d}/folder, split train"),
     ],
     "finetune": [
         (["finetune", "--config", "{d}/latin1.yaml"], "{d}/latin1.yaml:2: not UTF-8 text (byte 0xe9)"),
@@ -93,6 +114,8 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
         (["finetune", "--config", "{d}/folder"], "{d}/folder: a folder; a recipe is a YAML file"),
         (["finetune", "--config", "sib200_tiny", "--set", "lr=.nan"], "TrainConfig.lr=nan must be a finite number"),
         (["finetune", "--config", "sib200_tiny", "--set", "eps=!!python/name:os.system"], "invalid YAML"),
+        (["finetune", "--config", "{d}/split_dev.yaml"],  # a target-language dev set given as a dataset split
+         "belongs to deu_Latn (by its file {d}/sib/deu_Latn/dev.jsonl), a target language of task.test"),
     ],
     "convert": [
         (["convert", "--from-hf", "{d}/hf", "--to", "{d}/out"], "{d}/hf/config.json:1: not UTF-8 text (byte 0xe9)"),
@@ -102,6 +125,11 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
         (["convert", "--to-hf", "{d}/out", "--from", "{d}/file.txt"], "{d}/file.txt: not a checkpoint directory"),
         (["convert", "--to-hf", "{d}/out", "--from", "{d}/folder"], "{d}/folder: no config.json"),
         (["convert", "--from-hf", "{d}/hf"], "babelzoo convert: --from-hf needs --to OUT_DIR"),
+        (["convert", "--to-onnx", "{d}/out/onnx", "--from", "xlmr_tiny", "--opset", "17"],
+         "--opset 17: torch.onnx writes opsets 18 to 25"),
+        (["convert", "--to-onnx", "{d}/out/onnx", "--from", "xlmr_tiny", "--opset", "26"],
+         "--opset 26: torch.onnx writes opsets 18 to 25"),
+        (["convert", "--to-onnx", "{d}/out/onnx", "--from", "{d}/folder"], "{d}/folder: no config.json"),
     ],
     "eval": [
         (["eval", "--config", "{d}/latin1.yaml", "--out", "{d}/out"], "{d}/latin1.yaml:2: not UTF-8 text (byte 0xe9)"),
@@ -160,6 +188,15 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
          "{d}/file.txt: exists and is not a folder"),
         (["kb", "train-kge", "--data", "{d}/kb", "--model", "gpt"], "argument --model: invalid choice: 'gpt'"),
         (["kb"], "babelzoo kb: the following arguments are required: ACTION"),
+        (["kb", "eval", "--model", "xlmr_tiny", "--kg", "{d}/missing"], "is no file or folder"),
+        (["kb", "eval", "--model", "xlmr_tiny", "--kg", "{d}/kb", "--out", "{d}/file.txt"],
+         "--out {d}/file.txt: a file babelzoo did not write; nothing was changed"),
+        (["kb", "eval", "--model", "{d}/folder", "--kg", "{d}/kb"], "{d}/folder: no config.json"),
+        (["kb", "eval", "--model", "xlmr_tiny", "--kg", "{d}/kb", "--split", "dev"], "argument --split: invalid choice"),
+        (["kb", "predict", "--model", "xlmr_tiny", "--kg", "{d}/kb", "e0", "r9"],
+         "unknown relation 'r9': no id or text of the graph matches it; the relations: r0, r1"),
+        (["kb", "predict", "--model", "xlmr_tiny", "--kg", "{d}/kb", "e0", "r0", "--k", "0"],
+         "argument --k: '0' must be at least 1"),
     ],
 }
 
