@@ -51,6 +51,7 @@ from .logging import RunLogger
 from .trackers import build_trackers
 from .optim import build_optimizer, build_schedule
 from .run_checkpoints import RunCheckpoints
+from .run_folder import claim_output_dir
 from .precision import Precision
 from .selection import BEST_DIR, Evaluator, Selection, save_best
 
@@ -371,6 +372,8 @@ class Trainer(RunCheckpoints):
         logger = None
         try:
             resumed = self._resume()
+            if self.info.is_main:  # after resume, whose differences name the checkpoint; before any write
+                claim_output_dir(cfg, self.run_identity(), self.info.world_size)
             # A finished run resumed trains nothing: its summary reports its own figures, with no
             # peak measured now and no progress bar that would show it as done in no time.
             finished = resumed is not None and self.step >= cfg.max_steps
