@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import os
+import posixpath
 import re
 import shutil
 import string
@@ -218,8 +219,9 @@ def _entries(folder: Path) -> list[str]:
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
 
 
-def owned_entries(folder: Path) -> set[str] | None:
-    """What babelzoo recorded writing into ``folder``, or None where it recorded nothing."""
+def _owned_record(folder: Path) -> dict | None:
+    """babelzoo's record of writing ``folder`` (:func:`record_owned`), or None where there is
+    none or it is not one babelzoo would write."""
     marker = folder / OWNED_MARKER
     if not marker.is_file():
         return None
@@ -230,7 +232,20 @@ def owned_entries(folder: Path) -> set[str] | None:
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         return None
-    return set(files)
+    return data
+
+
+def owned_entries(folder: Path) -> set[str] | None:
+    """What babelzoo recorded writing into ``folder``, or None where it recorded nothing."""
+    record = _owned_record(folder)
+    return None if record is None else set(record["files"])
+
+
+def owned_kind(folder: Path) -> str | None:
+    """What babelzoo recorded writing ``folder`` as (``"model"``, ``"ONNX export"``, ...), or
+    None where it recorded nothing."""
+    record = _owned_record(folder)
+    return None if record is None else str(record.get("what"))
 
 
 def foreign_entries(folder: Path) -> list[str]:
@@ -243,20 +258,30 @@ def foreign_entries(folder: Path) -> list[str]:
     return [e for e in present if e not in owned]
 
 
+def _a(what: str) -> str:
+    """``what`` with its indefinite article: "a model", "an ONNX export"."""
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+
+
 def check_replaceable(folder: str | Path, what: str = "model") -> None:
     """Raise :class:`FolderNotOwned` unless ``folder`` is missing, empty, or holds only what
-    babelzoo wrote there as a whole ``what``; nothing is touched."""
+    babelzoo wrote there as a whole ``what`` (a folder written as another kind, say a model
+    where an ONNX export is to go, is refused too); nothing is touched."""
     folder = Path(folder)
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         raise FolderNotOwned(f"{folder}: exists and is not a folder; nothing was changed")
     if not folder.is_dir():
         return
+    kind = owned_kind(folder)
+    if kind is not None and kind != what:
+        raise FolderNotOwned(f"{folder}: babelzoo wrote it as {_a(kind)}, not {_a(what)}; nothing was deleted: "
+                             f"write the {what} into a new or empty folder")
     foreign = foreign_entries(folder)
     if not foreign:
         return
     shown = ", ".join(foreign[:6]) + (", ..." if len(foreign) > 6 else "")
-    if owned_entries(folder) is None:
-        raise FolderNotOwned(f"{folder}: not a folder babelzoo wrote as a {what} (it holds {shown}); nothing was "
+    if kind is None:
+        raise FolderNotOwned(f"{folder}: not a folder babelzoo wrote as {_a(what)} (it holds {shown}); nothing was "
                              f"deleted: write the {what} into a new or empty folder")
     raise FolderNotOwned(f"{folder}: holds files babelzoo did not write there ({shown}); nothing was deleted: move "
                          f"them out, or write the {what} into a new or empty folder")
@@ -273,8 +298,8 @@ def replace_owned_folder(folder: str | Path, write: Callable[[Path], None], what
     """Write a whole folder: ``write(tmp)`` fills a fresh folder beside ``folder``, which then
     takes its place, so no file of an earlier ``what`` is left beside the new one and an
     interrupted write leaves the old one whole. Only a folder that is missing, empty or holds
-    just what babelzoo wrote there is replaced; any other is refused before anything is written
-    (:class:`FolderNotOwned`), untouched."""
+    just what babelzoo wrote there as a ``what`` is replaced; any other is refused before
+    anything is written (:class:`FolderNotOwned`), untouched."""
     folder = Path(folder)
     check_replaceable(folder, what)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -304,6 +329,15 @@ def same_or_inside(a: str | Path, b: str | Path) -> bool:
     """True when the folders ``a`` and ``b`` are the same or one holds the other."""
     ra, rb = Path(a).resolve(), Path(b).resolve()
     return ra == rb or ra in rb.parents or rb in ra.parents
+
+
+def inside_folder(relative: str) -> bool:
+    """True when the path ``relative`` names something strictly inside the folder it is joined
+    to: not absolute, not the folder itself, never leaving it through ``..``."""
+    text = str(relative).replace("\\", "/")
+    normal = posixpath.normpath(text)
+    return not (Path(text).is_absolute() or text.startswith("/") or normal in (".", "..")
+                or normal.startswith("../"))
 
 
 def expand_path(value: str, where: str, env: Optional[Mapping[str, str]] = None, hint: str = "") -> str:

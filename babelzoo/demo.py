@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 from .errors import ArgumentParser, UsageError, command
 
@@ -61,24 +61,58 @@ def build_parser() -> argparse.ArgumentParser:
 
 def claim_run_folder(out: Path, fresh: bool) -> None:
     """Make ``out`` the demo's folder: a new or empty one is marked as the demo's; one the demo
-    marked is resumed, or with ``fresh`` emptied of what the demo writes there (and nothing
-    else); any other folder is refused before anything is written or deleted."""
+    marked is resumed, or with ``fresh`` cleared of the train/, model/ and leaderboard/ babelzoo
+    wrote there (and nothing else); any other folder, or such an entry babelzoo did not write, is
+    refused before anything is written or deleted."""
     import shutil
 
     marker = out / DEMO_MARKER
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
     entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
-    if not marker.is_file() and not set(entries) <= set(DEMO_OUTPUTS):  # an older demo's folder holds just those
+    if entries and not marker.is_file():
         shown = ", ".join(entries[:6]) + (", ..." if len(entries) > 6 else "")
         raise UsageError(f"--out {out}: not a folder babelzoo demo made (it holds {shown}); nothing was changed: "
                          "give a new or empty folder")
     if fresh:
-        for name in DEMO_OUTPUTS:
-            if (out / name).is_dir():
-                shutil.rmtree(out / name)
+        outputs = [out / name for name in DEMO_OUTPUTS if os.path.lexists(out / name)]
+        problems = [problem for path in outputs if (problem := demo_output_problem(path)) is not None]
+        if problems:
+            raise UsageError(f"--out {out} --fresh: {'; '.join(problems)}; nothing was deleted: move those files "
+                             "out, or give another --out")
+        for path in outputs:
+            shutil.rmtree(path)
     out.mkdir(parents=True, exist_ok=True)
     marker.write_text("babelzoo demo run folder: train/, model/ and leaderboard/ are the demo's\n", encoding="utf-8")
+
+
+def demo_output_problem(path: Path) -> Optional[str]:
+    """Why ``--fresh`` may not remove ``path`` (the demo's ``train``, ``model`` or
+    ``leaderboard``), or None when it is a folder holding only what babelzoo wrote there as that:
+    a training run's folder, a saved model, a leaderboard's files."""
+    from ._files import foreign_entries, owned_kind
+    from .evaluation.leaderboard import written_outputs
+    from .train.run_folder import is_run_folder
+
+    if path.is_symlink() or not path.is_dir():
+        return f"{path} is {'a link' if path.is_symlink() else 'not a folder'}, not a folder babelzoo wrote"
+    entries = sorted(p.name for p in path.iterdir())
+    if path.name == "train":
+        written = not entries or is_run_folder(path)
+        foreign = [] if written else entries
+    elif path.name == "model":
+        written = not entries or owned_kind(path) == "model"
+        foreign = foreign_entries(path) if written else entries
+    else:
+        listed = written_outputs(path)
+        written = not entries or listed is not None
+        foreign = [name for name in entries if name not in (listed or ())]
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:6]) + (", ..." if len(foreign) > 6 else "")
+    if not written:
+        return f"{path} is not a {path.name} folder babelzoo wrote (it holds {shown})"
+    return f"{path} holds files babelzoo did not write there ({shown})"
 
 
 def run(args: argparse.Namespace) -> int:

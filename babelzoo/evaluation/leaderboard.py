@@ -346,6 +346,19 @@ def _earlier_outputs(results_json: Path) -> set[str]:
     return {n for n in names if isinstance(n, str) and n == Path(n).name and n not in ("", ".", "..")}
 
 
+def written_outputs(out_dir: Path) -> Optional[set[str]]:
+    """The files a :func:`write_outputs` run recorded writing into ``out_dir`` (the ``files`` of
+    its ``results.json``, itself included), or None where no run recorded any."""
+    try:
+        written = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    names = written.get("files") if isinstance(written, dict) and isinstance(written.get("meta"), dict) else None
+    if not isinstance(names, list) or "results.json" not in names:
+        return None
+    return {n for n in names if isinstance(n, str) and n == Path(n).name and n not in ("", ".", "..")}
+
+
 def write_plots(results: Sequence[Result], out_dir: Path) -> dict[str, Path]:
     """One bar chart per task: models × metric families."""
     try:

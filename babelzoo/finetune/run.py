@@ -164,10 +164,13 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
     ``task.epochs``, ``cfg.max_steps`` caps the run only when ``max_steps_given`` (the recipe
     gave it; :func:`~babelzoo.finetune.recipe.gives_max_steps`); the log says which setting won."""
     from ..objectives.classification import head_objective
+    from ..train.run_folder import claim_output_dir
     from ..train.trainer import Trainer
     from ..zoo.pretrained import WEIGHTS_NAME, load_state_strict, read_weights
 
     spec = TaskSpec.from_dict(cfg.task).resolve(data_dir)
+    if int(os.environ.get("RANK", 0)) == 0:
+        claim_output_dir(cfg, write=False)  # a folder of the user's (their results.json) is refused before any work
     train_rows, dev_rows, labels, selection = prepare_splits(cfg, spec)
     digests = {"train": digest_of(spec.train), **({"dev": digest_of(spec.dev)} if spec.dev else {})}
     zero_shot = certify(spec, digests["train"], digests.get("dev"))  # before anything is trained

@@ -349,6 +349,7 @@ def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path | Where] = Non
     from ..datasets.sources import BuildContext, EmptySource
     from ..objectives.mixture import Mixture, build_objective
     from ..zoo.factory import create_model
+    from .run_folder import claim_output_dir
 
     if isinstance(recipe, Where):
         where = dataclasses.replace(recipe, label="")
@@ -364,6 +365,7 @@ def build_run_and_sources(cfg: TrainConfig, recipe: Optional[Path | Where] = Non
             _say(err.reports)
             raise
         _say(reports)
+    claim_output_dir(cfg)  # the tokenizer and the token cache are written there next
     context = BuildContext(tokenizer=None, fingerprint="", cache_dir=Path(cfg.output_dir) / "cache", seed=cfg.seed)
 
     def texts() -> dict[str, list[str]]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, Mapping, Optional, Sequence
 
+from .._files import inside_folder
 from ..typed import (Loaded, Section, Seed, Where, build, check_fields, coerce, load_config, read_mapping,
                      read_options, set_keys, unknown_key)
 from ..zoo.config import ConfigError
@@ -179,6 +180,9 @@ class TrainConfig:
             raise ConfigError(f"TrainConfig.betas={self.betas!r} must be two numbers in [0, 1)")
         if self.peak_flops is not None and not self.peak_flops > 0:
             raise ConfigError(f"TrainConfig.peak_flops={self.peak_flops!r} must be positive (FLOP/s) or null")
+        if self.model_dir and not inside_folder(self.model_dir):
+            raise ConfigError(f"TrainConfig.model_dir={self.model_dir!r} must name a folder inside output_dir, "
+                              "where the final model is written (a relative path without '..', e.g. model)")
 
     # --- round trip -----------------------------------------------------------------------------
     @classmethod

@@ -48,9 +48,9 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def differences(saved: Any, current: Any, skip: frozenset = frozenset()) -> list[str]:
+def differences(saved: Any, current: Any, skip: frozenset = frozenset(), saved_as: str = "checkpoint") -> list[str]:
     """``field: saved → current`` for every leaf that differs (JSON-normalised: tuples and
-    lists are equal)."""
+    lists are equal); ``saved_as`` names where the saved values come from."""
     saved, current = json.loads(json.dumps(saved)), json.loads(json.dumps(current))
     a, b = _flatten(saved), _flatten(current)
     lines = []
@@ -59,7 +59,7 @@ def differences(saved: Any, current: Any, skip: frozenset = frozenset()) -> list
             continue
         old, new = a.get(key, "(absent)"), b.get(key, "(absent)")
         if old != new:
-            lines.append(f"{key}: {old!r} (checkpoint) → {new!r} (now)")
+            lines.append(f"{key}: {old!r} ({saved_as}) → {new!r} (now)")
     return lines
 
 
@@ -108,11 +108,12 @@ def objective_identity(objectives: Any) -> dict[str, Any]:
 
 
 def check_same_run(where: str, saved: Mapping[str, Any], current: Mapping[str, Any], step: int,
-                   world_sizes: tuple[int, int] = (1, 1)) -> None:
+                   world_sizes: tuple[int, int] = (1, 1), saved_as: str = "checkpoint") -> None:
     """Refuse to resume ``where`` (a checkpoint written at ``step``) when ``current`` differs
     from ``saved`` outside :data:`RESUMABLE` (keys: ``config``, ``model``, ``objectives``, ``data``);
     ``world_sizes``: the processes that wrote the checkpoint and those resuming it (when they
-    differ, :data:`PER_RANK_BATCH` may change with them)."""
+    differ, :data:`PER_RANK_BATCH` may change with them); ``saved_as`` names ``saved`` in the
+    differences listed (a checkpoint, a run's record of itself)."""
     lines: list[str] = []
     if saved.get("config") is not None:
         # a setting added to TrainConfig after the checkpoint was written has its default there
@@ -120,13 +121,13 @@ def check_same_run(where: str, saved: Mapping[str, Any], current: Mapping[str, A
         before = {**{k: v for k, v in defaults.items() if k not in saved["config"] and k in current["config"]},
                   **saved["config"]}
         lines += differences(before, current["config"], RESUMABLE | _same_global_batch(before, current["config"],
-                                                                                      world_sizes))
+                                                                                      world_sizes), saved_as)
         max_steps = current["config"].get("max_steps")
         if isinstance(max_steps, int) and max_steps < step:
             lines.append(f"max_steps: {max_steps} is below the checkpoint's step {step} (it may only grow)")
     for part in ("model", "objectives", "data"):
         if saved.get(part) is not None and current.get(part) is not None:
-            lines += [f"{part}.{line}" for line in differences(saved[part], current[part])]
+            lines += [f"{part}.{line}" for line in differences(saved[part], current[part], saved_as=saved_as)]
     if lines:
         raise ResumeMismatch(
             f"{where} was written by a different run; resuming would mix the two. Differences:\n  "

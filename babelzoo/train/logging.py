@@ -176,7 +176,7 @@ class RunLogger:
                 record = json.loads(line)
             except json.JSONDecodeError:  # a line cut short by a crash
                 continue
-            if record.get("step", 0) <= step:
+            if isinstance(record, dict) and isinstance(record.get("step"), int) and 1 <= record["step"] <= step:
                 kept.append(line)
                 self._count(record)
                 tail.append(record)

@@ -145,6 +145,13 @@ class RunCheckpoints:
             if any(k.startswith(f"{OPTIMIZER_PREFIX}state.{names.get(id(param))}.") for k in stateless):
                 del self.optimizer.state[param]  # as it was: no state until its first gradient
 
+    def run_identity(self) -> dict[str, Any]:
+        """What makes this run the run it is besides its settings: the model's config, the
+        objectives' and the data's identity (:mod:`babelzoo.train.identity`)."""
+        config = getattr(self.model, "config", None)
+        return {"model": config.to_dict() if isinstance(config, ModelConfig) else None,
+                "objectives": objective_identity(self.objectives), "data": data_identity(self.data)}
+
     def _resume(self) -> Optional[Path]:
         path = self.checkpoints.latest()
         if path is None:
@@ -153,14 +160,10 @@ class RunCheckpoints:
             raise ConfigError(f"{self.checkpoints.root} already holds checkpoints (newest {path.name}) and "
                                   "resume is off: resume them (resume: true) or choose a new output_dir")
         trainer = read_trainer_state(path)
-        config = getattr(self.model, "config", None)
         check_same_run(str(path), {"config": trainer.get("config"), "model": saved_model_config(path),
                                    "objectives": trainer.get("objective_identity"),
                                    "data": trainer.get("data_identity")},
-                       {"config": self.config.to_dict(),
-                        "model": config.to_dict() if isinstance(config, ModelConfig) else None,
-                        "objectives": objective_identity(self.objectives),
-                        "data": data_identity(self.data)}, int(trainer["step"]),
+                       {"config": self.config.to_dict(), **self.run_identity()}, int(trainer["step"]),
                        world_sizes=(int(trainer["world_size"]), self.info.world_size))
         if trainer.get("checkpoint_format") == "sharded":
             self._load_sharded(path)

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol
 
-from ..zoo.pretrained import replace_directory
+from .._files import owned_entries
+from ..zoo.pretrained import WEIGHTS_NAME, replace_directory
 from .identity import ResumeMismatch
 
 BEST_DIR = "best"
@@ -71,3 +72,8 @@ def save_best(directory: Path, write: Callable[[Path], None]) -> Path:
     then swap it in, so that ``directory`` always holds one whole model. Every best model has
     its weights file (a model without a ``ModelConfig``, e.g. a KG embedding, has no config.json)."""
     return replace_directory(directory, write, what="best model")
+
+
+def best_saved(directory: Path) -> bool:
+    """True when ``directory`` holds a best model :func:`save_best` wrote whole (its weights)."""
+    return (directory / WEIGHTS_NAME).is_file() and WEIGHTS_NAME in (owned_entries(directory) or ())

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from .._threads import choose_threads, cpu_threads
+from ..errors import CheckpointError
 from ..zoo.config import ConfigError, ModelConfig
 from . import distributed as D
 from .allocator import keep_cpu_buffers
@@ -51,8 +52,9 @@ from .logging import RunLogger
 from .trackers import build_trackers
 from .optim import build_optimizer, build_schedule
 from .run_checkpoints import RunCheckpoints
+from .run_folder import claim_output_dir
 from .precision import Precision
-from .selection import BEST_DIR, Evaluator, Selection, save_best
+from .selection import BEST_DIR, Evaluator, Selection, best_saved, save_best
 
 
 class TrainModule(nn.Module):
@@ -318,9 +320,16 @@ class Trainer(RunCheckpoints):
             if self.strategy == "fsdp":
                 self.module.reshard()
             self.wrapped.train(was_training)
-        improved = self.selection.update(self.step, metrics)
-        if improved:
-            self._save_best()
+        before = self.selection.state_dict()
+        if self.selection.update(self.step, metrics):
+            try:
+                self._save_best()
+            except BaseException:
+                # The best step recorded is the one best/ holds: after a failed save the selection
+                # (and the checkpoint written after the failure) is as before this evaluation, so
+                # a resumed run evaluates this step again.
+                self.selection.load_state_dict(before)
+                raise
         return {**metrics, f"best {self.selection.metric}": self.selection.best}
 
     def _save_best(self) -> None:
@@ -340,6 +349,27 @@ class Trainer(RunCheckpoints):
                 self.tokenizer.save(directory)
 
         save_best(self.output_dir / BEST_DIR, write)
+
+    def _complete_selection(self) -> Optional[Path]:
+        """After resuming: make ``best/`` hold the best step the checkpoint records, and evaluate
+        the step resumed at when it was due and not done (the evaluation, or the save of its best
+        model, failed before the checkpoint after it). Returns the checkpoint then written, if any."""
+        s, cfg = self.selection, self.config
+        if s is None:
+            return None
+        best = self.output_dir / BEST_DIR
+        if D.broadcast_object(s.best_step is not None and not best_saved(best) if self.info.is_main else None):
+            if s.best_step != self.step:
+                raise CheckpointError(
+                    f"{best}: holds no saved model, but the checkpoint resumed records step {s.best_step} as the best "
+                    f"(its save failed, or the folder was removed); the weights of that step are not kept. To "
+                    f"finish the run, train it again: remove {self.checkpoints.root} (or choose a new output_dir)")
+            self._save_best()  # the weights resumed are those of the best step
+        due = self.step == cfg.max_steps or bool(cfg.eval_every and self.step % cfg.eval_every == 0)
+        if not due or any(e.get("step") == self.step for e in s.history):
+            return None
+        self.evaluate()
+        return self.save_checkpoint()
 
     def _selection_summary(self) -> dict[str, Any]:
         s = self.selection
@@ -371,6 +401,8 @@ class Trainer(RunCheckpoints):
         logger = None
         try:
             resumed = self._resume()
+            if self.info.is_main:  # after resume, whose differences name the checkpoint; before any write
+                claim_output_dir(cfg, self.run_identity(), self.info.world_size)
             # A finished run resumed trains nothing: its summary reports its own figures, with no
             # peak measured now and no progress bar that would show it as done in no time.
             finished = resumed is not None and self.step >= cfg.max_steps
@@ -427,6 +459,8 @@ class Trainer(RunCheckpoints):
         self._clock = time.process_time if cfg.budget_clock == "cpu" else time.perf_counter
         self._clock_start = self._clock()
         out_of_time = False
+        if resumed is not None:
+            last_checkpoint = self._complete_selection() or last_checkpoint
         with self._signals():
             try:
                 while (self.step < cfg.max_steps and self._stop_signal is None and not self._stopped_early

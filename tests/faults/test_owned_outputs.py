@@ -141,12 +141,19 @@ def test_the_demo_takes_only_a_folder_it_made_and_fresh_removes_only_its_outputs
     assert snapshot(project) == before
     run = tmp_path / "demo"
     claim_run_folder(run, fresh=False)
+    (run / "my-notes.txt").write_text("mine\n")
     for name in ("train", "model", "leaderboard"):
         (run / name).mkdir()
-        (run / name / "x.txt").write_text(name)
-    (run / "my-notes.txt").write_text("mine\n")
-    claim_run_folder(run, fresh=True)
+    claim_run_folder(run, fresh=True)  # empty outputs are the demo's
     assert sorted(p.name for p in run.iterdir()) == [".babelzoo-demo", "my-notes.txt"]
+    for name in ("train", "model", "leaderboard"):  # outputs babelzoo did not write stay
+        (run / name).mkdir()
+        (run / name / "x.txt").write_text(name)
+    before = snapshot(run)
+    with pytest.raises(UsageError, match=r"demo/train is not a train folder babelzoo wrote \(it holds x.txt\); "
+                                         r".*; nothing was deleted"):
+        claim_run_folder(run, fresh=True)
+    assert snapshot(run) == before
 
 
 def results(tasks, value=0.5):

@@ -123,7 +123,7 @@ def test_building_a_run_seeds_its_weights_and_leaves_the_global_rng_alone(tmp_pa
     assert torch.equal(torch.get_rng_state(), before)
     torch.manual_seed(7)  # another caller state: the run's weights do not depend on it
     second, _, _, _ = build_run(cfg)
-    third, _, _, _ = build_run(cfg.replace(seed=cfg.seed + 1))
+    third, _, _, _ = build_run(cfg.replace(seed=cfg.seed + 1, output_dir=str(tmp_path / "seed-1")))  # another run
     for (name, a), b, c in zip(first.state_dict().items(), second.state_dict().values(), third.state_dict().values()):
         assert torch.equal(a, b), name
     assert not torch.equal(first.embeddings.word.weight, third.embeddings.word.weight)

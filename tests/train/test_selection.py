@@ -2,12 +2,15 @@
 stopping, exact resume of the selection state, and layer-wise learning-rate decay."""
 
 import json
+import re
+import shutil
 
 import pytest
 import torch
 from tiny_objectives import FixedMaskMLM, corpus, one_thread, tiny_model  # noqa: F401
 
 import babelzoo
+from babelzoo.errors import CheckpointError
 from babelzoo.train.config import TrainConfig
 from babelzoo.train.optim import build_optimizer, layer_depth
 from babelzoo.train.selection import Selection
@@ -142,3 +145,65 @@ def test_a_time_budget_evaluates_checkpoints_and_stops(tmp_path, monkeypatch):
     assert (tmp_path / "checkpoints" / "step-00000003").is_dir()
     with pytest.raises(ValueError, match="max_seconds=0.0 must be positive"):
         config(tmp_path, max_seconds=0.0)
+
+
+def test_a_failed_save_of_the_best_model_is_evaluated_again_on_resume(tmp_path, monkeypatch):
+    """The best step a checkpoint records is the one best/ holds: when writing best/ fails at
+    the last evaluation, the emergency checkpoint keeps the earlier best, and the rerun evaluates
+    that step again, writes best/ and ends as an uninterrupted run."""
+    import babelzoo.train.trainer as trainer_module
+
+    whole = Trainer(tiny_model(), FixedMaskMLM(), corpus(64), config(tmp_path / "whole", max_steps=4, eval_every=2),
+                    evaluator=ScriptedEvaluator([0.2, 0.7])).fit()
+    real, calls = trainer_module.save_best, []
+
+    def full_disk_at_the_second_best(directory, write):
+        calls.append(directory)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device", str(directory))
+        return real(directory, write)
+
+    monkeypatch.setattr(trainer_module, "save_best", full_disk_at_the_second_best)
+    run = tmp_path / "run"
+    with pytest.warns(RuntimeWarning, match="emergency checkpoint"), pytest.raises(OSError, match="No space left"):
+        Trainer(tiny_model(), FixedMaskMLM(), corpus(64), config(run, max_steps=4, eval_every=2),
+                evaluator=ScriptedEvaluator([0.2, 0.7])).fit()
+    state = json.loads((run / "checkpoints" / "step-00000004" / "trainer.json").read_text())
+    assert state["step"] == 4 and state["selection"]["best_step"] == 2
+    assert [e["step"] for e in state["selection"]["history"]] == [2]
+    evaluator = ScriptedEvaluator([0.7])
+    again = Trainer(tiny_model(), FixedMaskMLM(), corpus(64), config(run, max_steps=4, eval_every=2),
+                    evaluator=evaluator).fit()
+    assert evaluator.calls == 1 and again["steps_this_run"] == 0
+    assert again["evaluations"] == whole["evaluations"] and (again["best"], again["best_step"]) == (0.7, 4)
+    a = read_weights(tmp_path / "whole" / "best" / "model.safetensors")
+    b = read_weights(run / "best" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # the checkpoint now records that evaluation: a further rerun evaluates nothing
+    assert Trainer(tiny_model(), FixedMaskMLM(), corpus(64), config(run, max_steps=4, eval_every=2),
+                   evaluator=ScriptedEvaluator([])).fit()["best_step"] == 4
+
+
+def test_a_missing_best_model_is_written_again_or_named_with_the_fix(tmp_path):
+    """best/ gone under a finished run: the weights resumed are the best step's when it is the
+    last one, and are written again; an earlier best step's are not kept, and the error says so."""
+    run = tmp_path / "run"
+    Trainer(tiny_model(), FixedMaskMLM(), corpus(64), config(run, max_steps=4, eval_every=2),
+            evaluator=ScriptedEvaluator([0.2, 0.7])).fit()
+    saved = read_weights(run / "best" / "model.safetensors")
+    shutil.rmtree(run / "best")
+    again = Trainer(tiny_model(), FixedMaskMLM(), corpus(64), config(run, max_steps=4, eval_every=2),
+                    evaluator=ScriptedEvaluator([])).fit()
+    assert again["best_step"] == 4
+    restored = read_weights(run / "best" / "model.safetensors")
+    assert saved.keys() == restored.keys() and all(torch.equal(saved[k], restored[k]) for k in saved)
+
+    other = tmp_path / "other"
+    Trainer(tiny_model(), FixedMaskMLM(), corpus(64), config(other, max_steps=4, eval_every=2),
+            evaluator=ScriptedEvaluator([0.7, 0.2])).fit()
+    (other / "best" / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(other / 'best'))}: holds no saved model, but the "
+                                              r"checkpoint resumed records step 2 as the best .* train it again: "
+                                              rf"remove {re.escape(str(other / 'checkpoints'))}"):
+        Trainer(tiny_model(), FixedMaskMLM(), corpus(64), config(other, max_steps=4, eval_every=2),
+                evaluator=ScriptedEvaluator([])).fit()

@@ -1,6 +1,7 @@
 """Recipes: YAML ⇄ TrainConfig 1:1, unknown keys named with file, line, a close match and every
 valid key, --set overrides, type checks; the shipped recipes load."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,13 @@ def test_unknown_recipe_name_suggests_the_shipped_ones_it_looks_like():
     with pytest.raises(ConfigError, match=r"^unknown recipe 'no_such_recipe': no such file, nor a shipped recipe "
                                           r"\(every shipped recipe: babelzoo list recipes\)$"):
         recipe_path("no_such_recipe")
+
+
+@pytest.mark.parametrize("model_dir", ["../model", "/tmp/model", "a/../..", "."])
+def test_a_model_dir_outside_output_dir_is_refused_naming_the_field(model_dir, tmp_path):
+    with pytest.raises(ConfigError, match=rf"TrainConfig.model_dir={re.escape(repr(model_dir))} must name a "
+                                          r"folder inside output_dir"):
+        TrainConfig(model_dir=model_dir)
+    with pytest.raises(ConfigError, match=r"recipe.yaml:1: TrainConfig.model_dir="):
+        load_recipe(write(tmp_path, f"model_dir: '{model_dir}'\n"))
+    assert TrainConfig(model_dir="final/model").model_dir == "final/model"
