@@ -62,6 +62,10 @@ def d(tmp_path, monkeypatch) -> Path:
         f"model: xlmr_tiny\ntokenizer: {{from_model: multilingual_e5_small}}\nobjectives: {{mlm: {{}}}}\n"
         f"data:\n  mlm:\n    - {{kind: hf_dataset, path: {tmp_path}/folder, lang: en}}\n"
         f"output_dir: {tmp_path}/out/stream\n", encoding="utf-8")
+    for name, text in (("model/pytorch_model.bin", "weights of mine"), ("train/data.csv", "a,b\n")):
+        (tmp_path / "proj" / name).parent.mkdir(parents=True, exist_ok=True)  # a user's project folder
+        (tmp_path / "proj" / name).write_text(text, encoding="utf-8")
+    (tmp_path / "proj_link").symlink_to(tmp_path / "proj")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("BABELZOO_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -84,6 +88,8 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
         (["demo", "--out", "{d}/out", "--steps", "0"], "TrainConfig.max_steps=0 must be at least 1"),
         (["demo", "--out", "{d}/out", "--batch-size", "-3"], "TrainConfig.batch_size=-3 must be at least 1"),
         (["demo", "--out", "{d}/kb"], "--out {d}/kb: not a folder babelzoo demo made"),  # refused, untouched
+        (["demo", "--out", "{d}/proj", "--fresh"], "--out {d}/proj: not a folder babelzoo demo made"),
+        (["demo", "--out", "{d}/proj_link", "--fresh"], "--out {d}/proj_link: not a folder babelzoo demo made"),
     ],
     "pretrain": [
         (["pretrain", "--config", "{d}/latin1.yaml"], "{d}/latin1.yaml:2: not UTF-8 text (byte 0xe9)"),
@@ -103,6 +109,10 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
         (["pretrain", "--config", "mlm_tiny", "--set", "lr"], "--set 'lr': expected key=value"),
         (["pretrain", "--config", "{d}/corpus_folder.yaml"], "{d}/folder: a folder, not a text file"),
         (["pretrain", "--config"], "babelzoo pretrain: argument --config: expected one argument"),
+        (["pretrain", "--config", "translation_ranking_tiny", "--set", "output_dir={d}/kb"],
+         "output_dir {d}/kb: not a folder a babelzoo training run wrote (it holds test.tsv, train.tsv, valid.tsv)"),
+        (["pretrain", "--config", "mlm_tiny", "--set", "model_dir=../x"],
+         "TrainConfig.model_dir='../x' must name a folder inside output_dir"),
         (["pretrain", "--config", "{d}/stream_empty.yaml"],
          "{d}/stream_empty.yaml:6 data.mlm[0]: datasets cannot load {d}/folder, split train"),
     ],
@@ -114,6 +124,8 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
         (["finetune", "--config", "{d}/folder"], "{d}/folder: a folder; a recipe is a YAML file"),
         (["finetune", "--config", "sib200_tiny", "--set", "lr=.nan"], "TrainConfig.lr=nan must be a finite number"),
         (["finetune", "--config", "sib200_tiny", "--set", "eps=!!python/name:os.system"], "invalid YAML"),
+        (["finetune", "--config", "{d}/split_dev.yaml", "--set", "output_dir={d}/kb"],
+         "output_dir {d}/kb: not a folder a babelzoo training run wrote (it holds test.tsv, train.tsv, valid.tsv)"),
         (["finetune", "--config", "{d}/split_dev.yaml"],  # a target-language dev set given as a dataset split
          "belongs to deu_Latn (by its file {d}/sib/deu_Latn/dev.jsonl), a target language of task.test"),
     ],
@@ -186,6 +198,8 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
         (["kb", "train-kge", "--data", "{d}/latin1_kb.tsv", "--model", "transe"], "{d}/latin1_kb.tsv:1: not UTF-8"),
         (["kb", "train-kge", "--data", "{d}/kb", "--model", "transe", "--out", "{d}/file.txt"],
          "{d}/file.txt: exists and is not a folder"),
+        (["kb", "train-kge", "--data", "{d}/kb", "--model", "transe", "--out", "{d}/hf"],
+         "{d}/hf: not a folder babelzoo wrote as a KG embedding (it holds config.json); nothing was deleted"),
         (["kb", "train-kge", "--data", "{d}/kb", "--model", "gpt"], "argument --model: invalid choice: 'gpt'"),
         (["kb"], "babelzoo kb: the following arguments are required: ACTION"),
         (["kb", "eval", "--model", "xlmr_tiny", "--kg", "{d}/missing"], "is no file or folder"),
