@@ -21,13 +21,13 @@ PACKAGE = Path(babelzoo.__file__).resolve().parent
 # JSON, a card, a result line) or a user error's one line, or the trainer's progress line and
 # summary. Anything else a module has to say goes to its logger.
 PRINTS = {
-    "cli.py": {"_list", "_info", "_run"},
+    "cli.py": {"_list", "_info", "_run", "main"},  # main: -q with -v, a usage error
     "demo.py": {"run"},  # the leaderboard table and where it was written
     "deploy/convert_cli.py": {"_import", "_export", "_export_onnx"},
     "errors.py": {"run_command"},  # a user error: one line on stderr
     "evaluation/cli.py": {"run_eval"},
     "finetune/cli.py": {"finetune_main"},
-    "knowledge/cli.py": {"info", "link", "log", "train_kge_main"},
+    "knowledge/cli.py": {"info", "link", "log", "train_kge_main", "eval_main", "predict_main"},
     "train/cli.py": {"pretrain_main", "attempt"},
     "train/logging.py": {"_show_window", "close"},  # the progress line and the run summary
 }
