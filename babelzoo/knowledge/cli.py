@@ -5,7 +5,7 @@
     babelzoo kb link --kb cldr --lang fr "Le Japon utilise le yen."
     babelzoo kb link --kb cldr --lang ja --tokens 日本 の 通貨 は 円
     babelzoo kb train-kge --data ../shared/data/codex-s --model complex --dim 256 --out kge/
-    babelzoo kb eval --model multilingual_e5_small --kg ../shared/data/wn18rr --split test --out eval.json
+    babelzoo kb eval --model multilingual_e5_small --kg ../shared/data/wn18rr --split test --out runs/kg/e5.json
     babelzoo kb predict --model runs/kgc/model --kg ../shared/data/wn18rr 06845599 _hypernym
 
 A knowledge base is a registered name (``cldr``, ``codex-s``, an installed plug-in: see
