@@ -73,3 +73,24 @@ def small_disk(tmp_path):
         pytest.skip("cannot mount a tmpfs here")
     yield folder
     subprocess.run(["umount", str(folder)], check=False)
+
+
+@pytest.fixture
+def full_disk_on_save_best(monkeypatch):
+    """``install(*numbers)``: the trainer's ``save_best`` raises a full disk on its calls of those
+    numbers (1-based) and writes ``best/`` on the others; returns the list of calls made."""
+    def install(*failing: int) -> list:
+        import babelzoo.train.trainer as trainer_module
+
+        real, calls = trainer_module.save_best, []
+
+        def save_best(directory, write):
+            calls.append(directory)
+            if len(calls) in failing:
+                raise OSError(28, "No space left on device", str(directory))
+            return real(directory, write)
+
+        monkeypatch.setattr(trainer_module, "save_best", save_best)
+        return calls
+
+    return install

@@ -36,18 +36,8 @@ def test_the_cli_refuses_a_users_results_json_untouched(tmp_path, tokenizer_dir,
     assert json.loads((mine / "results.json").read_text()) == {"test": {"deu": {"accuracy": 0.93}}}
 
 
-def test_a_failed_save_of_best_is_completed_by_the_rerun(tmp_path, tokenizer_dir, topic_data, monkeypatch):
-    import babelzoo.train.trainer as trainer_module
-
-    real, calls = trainer_module.save_best, []
-
-    def full_disk_once(directory, write):
-        calls.append(directory)
-        if len(calls) == 1:
-            raise OSError(28, "No space left on device", str(directory))
-        return real(directory, write)
-
-    monkeypatch.setattr(trainer_module, "save_best", full_disk_once)
+def test_a_failed_save_of_best_is_completed_by_the_rerun(tmp_path, tokenizer_dir, topic_data, full_disk_on_save_best):
+    calls = full_disk_on_save_best(1)
     cfg = config(tmp_path, tokenizer_dir)
     with pytest.warns(RuntimeWarning, match="emergency checkpoint"), pytest.raises(OSError, match="No space left"):
         run_finetune(cfg, data_dir=topic_data, log=lambda _: None)

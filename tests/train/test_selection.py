@@ -147,23 +147,13 @@ def test_a_time_budget_evaluates_checkpoints_and_stops(tmp_path, monkeypatch):
         config(tmp_path, max_seconds=0.0)
 
 
-def test_a_failed_save_of_the_best_model_is_evaluated_again_on_resume(tmp_path, monkeypatch):
+def test_a_failed_save_of_the_best_model_is_evaluated_again_on_resume(tmp_path, full_disk_on_save_best):
     """The best step a checkpoint records is the one best/ holds: when writing best/ fails at
     the last evaluation, the emergency checkpoint keeps the earlier best, and the rerun evaluates
     that step again, writes best/ and ends as an uninterrupted run."""
-    import babelzoo.train.trainer as trainer_module
-
     whole = Trainer(tiny_model(), FixedMaskMLM(), corpus(64), config(tmp_path / "whole", max_steps=4, eval_every=2),
                     evaluator=ScriptedEvaluator([0.2, 0.7])).fit()
-    real, calls = trainer_module.save_best, []
-
-    def full_disk_at_the_second_best(directory, write):
-        calls.append(directory)
-        if len(calls) == 2:
-            raise OSError(28, "No space left on device", str(directory))
-        return real(directory, write)
-
-    monkeypatch.setattr(trainer_module, "save_best", full_disk_at_the_second_best)
+    full_disk_on_save_best(2)
     run = tmp_path / "run"
     with pytest.warns(RuntimeWarning, match="emergency checkpoint"), pytest.raises(OSError, match="No space left"):
         Trainer(tiny_model(), FixedMaskMLM(), corpus(64), config(run, max_steps=4, eval_every=2),
