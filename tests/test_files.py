@@ -67,5 +67,6 @@ def test_a_runs_best_model_is_not_replaced_by_another_model(tmp_path):
 def test_an_empty_folder_and_a_missing_one_take_any_kind(tmp_path):
     (tmp_path / "empty").mkdir()
     for what in ("model", "ONNX export", "retrieval memory", "tokenizer"):
-        check_replaceable(tmp_path / "empty", what)
-        check_replaceable(tmp_path / "missing", what)
+        assert check_replaceable(tmp_path / "empty", what) is None  # no FolderNotOwned
+        assert check_replaceable(tmp_path / "missing", what) is None
+    assert list((tmp_path / "empty").iterdir()) == [] and not (tmp_path / "missing").exists()  # nothing touched
