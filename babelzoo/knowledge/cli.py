@@ -137,6 +137,9 @@ def train_kge_main(args: argparse.Namespace, out=None) -> dict:
     from .link_prediction import KGETrainConfig, evaluate, train_kge
 
     out = out or sys.stdout
+    if args.model == "text_complex":
+        raise UsageError("train-kge: text_complex reads every entity's text with a sentence encoder; train it with "
+                         "a link-prediction recipe: babelzoo pretrain --config kgc_e5_small --set kg.path=DIR")
     if args.out:  # refused now, not after training
         check_replaceable(args.out, "KG embedding")
     kb = _load(args.data)
@@ -180,10 +183,12 @@ def train_kge_main(args: argparse.Namespace, out=None) -> dict:
 
 
 def text_ranker(model_source: str, kg: str, batch_size: int = 128, kb=None):
-    """A :class:`~babelzoo.knowledge.text_link.TextLinkPredictor` of the model ``model_source``
-    (a model folder, or a zoo name loaded with its pretrained weights) over the graph ``kg``. A
-    model trained for link prediction (its folder holds ``link_prediction.json``) reads the graph
-    in the text format it learnt, and only the graph it learnt."""
+    """A ranker of the graph ``kg``'s entities: the scorer a link-prediction recipe or
+    ``train-kge --out`` saved in the folder ``model_source`` (it holds ``kge.json``:
+    :class:`~babelzoo.knowledge.text_kge.GraphRanker`), else a
+    :class:`~babelzoo.knowledge.text_link.TextLinkPredictor` of the text model ``model_source`` (a
+    model folder, or a zoo name loaded with its pretrained weights). A model trained for link
+    prediction reads the graph in the text format it learnt, and only the graph it learnt."""
     from pathlib import Path
 
     from .._files import read_json_object
@@ -192,6 +197,14 @@ def text_ranker(model_source: str, kg: str, batch_size: int = 128, kb=None):
 
     kb = kb if kb is not None else _load(kg)
     data = LinkPredictionData.from_kb(kb)
+    if (Path(model_source) / "kge.json").is_file():  # a scorer over the graph's entities (text_kge)
+        from .base import KBError
+        from .text_kge import GraphRanker
+
+        try:
+            return GraphRanker.from_folder(model_source, kb, data), kb, Path(model_source)
+        except KBError as err:
+            raise UsageError(f"--model {model_source}: {err}") from None
     record_file = Path(model_source) / "link_prediction.json"
     record = read_json_object(record_file, UsageError) if record_file.is_file() else None
     text = TextFormat(**record["text"]) if record else TextFormat()
@@ -280,9 +293,30 @@ def predict_main(args: argparse.Namespace, out=None) -> list:
     return best
 
 
+def pretrain_link_prediction(path, overrides: Sequence[str], print_config: bool = False) -> int:
+    """``babelzoo pretrain --config R`` for a link-prediction recipe (``kind: link_prediction``,
+    :mod:`babelzoo.knowledge.text_kge`): train, report each validation, write the model."""
+    from dataclasses import asdict
+
+    from ..errors import ConfigError
+    from .base import KBError
+    from .text_kge import read_link_recipe, train_link_prediction
+
+    try:
+        recipe = read_link_recipe(path, overrides)
+        if print_config:
+            print(json.dumps(asdict(recipe), indent=2))
+            return 0
+        train_link_prediction(recipe, say=lambda line: print(line, flush=True))
+    except (ConfigError, KBError, OSError) as err:
+        print(f"babelzoo pretrain: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 # the names the registries hold (checked against them by tests/test_cli.py), listed here so that
 # --help does not import torch
-KGE_NAMES = ("transe", "distmult", "complex", "rotate")
+KGE_NAMES = ("transe", "distmult", "complex", "text_complex", "rotate")
 LOSS_NAMES = ("self_adversarial", "uniform", "softmax", "1vsall")
 
 

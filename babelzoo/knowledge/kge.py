@@ -117,32 +117,41 @@ class KGEModel(nn.Module, abc.ABC):
     def _heads(self, r: torch.Tensor, t: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         return self._score(candidates[None], r[:, None], t[:, None])
 
+    def entity_vectors(self, index: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The vectors of the entities ``index`` (all entities when None) that the scores use:
+        the rows of the entity table here; models that build entities from more (text) say how."""
+        return self.entity.weight if index is None else self.entity(index)
+
     # public scoring API on indices
     def score(self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        return self._score(self.entity(h), self.relation(r), self.entity(t))
+        return self._score(self.entity_vectors(h), self.relation(r), self.entity_vectors(t))
 
     def score_tails(self, h: torch.Tensor, r: torch.Tensor, candidates: Optional[torch.Tensor] = None) -> torch.Tensor:
         """f(h, r, e) for every entity e (or for ``candidates`` [B, K] per query) → [B, N or K]."""
         if candidates is not None:
-            return self._score(self.entity(h)[:, None], self.relation(r)[:, None], self.entity(candidates))
-        return self._tails(self.entity(h), self.relation(r), self.entity.weight)
+            return self._score(self.entity_vectors(h)[:, None], self.relation(r)[:, None],
+                               self.entity_vectors(candidates))
+        return self._tails(self.entity_vectors(h), self.relation(r), self.entity_vectors())
 
     def score_heads(self, r: torch.Tensor, t: torch.Tensor, candidates: Optional[torch.Tensor] = None) -> torch.Tensor:
         """f(e, r, t) for every entity e (or ``candidates`` [B, K]) → [B, N or K]."""
         if self.reciprocal:
             return self.score_tails(t, self.inverse(r), candidates)
         if candidates is not None:
-            return self._score(self.entity(candidates), self.relation(r)[:, None], self.entity(t)[:, None])
-        return self._heads(self.relation(r), self.entity(t), self.entity.weight)
+            return self._score(self.entity_vectors(candidates), self.relation(r)[:, None],
+                               self.entity_vectors(t)[:, None])
+        return self._heads(self.relation(r), self.entity_vectors(t), self.entity_vectors())
 
     def entity_embeddings(self) -> torch.Tensor:
         """[N, W] entity vectors (complex models: real parts then imaginary parts)."""
-        return self.entity.weight.detach()
+        with torch.no_grad():
+            return self.entity_vectors().detach()
 
     def regularizer(self, triples: torch.Tensor, kind: str) -> torch.Tensor:
         """``l2``: mean squared norm of the batch's embeddings; ``n3`` (Lacroix et al., 2018):
         mean cubed modulus, Σ|h|³ + |r|³ + |t|³."""
-        h, r, t = self.entity(triples[:, 0]), self.relation(triples[:, 1]), self.entity(triples[:, 2])
+        h, r, t = (self.entity_vectors(triples[:, 0]), self.relation(triples[:, 1]),
+                   self.entity_vectors(triples[:, 2]))
         if kind == "l2":
             return (h.pow(2).sum(-1) + r.pow(2).sum(-1) + t.pow(2).sum(-1)).mean()
         if kind == "n3":
@@ -207,15 +216,89 @@ class ComplEx(KGEModel):
         return ((hr * rr - hi * ri) * tr + (hr * ri + hi * rr) * ti).sum(-1)
 
     def _tails(self, h, r, candidates):
-        hr, hi = h.chunk(2, -1)
-        rr, ri = r.chunk(2, -1)
-        return torch.cat([hr * rr - hi * ri, hr * ri + hi * rr], -1) @ candidates.T
+        return _rotate(h, r) @ candidates.T
+
+    def queries(self, h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """[B, 2d] vectors q with f(h, r, e) = q · e for every entity vector e: the tail
+        question (h, r, ?) as one inner-product search (:class:`~babelzoo.knowledge.memory.RetrievalMemory`)."""
+        return _rotate(self.entity_vectors(h), self.relation(r))
 
     def _heads(self, r, t, candidates):
         rr, ri = r.chunk(2, -1)
         tr, ti = t.chunk(2, -1)
         # Re(h · x) with x = r conj(t) = (rr tr + ri ti) + i (ri tr − rr ti)
         return torch.cat([rr * tr + ri * ti, rr * ti - ri * tr], -1) @ candidates.T
+
+
+def _rotate(h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """The complex product h·r of [real | imaginary] halves."""
+    hr, hi = h.chunk(2, -1)
+    rr, ri = r.chunk(2, -1)
+    return torch.cat([hr * rr - hi * ri, hr * ri + hi * rr], -1)
+
+
+@KGE_MODELS.register(name="text_complex")
+class TextComplEx(ComplEx):
+    """ComplEx over entities made of their text and their place in the graph: e = P·x_e + s_e,
+    with x_e a frozen sentence vector of the entity's text (``set_entity_text``, e.g.
+    multilingual-e5-small's, :func:`babelzoo.knowledge.text_kge.encode_entities`), P a learnt
+    projection (dropout on x_e while training), and s_e a learnt structure vector that starts
+    near zero (``structure=False`` leaves it out: text alone). Every score is scaled by a learnt
+    temperature. Entities the training triples never name still get the vector of their text, so
+    the model ranks them from the first step; relations start as near-identity rotations."""
+
+    def __init__(self, num_entities: int, num_relations: int, dim: int, reciprocal: bool = True,
+                 text_dim: int = 384, dropout: float = 0.1, structure: bool = True):
+        if not isinstance(text_dim, int) or text_dim < 1:
+            raise KBError(f"TextComplEx: text_dim={text_dim!r} must be a positive integer")
+        if not 0.0 <= dropout < 1.0:
+            raise KBError(f"TextComplEx: dropout={dropout!r} must be in [0, 1)")
+        self.text_dim, self.dropout_p, self.structure = text_dim, dropout, structure
+        super().__init__(num_entities, num_relations, dim, reciprocal)
+        self.projection = nn.Linear(text_dim, 2 * dim, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.scale = nn.Parameter(torch.ones(()))
+        self.register_buffer("entity_text", torch.zeros(num_entities, text_dim))
+
+    def hyperparameters(self) -> dict:
+        return {**super().hyperparameters(), "text_dim": self.text_dim, "dropout": self.dropout_p,
+                "structure": self.structure}
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.entity.weight, std=1e-3)
+        nn.init.normal_(self.relation.weight, std=0.1)
+        with torch.no_grad():
+            self.relation.weight[:, : self.dim] += 1.0  # real parts near 1: near-identity rotations
+
+    def set_entity_text(self, vectors: torch.Tensor) -> None:
+        """The [N, text_dim] sentence vectors of the entities' text, in entity-index order
+        (L2-normalised here)."""
+        vectors = torch.as_tensor(vectors, dtype=torch.float32)
+        if tuple(vectors.shape) != (self.num_entities, self.text_dim):
+            raise KBError(f"entity text vectors of shape {tuple(vectors.shape)} given for a model of "
+                          f"{self.num_entities} entities × {self.text_dim}")
+        if not torch.isfinite(vectors).all():
+            raise KBError("entity text vectors hold NaN or infinite values")
+        self.entity_text.copy_(torch.nn.functional.normalize(vectors, dim=-1))
+
+    def entity_vectors(self, index: Optional[torch.Tensor] = None) -> torch.Tensor:
+        text = self.entity_text if index is None else self.entity_text[index]
+        vectors = self.projection(self.dropout(text))
+        if self.structure:
+            vectors = vectors + (self.entity.weight if index is None else self.entity(index))
+        return vectors
+
+    def _score(self, h, r, t):
+        return self.scale * super()._score(h, r, t)
+
+    def _tails(self, h, r, candidates):
+        return self.scale * super()._tails(h, r, candidates)
+
+    def _heads(self, r, t, candidates):
+        return self.scale * super()._heads(r, t, candidates)
+
+    def queries(self, h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return self.scale * super().queries(h, r)
 
 
 @KGE_MODELS.register(name="rotate")
@@ -287,6 +370,16 @@ def save_kge(model: KGEModel, entities: Sequence[str], relations: Sequence[str],
     sizes, hyper-parameters, the entity and relation ids in table order, and ``extra``, e.g.
     metrics) into ``directory``, replacing a KG embedding babelzoo wrote there; a folder holding
     anything else is refused untouched."""
+    if len(entities) != model.num_entities or len(relations) != model.num_base_relations:
+        raise KBError(f"{len(entities)} entities and {len(relations)} relations given for a model with "
+                      f"{model.num_entities} and {model.num_base_relations}")
+    return replace_owned_folder(directory, lambda folder: write_kge(model, entities, relations, folder, **extra),
+                                what="KG embedding")
+
+
+def write_kge(model: KGEModel, entities: Sequence[str], relations: Sequence[str], folder: Path, **extra) -> None:
+    """Write ``kge.safetensors`` and ``kge.json`` into ``folder`` (a folder being filled, as
+    :func:`save_kge` and a link-prediction model's folder do)."""
     from ..zoo.pretrained import save_weights
 
     if len(entities) != model.num_entities or len(relations) != model.num_base_relations:
@@ -295,12 +388,8 @@ def save_kge(model: KGEModel, entities: Sequence[str], relations: Sequence[str],
     name = next(n for n in KGE_MODELS.list() if KGE_MODELS.get(n) is type(model))
     config = {"model": name, "dim": model.dim, "hyperparameters": model.hyperparameters(),
               "entities": list(entities), "relations": list(relations), **extra}
-
-    def write(folder: Path) -> None:
-        save_weights({k: v.detach().contiguous() for k, v in model.state_dict().items()}, folder / KGE_FILE)
-        write_json_atomic(folder / KGE_CONFIG, config, indent=1)
-
-    return replace_owned_folder(directory, write, what="KG embedding")
+    save_weights({k: v.detach().contiguous() for k, v in model.state_dict().items()}, Path(folder) / KGE_FILE)
+    write_json_atomic(Path(folder) / KGE_CONFIG, config, indent=1)
 
 
 def load_kge(directory) -> tuple[KGEModel, list[str], list[str]]:

@@ -81,6 +81,12 @@ def negative_sampling_loss(positive: torch.Tensor, negative: torch.Tensor, loss:
 
 def _batch_loss(model: KGEModel, batch: torch.Tensor, config: KGETrainConfig) -> torch.Tensor:
     h, r, t = batch.unbind(1)
+    if model.reciprocal and config.loss == "1vsall":  # both directions as tail questions, one scoring pass
+        scores = model.score_tails(torch.cat([h, t]), torch.cat([r, model.inverse(r)]))
+        loss = F.cross_entropy(scores, torch.cat([t, h]), label_smoothing=config.label_smoothing)
+        if config.regularizer and config.regularization_weight:
+            loss = loss + config.regularization_weight * model.regularizer(batch, config.regularizer)
+        return loss
     directions = [("tail", h, r, t)]
     if model.reciprocal:
         directions.append(("tail", t, model.inverse(r), h))
@@ -94,9 +100,8 @@ def _batch_loss(model: KGEModel, batch: torch.Tensor, config: KGETrainConfig) ->
             total = total + F.cross_entropy(scores, target, label_smoothing=config.label_smoothing)
             continue
         negatives = torch.randint(model.num_entities, (len(batch), config.negatives), device=batch.device)
-        positive = model._score(model.entity(hh), model.relation(rr), model.entity(tt))
-        negative = (model.score_tails(hh, rr, negatives) if side == "tail" else
-                    model._score(model.entity(negatives), model.relation(rr)[:, None], model.entity(tt)[:, None]))
+        positive = model.score(hh, rr, tt)
+        negative = (model.score_tails(hh, rr, negatives) if side == "tail" else model.score_heads(rr, tt, negatives))
         total = total + negative_sampling_loss(positive, negative, config.loss, config.adversarial_temperature)
     loss = total / len(directions)
     if config.regularizer and config.regularization_weight:

@@ -61,6 +61,17 @@ def graph_digest(entities: list[str], entity_texts: list[str], relations: list[s
     return digest.hexdigest()
 
 
+def question_indices(data: LinkPredictionData, entity: str, relation: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The indices ([1], [1]) of a question's entity and relation ids, each checked against the graph."""
+    try:
+        e = data.entities.index(entity)
+    except ValueError:
+        raise KBError(f"unknown entity {entity!r}: not in the graph's {data.num_entities} entities") from None
+    if relation not in data.relations:
+        raise KBError(f"unknown relation {relation!r}; the graph's relations: {', '.join(data.relations)}")
+    return torch.tensor([e]), torch.tensor([data.relations.index(relation)])
+
+
 class TextLinkPredictor:
     """Rank the entities of ``data`` by text with ``model`` (any babelzoo text model with a
     tokenizer, e.g. ``create_model("multilingual_e5_small", pretrained=True)``).
@@ -113,14 +124,9 @@ class TextLinkPredictor:
     def predict(self, entity: str, relation: str, k: int = 10, inverse: bool = False) -> list[tuple[str, str, float]]:
         """The ``k`` best answers to (entity, relation, ?) (``inverse``: to (?, relation, entity)),
         as (entity id, its text, cosine)."""
-        e_index = {e: i for i, e in enumerate(self.data.entities)}
-        r_index = {r: i for i, r in enumerate(self.data.relations)}
-        if entity not in e_index:
-            raise KBError(f"unknown entity {entity!r}: not in the graph's {len(e_index)} entities")
-        if relation not in r_index:
-            raise KBError(f"unknown relation {relation!r}; the graph's relations: {', '.join(self.data.relations)}")
+        e, r = question_indices(self.data, entity, relation)
         memory = self.memory if self.memory is not None else self.index()
-        question = self._questions(torch.tensor([e_index[entity]]), torch.tensor([r_index[relation]]), inverse)
+        question = self._questions(e, r, inverse)
         scores, ids = memory.search(question, k=min(k, self.data.num_entities))
         return [(self.data.entities[i], self.entity_texts[i], float(s))
                 for s, i in zip(scores[0].tolist(), ids[0].tolist()) if i >= 0]

@@ -282,13 +282,14 @@ def replace_directory(directory: str | Path, write: Callable[[Path], None], what
         raise CheckpointError(str(err)) from None
 
 
-def save_pretrained(model, directory: str | Path, tokenizer=None, extra_files: Optional[Mapping[str, str]] = None
-                    ) -> Path:
+def save_pretrained(model, directory: str | Path, tokenizer=None, extra_files: Optional[Mapping[str, str]] = None,
+                    write_extra: Optional[Callable[[Path], None]] = None) -> Path:
     """``model.safetensors``, ``config.json`` and the tokenizer's files (``tokenizer``, else the
     one attached to the model, else the default one it reads text with,
     :mod:`babelzoo.zoo.default_tokenizer`: the folder reads text as the model did, and exports
     and ``babelzoo encode`` find the tokenizer beside the weights) (and ``extra_files``, name →
-    text, such as a model card), replacing whatever model ``directory`` held (see
+    text, such as a model card; ``write_extra(folder)`` adds more, such as a scorer and its
+    memory beside an encoder), replacing whatever model ``directory`` held (see
     :func:`replace_directory`)."""
     tokenizer = tokenizer if tokenizer is not None else attached_tokenizer(model)
     if tokenizer is None and getattr(model, "default_tokenizer", None) is not None:
@@ -305,6 +306,8 @@ def save_pretrained(model, directory: str | Path, tokenizer=None, extra_files: O
                 json.dumps(quantization, indent=1), encoding="utf-8"))
         if tokenizer is not None:
             tokenizer.save(folder)
+        if write_extra is not None:
+            write_extra(folder)
 
     return replace_directory(directory, write)
 

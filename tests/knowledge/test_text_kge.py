@@ -1,0 +1,265 @@
+"""Link prediction from text and structure: the text-ComplEx scorer computes the paper's formula
+over P·x + s, the entity memory ranks exactly as a scan of every entity does, the recipe trains
+on any graph in the KG-BERT layout through ``babelzoo pretrain`` and leaves a model that
+``babelzoo kb eval`` and an independent evaluation score alike, and the combinations (score
+ensemble, neighbourhood re-ranking) do what they say."""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+
+import pytest
+import torch
+
+import babelzoo
+from babelzoo.cli import main
+from babelzoo.datasets.wordpiece import WordPieceTokenizer
+from babelzoo.errors import ConfigError
+from babelzoo.knowledge import KBError, LinkPredictionData, evaluate
+from babelzoo.knowledge.kge import create_kge, load_kge, save_kge
+from babelzoo.knowledge.link_prediction import KnownTriples, filtered_ranks
+from babelzoo.knowledge.text_kg import read_text_kg
+from babelzoo.knowledge.text_kge import (EnsembleRanker, GraphRanker, NeighbourhoodRanker, fit_ensemble,
+                                         read_link_recipe)
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *string.ascii_lowercase, *string.digits, *".,!?' ",
+         *("##" + c for c in string.ascii_lowercase)]
+
+
+def text_complex(n=9, relations=2, dim=3, text_dim=5, **options):
+    torch.manual_seed(0)
+    model = create_kge("text_complex", n, relations, dim, text_dim=text_dim, dropout=0.0, **options)
+    with torch.no_grad():
+        model.entity.weight.normal_()
+        model.relation.weight.normal_()
+        model.scale.fill_(1.7)
+    model.set_entity_text(torch.randn(n, text_dim))
+    return model.eval()
+
+
+def test_text_complex_scores_are_complex_trilinear_products_of_projected_text_plus_structure():
+    model = text_complex()
+    x = torch.nn.functional.normalize(model.entity_text, dim=-1)
+    e = x @ model.projection.weight.T + model.entity.weight  # P·x + s, [real | imaginary]
+    ents = torch.complex(e[:, :3], e[:, 3:]).to(torch.complex128)
+    rels = torch.complex(model.relation.weight[:, :3], model.relation.weight[:, 3:]).to(torch.complex128)
+    h, r = torch.tensor([0, 4, 8]), torch.tensor([1, 0, 3])  # relation 3: the inverse of relation 1
+    expected = 1.7 * torch.einsum("bd,bd,nd->bn", ents[h], rels[r], ents.conj()).real
+    with torch.no_grad():
+        assert torch.allclose(model.score_tails(h, r).double(), expected, atol=1e-5)
+        assert torch.allclose(model.queries(h, r) @ model.entity_vectors().T, model.score_tails(h, r), atol=1e-5)
+        # reciprocal: the head question (?, r, t) is the tail question (t, r⁻¹, ?)
+        assert torch.equal(model.score_heads(torch.tensor([1]), torch.tensor([4])),
+                           model.score_tails(torch.tensor([4]), torch.tensor([3])))
+        assert torch.allclose(model.score(h, r, torch.tensor([2, 2, 2])).double(), expected[:, 2], atol=1e-5)
+
+
+def test_text_only_scorer_has_no_structure_and_entity_text_is_checked():
+    model = text_complex(structure=False)
+    with torch.no_grad():
+        assert torch.allclose(model.entity_vectors(), model.entity_text @ model.projection.weight.T)
+    with pytest.raises(KBError, match=r"shape \(9, 4\) given for a model of 9 entities × 5"):
+        model.set_entity_text(torch.zeros(9, 4))
+    with pytest.raises(KBError, match="NaN or infinite"):
+        model.set_entity_text(torch.full((9, 5), float("nan")))
+
+
+def test_text_complex_saves_and_loads_with_its_entity_text(tmp_path):
+    model = text_complex()
+    save_kge(model, [f"e{i}" for i in range(9)], ["a", "b"], tmp_path / "kge")
+    loaded, entities, relations = load_kge(tmp_path / "kge")
+    assert (entities[-1], relations) == ("e8", ["a", "b"])
+    assert loaded.hyperparameters() == {"reciprocal": True, "text_dim": 5, "dropout": 0.0, "structure": True}
+    assert torch.equal(loaded.entity_text, model.entity_text)
+    h, r = torch.arange(9), torch.zeros(9, dtype=torch.long)
+    with torch.no_grad():
+        assert torch.equal(loaded.eval().score_tails(h, r), model.score_tails(h, r))
+
+
+def random_data(n=40, relations=3, triples=160, seed=0) -> LinkPredictionData:
+    g = torch.Generator().manual_seed(seed)
+    rows = torch.stack([torch.randint(n, (triples,), generator=g), torch.randint(relations, (triples,), generator=g),
+                        torch.randint(n, (triples,), generator=g)], 1)
+    return LinkPredictionData([f"e{i}" for i in range(n)], [f"r{i}" for i in range(relations)],
+                              rows[:100], rows[100:130], rows[130:])
+
+
+def test_ranking_through_the_memory_gives_the_ranks_of_a_scan_of_every_entity():
+    data = random_data()
+    model = text_complex(n=40, relations=3, dim=8, text_dim=6)
+    ranker = GraphRanker(model, data, [f"text {i}" for i in range(40)])
+    assert ranker.searches and len(ranker.memory) == 40
+    filters = KnownTriples(data)
+    h, r, t = data.test.unbind(1)
+    known = filters.mask(list(zip(h.tolist(), r.tolist())), "tail", 40)
+    with torch.no_grad():
+        by_memory = filtered_ranks(ranker.score_tails(h, r), t, known)
+        by_scan = filtered_ranks(model.score_tails(h, r), t, known)
+    assert torch.equal(by_memory, by_scan)
+    assert evaluate(ranker, data, "test") == evaluate(model, data, "test")
+    best = ranker.predict("e3", "r1", k=4)
+    with torch.no_grad():
+        expected = model.score_tails(torch.tensor([3]), torch.tensor([1]))[0].topk(4).indices.tolist()
+    assert [e for e, _, _ in best] == [f"e{i}" for i in expected]
+    assert best[0][1] == f"text {expected[0]}"
+
+
+def test_an_ensemble_adds_standardised_scores_and_its_weight_is_chosen_on_valid():
+    data = random_data()
+    a, b = text_complex(n=40, relations=3, dim=8, text_dim=6), create_kge("complex", 40, 3, 8, reciprocal=True).eval()
+    h, r = data.valid[:5, 0], data.valid[:5, 1]
+    with torch.no_grad():
+        za, zb = ((s - s.mean(1, keepdim=True)) / s.std(1, keepdim=True) for s in (a.score_tails(h, r), b.score_tails(h, r)))
+        assert torch.allclose(EnsembleRanker([a, b], [0.3, 0.7]).score_tails(h, r), 0.3 * za + 0.7 * zb, atol=1e-5)
+        assert torch.equal(EnsembleRanker([a, b], [1.0, 0.0]).score_tails(h, r).argsort(), za.argsort())
+    ensemble, weight, tried = fit_ensemble(a, b, data, weights=(0.0, 0.5, 1.0))
+    assert [w for w, _ in tried] == [0.0, 0.5, 1.0]
+    assert tried[0][1] == pytest.approx(evaluate(b, data, "valid")["mrr"], abs=1e-6)  # w = 0: structure alone
+    assert tried[2][1] == pytest.approx(evaluate(a, data, "valid")["mrr"], abs=1e-6)
+    assert weight == max(tried, key=lambda pair: pair[1])[0] and ensemble.weights == [weight, 1 - weight]
+
+
+def test_neighbourhood_re_ranking_lifts_exactly_the_entities_within_the_hops():
+    # a path 0 - 1 - 2 - 3 - 4 and an island 5
+    train = torch.tensor([[0, 0, 1], [2, 0, 1], [2, 0, 3], [4, 0, 3]])
+    data = LinkPredictionData([f"e{i}" for i in range(6)], ["r"], train, train[:1], train[:1])
+    model = create_kge("complex", 6, 1, 4, reciprocal=True).eval()
+    near = NeighbourhoodRanker(model, data, hops=2, bonus=1.0).near(torch.tensor([0, 2, 5]))
+    assert near.tolist() == [[False, True, True, False, False, False], [True, True, False, True, True, False],
+                             [False] * 6]
+    h, r = torch.tensor([0]), torch.tensor([0])
+    with torch.no_grad():
+        z = model.score_tails(h, r)
+        z = (z - z.mean()) / z.std()
+        assert torch.allclose(NeighbourhoodRanker(model, data, 2, 0.5).score_tails(h, r), z + 0.5 * near[:1], atol=1e-6)
+
+
+# --- the recipe, end to end through the command line ------------------------------------------------------------
+
+ENTITIES = {f"{i:02d}": text for i, text in enumerate(
+    ["dog, a pet", "canine, a mammal", "cat, a pet", "feline, a mammal", "mammal, an animal", "bark, a dog sound",
+     "meow, a cat sound", "oak, a tree", "tree, a plant", "plant, a living thing", "fir, a tree", "rose, a plant"])}
+TRAIN = [("00", "_hypernym", "01"), ("02", "_hypernym", "03"), ("01", "_hypernym", "04"), ("03", "_hypernym", "04"),
+         ("07", "_hypernym", "08"), ("05", "_related", "00"), ("10", "_hypernym", "08"), ("11", "_hypernym", "09")]
+DEV = [("06", "_related", "02"), ("08", "_hypernym", "09")]
+TEST = [("00", "_hypernym", "04"), ("02", "_hypernym", "04"), ("10", "_hypernym", "09")]
+
+
+def write_graph(folder, entities=ENTITIES, train=TRAIN):
+    folder.mkdir(parents=True)
+    (folder / "entity2text.txt").write_text("".join(f"{k}\t{v}\n" for k, v in entities.items()), encoding="utf-8")
+    (folder / "relation2text.txt").write_text("_hypernym\thypernym\n_related\trelated form\n", encoding="utf-8")
+    for name, rows in (("train.tsv", train), ("dev.tsv", DEV), ("test.tsv", TEST)):
+        (folder / name).write_text("".join("\t".join(t) + "\n" for t in rows), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    torch.manual_seed(0)
+    model = babelzoo.create_model("mbert_tiny", vocab_size=len(VOCAB), pad_token_id=0, num_layers=1).eval()
+    model.tokenizer = WordPieceTokenizer(VOCAB)
+    folder = tmp_path_factory.mktemp("encoder") / "tiny"
+    model.save_pretrained(folder)
+    return folder
+
+
+def recipe(tmp_path, encoder, body: str = "") -> str:
+    path = tmp_path / "kgc.yaml"
+    path.write_text("kind: link_prediction\n"
+                    f"kg: {{path: {tmp_path / 'graph'}}}\n"
+                    f"encoder: {{model: {encoder}, prefix: 'passage: ', max_length: 24}}\n"
+                    "scorer: {model: text_complex, dim: 8, options: {dropout: 0.0}}\n"
+                    "train: {loss: 1vsall, lr: 0.01, batch_size: 4, epochs: 3, eval_every: 1}\n"
+                    f"output_dir: {tmp_path / 'run'}\n" + body, encoding="utf-8")
+    return str(path)
+
+
+def independent_ranks(folder, graph):
+    """Filtered ranks by plain loops over the saved scorer's own scores (not the memory)."""
+    model, entities, relations = load_kge(folder)
+    e, r = {x: i for i, x in enumerate(entities)}, {x: i for i, x in enumerate(relations)}
+    known = {(e[h], r[p], e[t]) for rows in (TRAIN, DEV, TEST) for h, p, t in rows}
+    ranks = []
+    with torch.no_grad():
+        for inverse in (False, True):
+            for h, p, t in TEST:
+                asked, answer = (e[t], e[h]) if inverse else (e[h], e[t])
+                scores = (model.score_heads(torch.tensor([r[p]]), torch.tensor([asked])) if inverse else
+                          model.score_tails(torch.tensor([asked]), torch.tensor([r[p]])))[0].tolist()
+                rivals = [c for c in range(len(entities)) if c != answer and
+                          ((c, r[p], asked) if inverse else (asked, r[p], c)) not in known]
+                ranks.append(1 + sum(scores[c] > scores[answer] for c in rivals)
+                             + sum(scores[c] == scores[answer] for c in rivals) / 2)
+    return ranks
+
+
+def test_the_recipe_trains_on_a_graph_in_the_layout_and_kb_eval_scores_it_as_an_independent_evaluation(
+        tmp_path, encoder, capsys):
+    write_graph(tmp_path / "graph")
+    assert main(["pretrain", "--config", recipe(tmp_path, encoder)]) == 0
+    out = capsys.readouterr().out
+    assert "12 entities, 2 relations, 8/2/3 train/valid/test triples" in out and "epoch 3" in out
+    folder = tmp_path / "run" / "model"
+    record = json.loads((folder / "link_prediction.json").read_text(encoding="utf-8"))
+    assert record["entities"] == 12 and record["train"]["epochs"] == 3
+    assert "| test |" in (folder / "README.md").read_text(encoding="utf-8")
+    assert babelzoo.from_pretrained(folder).encode(["dog"]).shape[0] == 1  # the encoder, beside its scorer
+    assert main(["kb", "eval", "--model", str(folder), "--kg", str(tmp_path / "graph"), "--split", "test",
+                 "--out", str(tmp_path / "eval.json")]) == 0
+    metrics = json.loads((tmp_path / "eval.json").read_text(encoding="utf-8"))["metrics"]
+    ranks = independent_ranks(folder, tmp_path / "graph")
+    assert metrics["mrr"] == pytest.approx(sum(1 / x for x in ranks) / len(ranks), abs=1e-6)
+    assert metrics["hits@3"] == pytest.approx(sum(x <= 3 for x in ranks) / len(ranks), abs=1e-6)
+    assert metrics["mrr"] == pytest.approx(record["test"]["mrr"], abs=1e-6)
+    capsys.readouterr()
+    assert main(["kb", "predict", "--model", str(folder), "--kg", str(tmp_path / "graph"), "oak, a tree", "hypernym",
+                 "--k", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "(07, _hypernym, ?)  oak, a tree" and len(lines) == 4
+    # a rerun reads the entity vectors it encoded, and replaces the model it wrote
+    assert main(["pretrain", "--config", recipe(tmp_path, encoder)]) == 0
+    assert "entity vectors read from" in capsys.readouterr().out
+
+
+def test_a_model_trained_on_one_graph_refuses_another_and_bad_questions_are_named(tmp_path, encoder, capsys):
+    write_graph(tmp_path / "graph")
+    assert main(["pretrain", "--config", recipe(tmp_path, encoder, "train: {epochs: 1, batch_size: 8}\n")]) == 0
+    other = write_graph(tmp_path / "other", {**ENTITIES, "11": "rose, a flower"})
+    capsys.readouterr()
+    folder = str(tmp_path / "run" / "model")
+    assert main(["kb", "eval", "--model", folder, "--kg", str(other)]) == 2
+    assert "was trained on the graph" in capsys.readouterr().err
+    assert main(["kb", "predict", "--model", folder, "--kg", str(tmp_path / "graph"), "unicorn", "hypernym"]) == 2
+    assert "unknown entity 'unicorn'" in capsys.readouterr().err
+    assert main(["kb", "predict", "--model", folder, "--kg", str(tmp_path / "graph"), "00", "eats"]) == 2
+    assert "unknown relation 'eats'" in capsys.readouterr().err
+
+
+def test_recipe_mistakes_name_the_file_line_and_key_and_a_foreign_folder_is_refused_before_training(
+        tmp_path, encoder, capsys):
+    write_graph(tmp_path / "graph")
+    path = recipe(tmp_path, encoder)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path(path).read_text(encoding="utf-8").replace("dropout: 0.0", "dropot: 0.0"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"bad.yaml:4 .*options.*'dropot'"):
+        read_link_recipe(bad)
+    assert main(["pretrain", "--config", path, "--set", "train.lr=-1"]) == 2
+    assert "train.lr=-1" in capsys.readouterr().err
+    (tmp_path / "run" / "model").mkdir(parents=True)
+    (tmp_path / "run" / "model" / "notes.txt").write_text("mine", encoding="utf-8")
+    assert main(["pretrain", "--config", path]) == 2
+    assert "notes.txt" in capsys.readouterr().err
+    assert (tmp_path / "run" / "model" / "notes.txt").read_text(encoding="utf-8") == "mine"
+    assert not (tmp_path / "run" / "cache").exists()  # refused before reading the graph
+
+
+def test_the_shipped_recipe_reads_and_another_graph_is_one_override_away():
+    from babelzoo.train.config import recipe_path
+
+    shipped = read_link_recipe(recipe_path("kgc_e5_small"), ["kg.path=/data/fb15k", "output_dir=runs/fb"])
+    assert (shipped.kg.path, shipped.encoder.model, shipped.scorer.model) == ("/data/fb15k", "multilingual_e5_small",
+                                                                               "text_complex")
+    assert shipped.train.loss == "1vsall" and shipped.output_dir == "runs/fb"
