@@ -123,6 +123,12 @@ def _link_prediction(results: dict) -> str:
     return "test MRR " + ", ".join(f"{row['model']} {row['test']['mrr']:.3f}" for row in results["results"])
 
 
+def _kg_completion(results: dict) -> str:
+    best = max(results["arms"], key=lambda arm: results["arms"][arm]["test"]["mrr"])
+    test = results["arms"][best]["test"]
+    return f"{best}: test MRR {test['mrr']:.3f}, Hits@10 {test['hits@10']:.3f}"
+
+
 def _tokenize(results: dict) -> str:
     ours, base = results["results"]["this tree"], results["results"].get("baseline", {})
     return ", ".join(f"{name} {row['sentences_per_s'] / base[name]['sentences_per_s']:.1f}× the baseline"
@@ -174,6 +180,8 @@ suite("adaptation_vocabulary", "adaptation_vocabulary", "how finely e5-small's t
 suite("codex_link_prediction", "codex_link_prediction", "CoDEx-S link prediction: TransE, DistMult, ComplEx, RotatE "
       "beside the paper",
       headline=_link_prediction)
+suite("kg_completion", "kg_completion", "WN18RR link prediction: e5 zero-shot, structure, text, text + structure, "
+      "ensemble and re-ranking beside SimKGC, RotatE, StAR, KG-BERT", headline=_kg_completion)
 suite("compression", "compression", "e5-small and its compressed variants: size, CPU speed, Tatoeba, SIB-200 "
       "zero-shot", headline=_fastest_variant)
 suite("compression_students", "compression", "distilled students of e5-small (give --student DIR ...), fp32 and "

@@ -258,7 +258,7 @@ def model_card(recipe: LinkPredictionRecipe, record: dict) -> str:
              f"Link prediction on `{recipe.kg.path}` ({record['entities']:,} entities, {record['relations']} "
              f"relations): a `{recipe.scorer.model}` scorer (dim {recipe.scorer.dim}) over the text of every entity "
              f"read by the frozen `{recipe.encoder.model}` encoder (`{recipe.encoder.prefix}{{text}}`, "
-             f"{recipe.encoder.max_length} tokens), trained by `babelzoo pretrain` for {record['train']['epochs']} "
+             f"{recipe.encoder.max_length} tokens), trained by `babelzoo pretrain` for {record['train']['epochs_run']} "
              f"epochs (best: {record['train']['best_epoch']}) in {record['cpu_seconds']:.0f} CPU s.", "",
              "| split | MRR | Hits@1 | Hits@3 | Hits@10 |", "|---|---|---|---|---|"]
     for name, metrics in (("valid", valid), ("test", test)):
@@ -322,7 +322,7 @@ def train_link_prediction(recipe: LinkPredictionRecipe, say: Optional[Callable[[
               "relations": data.num_relations, "train_triples": len(data.train),
               "encoder": asdict(recipe.encoder) if encoder is not None else None,
               "scorer": {"model": recipe.scorer.model, "dim": recipe.scorer.dim, "options": recipe.scorer.options},
-              "train": {**asdict(recipe.train), "best_epoch": summary["best_epoch"], "epochs": summary["epochs"],
+              "train": {**asdict(recipe.train), "best_epoch": summary["best_epoch"], "epochs_run": summary["epochs"],
                         "seconds": summary["seconds"]},
               **rounded, "cpu_seconds": time.process_time() - start,
               "protocol": "filtered ranking over every entity, head and tail prediction averaged, ties at the mean rank"}

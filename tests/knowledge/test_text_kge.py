@@ -204,7 +204,7 @@ def test_the_recipe_trains_on_a_graph_in_the_layout_and_kb_eval_scores_it_as_an_
     assert "12 entities, 2 relations, 8/2/3 train/valid/test triples" in out and "epoch 3" in out
     folder = tmp_path / "run" / "model"
     record = json.loads((folder / "link_prediction.json").read_text(encoding="utf-8"))
-    assert record["entities"] == 12 and record["train"]["epochs"] == 3
+    assert record["entities"] == 12 and record["train"]["epochs_run"] == 3
     assert "| test |" in (folder / "README.md").read_text(encoding="utf-8")
     assert babelzoo.from_pretrained(folder).encode(["dog"]).shape[0] == 1  # the encoder, beside its scorer
     assert main(["kb", "eval", "--model", str(folder), "--kg", str(tmp_path / "graph"), "--split", "test",

@@ -1,0 +1,258 @@
+"""WN18RR link prediction: what text and structure each bring, beside the published numbers.
+
+Every trained arm is the shipped recipe run as users run it (``babelzoo pretrain --config
+kgc_e5_small`` with ``--set`` overrides) and scored by ``babelzoo kb eval`` on the test split;
+the combinations are fitted on the valid split only:
+
+- ``e5_zero_shot``: multilingual-e5-small as it ships, ranking "query: {h}, {r}" against
+  "passage: {t}" by cosine (no training);
+- ``structure``: ComplEx (reciprocal, N3) on the graph alone: the recipe with ``scorer.model=complex``;
+- ``text_only``: the recipe's scorer over the frozen e5 vectors without structure vectors (e = P·x);
+- ``text_structure``: the recipe as shipped (e = P·x + s);
+- ``ensemble``: ``text_structure`` + ``structure``, a score ensemble weighted on valid MRR;
+- ``rerank``: the best of the above with SimKGC's graph-neighbourhood re-ranking (2 hops, the
+  bonus chosen on valid MRR).
+
+    python -m benchmarks run kg_completion --data-dir ../shared/data/wn18rr
+
+Training times are process CPU time over every thread (the recipe's budget clock); a rerun
+reuses an arm whose model folder was trained under the same settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._results import write_results  # noqa: E402
+
+# Published WN18RR test numbers (filtered MRR, Hits@1/3/10); None: not reported
+PUBLISHED = {
+    "SimKGC (BERT-base bi-encoder, GPU)": ({"mrr": 0.666, "hits@1": 0.587, "hits@3": 0.717, "hits@10": 0.800},
+                                           "Wang et al., ACL 2022, Table 2 (IB+PB+SN)"),
+    "RotatE": ({"mrr": 0.476, "hits@1": 0.428, "hits@3": 0.492, "hits@10": 0.571}, "Sun et al., ICLR 2019, Table 5"),
+    "StAR": ({"mrr": 0.401, "hits@1": 0.243, "hits@3": 0.491, "hits@10": 0.709}, "Wang et al., WWW 2021, Table 2"),
+    "KG-BERT": ({"mrr": None, "hits@1": None, "hits@3": None, "hits@10": 0.524}, "Yao et al., 2019, Table 3"),
+}
+TRAINED = {  # arm: (output folder under --runs, recipe overrides)
+    "structure": ("structure", ["scorer.model=complex", "scorer.dim=128", "scorer.options={reciprocal: true}",
+                                "train.regularizer=n3", "train.regularization_weight=0.005"]),
+    "text_only": ("text_only", ["scorer.options={dropout: 0.1, structure: false}"]),
+    "text_structure": ("kgc_e5_small", []),
+}
+ARMS = ("e5_zero_shot", *TRAINED, "ensemble", "rerank")
+
+
+def cli(argv: Sequence[str]) -> None:
+    from babelzoo.cli import main as babelzoo
+
+    print("$ babelzoo " + " ".join(argv), flush=True)
+    code = babelzoo(list(argv))
+    if code:
+        raise SystemExit(f"babelzoo {argv[0]} exited with status {code}")
+
+
+def overrides_for(arm: str, runs: Path, data: Path, minutes: float) -> list[str]:
+    folder, extra = TRAINED[arm]
+    return [f"kg.path={data}", f"output_dir={runs / folder}", f"cache_dir={runs / 'cache'}",
+            f"train.max_seconds={minutes * 60:g}", *extra]
+
+
+def trained_under(model: Path, recipe) -> bool:
+    """Whether ``model`` holds a scorer trained by ``recipe`` (same graph, scorer and training)."""
+    from dataclasses import asdict
+
+    record_file = model / "link_prediction.json"
+    if not record_file.is_file():
+        return False
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    return (record["scorer"] == {"model": recipe.scorer.model, "dim": recipe.scorer.dim, "options": recipe.scorer.options}
+            and all(record["train"].get(k) == v for k, v in asdict(recipe.train).items()))
+
+
+def train_arm(arm: str, runs: Path, data: Path, minutes: float) -> dict:
+    from babelzoo.knowledge.text_kge import read_link_recipe
+    from babelzoo.train.config import recipe_path
+
+    overrides = overrides_for(arm, runs, data, minutes)
+    recipe = read_link_recipe(recipe_path("kgc_e5_small"), overrides)
+    model = Path(recipe.output_dir) / recipe.model_dir
+    if trained_under(model, recipe):
+        print(f"{arm}: reusing {model}, trained under the same settings", flush=True)
+    else:
+        argv = ["pretrain", "--config", "kgc_e5_small"]
+        for item in overrides:
+            argv += ["--set", item]
+        cli(argv)
+    record = json.loads((model / "link_prediction.json").read_text(encoding="utf-8"))
+    return {"model": str(model), "command": "babelzoo pretrain --config kgc_e5_small " +
+            " ".join(f"--set '{o}'" for o in overrides), "train_cpu_seconds": round(record["train"]["seconds"], 1),
+            "recipe_cpu_seconds": round(record["cpu_seconds"], 1), "best_epoch": record["train"]["best_epoch"],
+            "epochs": record["train"]["epochs_run"], "valid": record["valid"], "scorer": record["scorer"]}
+
+
+def eval_arm(model: str, runs: Path, data: Path, name: str) -> dict:
+    out = runs / f"{name}.eval.json"
+    start = time.process_time()
+    cli(["kb", "eval", "--model", model, "--kg", str(data), "--split", "test", "--out", str(out)])
+    result = json.loads(out.read_text(encoding="utf-8"))
+    return {"test": result["metrics"], "eval_cpu_seconds": round(time.process_time() - start, 1),
+            "eval_command": f"babelzoo kb eval --model {model} --kg {data} --split test"}
+
+
+def combinations(rows: dict, runs: Path, data: Path, arms: Sequence[str]) -> None:
+    """The ensemble and the re-ranking, fitted on valid, scored on test by the one evaluator."""
+    from babelzoo.knowledge import LinkPredictionData, evaluate, load_kb
+    from babelzoo.knowledge.link_prediction import KnownTriples
+    from babelzoo.knowledge.text_kge import GraphRanker, fit_ensemble, fit_neighbourhood
+
+    kb = load_kb(str(data))
+    graph = LinkPredictionData.from_kb(kb)
+    filters = KnownTriples(graph)
+    rankers = {arm: GraphRanker.from_folder(rows[arm]["model"], kb, graph) for arm in ("structure", "text_structure")
+               if arm in rows}
+    best_single = max((a for a in rankers), key=lambda a: rows[a]["valid"]["mrr"]) if rankers else None
+    if "ensemble" in arms and len(rankers) == 2:
+        start = time.process_time()
+        ensemble, weight, tried = fit_ensemble(rankers["text_structure"], rankers["structure"], graph)
+        valid = dict(tried)[weight]
+        rows["ensemble"] = {"of": ["text_structure", "structure"], "text_weight": weight,
+                            "valid_mrr_by_weight": {f"{w:g}": round(m, 4) for w, m in tried},
+                            "valid": {"mrr": round(valid, 6)},
+                            "test": {k: round(v, 6) for k, v in evaluate(ensemble, graph, "test", filters=filters).items()},
+                            "eval_cpu_seconds": round(time.process_time() - start, 1)}
+        rankers["ensemble"] = ensemble
+        if valid > rows[best_single]["valid"]["mrr"]:
+            best_single = "ensemble"
+    if "rerank" in arms and best_single is not None:
+        start = time.process_time()
+        reranker, bonus, tried = fit_neighbourhood(rankers[best_single], graph)
+        rows["rerank"] = {"of": best_single, "hops": 2, "bonus": bonus,
+                          "valid_mrr_by_bonus": {f"{b:g}": round(m, 4) for b, m in tried},
+                          "valid": {"mrr": round(dict(tried)[bonus], 6)},
+                          "test": {k: round(v, 6) for k, v in evaluate(reranker, graph, "test", filters=filters).items()},
+                          "eval_cpu_seconds": round(time.process_time() - start, 1)}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="a graph folder in the KG-BERT layout (default: $BABELZOO_DATA_DIR/wn18rr)")
+    parser.add_argument("--runs", type=Path, default=Path("runs/kg_completion"), help="where the arms train")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+    parser.add_argument("--max-minutes", type=float, default=100.0,
+                        help="the shipped recipe's scorer budget in CPU minutes, summed over threads (default 100, "
+                             "the recipe's: 50 minutes of both cores)")
+    parser.add_argument("--ablation-minutes", type=float, default=25.0,
+                        help="the budget of the structure and text_only arms in CPU minutes (default 25)")
+    parser.add_argument("--out", default=None, help="results JSON; Markdown beside it")
+    args = parser.parse_args(argv)
+    data = args.data_dir or Path(os.environ.get("BABELZOO_DATA_DIR", "../shared/data")) / "wn18rr"
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    for arm in arms:
+        if arm not in ARMS:
+            raise SystemExit(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
+    args.runs.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, dict[str, Any]] = {}
+    if "e5_zero_shot" in arms:
+        rows["e5_zero_shot"] = {"model": "multilingual_e5_small", "train_cpu_seconds": 0.0,
+                                **eval_arm("multilingual_e5_small", args.runs, data, "e5_zero_shot")}
+    for arm in TRAINED:
+        if arm in arms or (arm in ("structure", "text_structure") and {"ensemble", "rerank"} & set(arms)):
+            minutes = args.max_minutes if arm == "text_structure" else args.ablation_minutes
+            rows[arm] = train_arm(arm, args.runs, data, minutes)
+            rows[arm].update(eval_arm(rows[arm]["model"], args.runs, data, arm))
+    combinations(rows, args.runs, data, arms)
+    report = {"benchmark": "WN18RR link prediction", "data": str(data),
+              "protocol": "filtered ranking over all 40,943 entities, head and tail prediction averaged, ties at the "
+                          "mean rank; model selection and combination weights on the valid split only",
+              "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
+              "budgets_cpu_minutes": {"text_structure": args.max_minutes, "structure": args.ablation_minutes,
+                                      "text_only": args.ablation_minutes},
+              "arms": rows, "published": {k: {"test": v[0], "source": v[1]} for k, v in PUBLISHED.items()}}
+    print("\n" + markdown_table(report))
+    if args.out:
+        write_results(args.out, report, markdown, "kg_completion")
+
+
+LABELS = {"e5_zero_shot": "e5-small zero-shot (text, no training)", "structure": "structure only: ComplEx",
+          "text_only": "text only: frozen e5 + trained projection", "text_structure": "text + structure (kgc_e5_small)",
+          "ensemble": "text + structure + ComplEx, score ensemble", "rerank": "… + neighbourhood re-ranking"}
+
+
+def _cell(value: Optional[float]) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def markdown_table(report: Mapping[str, Any]) -> str:
+    lines = ["| arm | MRR | Hits@1 | Hits@3 | Hits@10 | train CPU | eval CPU |", "|---|---|---|---|---|---|---|"]
+    for arm, row in report["arms"].items():
+        t = row["test"]
+        train = row.get("train_cpu_seconds")
+        lines.append(f"| {LABELS.get(arm, arm)} | {_cell(t['mrr'])} | {_cell(t['hits@1'])} | {_cell(t['hits@3'])} | "
+                     f"{_cell(t['hits@10'])} | {'–' if train is None else f'{train / 60:.1f} min'} | "
+                     f"{row['eval_cpu_seconds'] / 60:.1f} min |")
+    for name, entry in report["published"].items():
+        t = entry["test"]
+        lines.append(f"| *{name}* (published: {entry['source']}) | {_cell(t['mrr'])} | {_cell(t['hits@1'])} | "
+                     f"{_cell(t['hits@3'])} | {_cell(t['hits@10'])} | – | – |")
+    return "\n".join(lines)
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    arms = report["arms"]
+    notes = []
+    for arm, row in arms.items():
+        if "command" in row:
+            notes.append(f"- {arm}: `{row['command']}`; best epoch {row['best_epoch']} of {row['epochs']}, valid MRR "
+                         f"{row['valid']['mrr']:.4f}")
+        elif arm == "ensemble":
+            notes.append(f"- ensemble: text weight {row['text_weight']:g} (valid MRR by weight: "
+                         f"{json.dumps(row['valid_mrr_by_weight'])})")
+        elif arm == "rerank":
+            notes.append(f"- rerank of {row['of']}: bonus {row['bonus']:g} on standardised scores, {row['hops']} hops "
+                         f"(valid MRR by bonus: {json.dumps(row['valid_mrr_by_bonus'])})")
+        else:
+            notes.append(f"- {arm}: `{row['eval_command']}`")
+    budgets = ", ".join(f"{k} {v:g}" for k, v in report["budgets_cpu_minutes"].items())
+    return ("# WN18RR link prediction\n\n"
+            f"Test split (3,134 triples), {report['protocol']}. CPU time is process time over every thread of a "
+            f"{report['machine']['cpus']}-core CPU; training budgets in CPU minutes: {budgets}. Entity vectors "
+            "(40,943 texts through the frozen e5-small encoder) are encoded once and shared by the text arms. "
+            "Published numbers are from the papers named, on GPUs.\n\n"
+            + markdown_table(report) + "\n\nArms:\n\n" + "\n".join(notes) + "\n")
+
+
+def plot(report: Mapping[str, Any], path: Path) -> None:
+    """Test MRR and Hits@10 of every arm beside the published numbers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [LABELS.get(a, a) for a in report["arms"]] + [f"{n} (published)" for n in report["published"]]
+    tests = [row["test"] for row in report["arms"].values()] + [e["test"] for e in report["published"].values()]
+    fig, ax = plt.subplots(figsize=(9.0, 0.45 * len(names) + 1.2))
+    y = range(len(names))
+    ax.barh([i + 0.2 for i in y], [t["mrr"] or 0.0 for t in tests], 0.4, label="MRR")
+    ax.barh([i - 0.2 for i in y], [t["hits@10"] or 0.0 for t in tests], 0.4, label="Hits@10")
+    ax.set_yticks(list(y), names, fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("WN18RR test, filtered")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

