@@ -293,6 +293,22 @@ def predict_main(args: argparse.Namespace, out=None) -> list:
     return best
 
 
+@command("pretrain")
+def pretrain_main(argv: Sequence[str] | None = None) -> int:
+    """``babelzoo pretrain``: a link-prediction recipe (``kind: link_prediction``) trains here,
+    any other recipe in :func:`babelzoo.train.cli.pretrain_main`."""
+    from ..train import cli as train_cli
+
+    args = train_cli.build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    from ..train.config import recipe_path
+    from .text_kge import is_link_prediction_recipe
+
+    path = recipe_path(args.config)
+    if is_link_prediction_recipe(path):
+        return pretrain_link_prediction(path, args.overrides, args.print_config)
+    return train_cli.pretrain_main(argv)
+
+
 def pretrain_link_prediction(path, overrides: Sequence[str], print_config: bool = False) -> int:
     """``babelzoo pretrain --config R`` for a link-prediction recipe (``kind: link_prediction``,
     :mod:`babelzoo.knowledge.text_kge`): train, report each validation, write the model."""

@@ -429,12 +429,6 @@ def pretrain_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``babelzoo pretrain``; returns the exit status."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     path = recipe_path(args.config)
-    from ..knowledge.text_kge import is_link_prediction_recipe
-
-    if is_link_prediction_recipe(path):  # kind: link_prediction: a scorer over a graph's entities
-        from ..knowledge.cli import pretrain_link_prediction
-
-        return pretrain_link_prediction(path, args.overrides, args.print_config)
     cfg, where = read_recipe_config(path, args.overrides)
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
