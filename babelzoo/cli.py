@@ -30,7 +30,7 @@ from .errors import ArgumentParser, cli_logging
 # name -> (module, function taking the remaining argv, one-line help)
 DELEGATED: dict[str, tuple[str, str, str]] = {
     "demo": ("babelzoo.demo", "main", "build corpora and a tokenizer, pre-train, evaluate, print a leaderboard"),
-    "pretrain": ("babelzoo.knowledge.cli", "pretrain_main", "pre-train from a YAML recipe"),
+    "pretrain": ("babelzoo.knowledge.pretrain_cli", "pretrain_main", "pre-train from a YAML recipe"),
     "finetune": ("babelzoo.finetune.cli", "finetune_main", "fine-tune from a YAML recipe; zero-shot test on every language"),
     "convert": ("babelzoo.deploy.convert_cli", "convert_main", "import/export Hugging Face checkpoints; export to ONNX"),
     "eval": ("babelzoo.evaluation.cli", "eval_main", "run a leaderboard config (task × model matrix)"),

@@ -42,6 +42,7 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
 SPEED_CPU = "benchmarks/results/speed/epyc.json"
 UNPADDED = "benchmarks/results/speed_inference/epyc-avx512.json"
 LONG_DOCUMENTS = "benchmarks/results/long_documents_clm_multi30k/unrecorded.json"
+KG_COMPLETION = "benchmarks/results/kg_completion/epyc-avx512.json"
 PERFORMANCE = "docs/performance.md"
 CONTENTION = "benchmarks/results/cpu_contention/xeon.json"
 FIGURES = [
@@ -72,6 +73,11 @@ FIGURES = [
     (PERFORMANCE, "Transformer-XL causal LM, held-out EWT loss without memory | 5.194", LONG_DOCUMENTS,
      "results/segment_clm/without_memory/mean/held_loss", "{:.3f}"),
     (PERFORMANCE, "the same with memory | 5.046", LONG_DOCUMENTS, "results/segment_clm/with_memory/mean/held_loss", "{:.3f}"),
+    (PERFORMANCE, "WN18RR link prediction, filtered test MRR, text + structure (kgc_e5_small) | 0.459", KG_COMPLETION,
+     "arms/text_structure/test/mrr", "{:.3f}"),
+    (PERFORMANCE, "the same, Hits@10 | 0.555", KG_COMPLETION, "arms/text_structure/test/hits@10", "{:.3f}"),
+    (PERFORMANCE, "WN18RR, score ensemble of kgc_e5_small with ComplEx, filtered test MRR | 0.487", KG_COMPLETION,
+     "arms/ensemble/test/mrr", "{:.3f}"),
 ]
 
 

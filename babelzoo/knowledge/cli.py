@@ -293,43 +293,6 @@ def predict_main(args: argparse.Namespace, out=None) -> list:
     return best
 
 
-@command("pretrain")
-def pretrain_main(argv: Sequence[str] | None = None) -> int:
-    """``babelzoo pretrain``: a link-prediction recipe (``kind: link_prediction``) trains here,
-    any other recipe in :func:`babelzoo.train.cli.pretrain_main`."""
-    from ..train import cli as train_cli
-
-    args = train_cli.build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    from ..train.config import recipe_path
-    from .text_kge import is_link_prediction_recipe
-
-    path = recipe_path(args.config)
-    if is_link_prediction_recipe(path):
-        return pretrain_link_prediction(path, args.overrides, args.print_config)
-    return train_cli.pretrain_main(argv)
-
-
-def pretrain_link_prediction(path, overrides: Sequence[str], print_config: bool = False) -> int:
-    """``babelzoo pretrain --config R`` for a link-prediction recipe (``kind: link_prediction``,
-    :mod:`babelzoo.knowledge.text_kge`): train, report each validation, write the model."""
-    from dataclasses import asdict
-
-    from ..errors import ConfigError
-    from .base import KBError
-    from .text_kge import read_link_recipe, train_link_prediction
-
-    try:
-        recipe = read_link_recipe(path, overrides)
-        if print_config:
-            print(json.dumps(asdict(recipe), indent=2))
-            return 0
-        train_link_prediction(recipe, say=lambda line: print(line, flush=True))
-    except (ConfigError, KBError, OSError) as err:
-        print(f"babelzoo pretrain: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
 # the names the registries hold (checked against them by tests/test_cli.py), listed here so that
 # --help does not import torch
 KGE_NAMES = ("transe", "distmult", "complex", "text_complex", "rotate")
