@@ -121,12 +121,14 @@ class KGEModelEncoder:
     entities: list[str]
     relations: list[str]
     info: dict[str, Any] = field(default_factory=dict)
+    directory: Optional[Path] = None  # the folder it was loaded from (a link-prediction model's, with its memory)
 
     @classmethod
     def load(cls, name: str, directory) -> "KGEModelEncoder":
         model, entities, relations = load_kge(directory)
         info = read_json_object(Path(directory) / KGE_CONFIG, KBError)
-        return cls(name, model, entities, relations, {k: info[k] for k in ("model", "dim", "data") if k in info})
+        return cls(name, model, entities, relations, {k: info[k] for k in ("model", "dim", "data") if k in info},
+                   Path(directory))
 
     @property
     def protocol(self) -> dict[str, Any]:

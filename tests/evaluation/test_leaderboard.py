@@ -1,11 +1,14 @@
 """The leaderboard harness: a real peer on real data, a broken model, a skipped task."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from babelzoo.evaluation.leaderboard import ModelSpec, leaderboard_table, run_matrix, write_outputs
 from babelzoo.evaluation.tasks import Result, TaskContext
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_matrix_reports_failures_and_skips_and_keeps_going(shared_data, tmp_path):
@@ -101,3 +104,12 @@ def test_the_benchmark_script_names_its_own_invocation(tmp_path):
     assert refused.returncode == 2
     assert refused.stderr == (f"python -m benchmarks.leaderboard: {config}:2: LeaderboardConfig.models=[] "
                               "must list at least one entry\n")
+
+
+@pytest.mark.parametrize("config", sorted((REPO / "benchmarks" / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_leaderboard_config_reads_and_names_registered_tasks(config):
+    from babelzoo.evaluation.cli import load_config
+    from babelzoo.evaluation.tasks import load_tasks
+
+    loaded = load_config(config)
+    assert loaded.models and [task for task in loaded.tasks if task not in load_tasks().list()] == []

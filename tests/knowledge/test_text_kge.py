@@ -224,6 +224,76 @@ def test_the_recipe_trains_on_a_graph_in_the_layout_and_kb_eval_scores_it_as_an_
     assert "entity vectors read from" in capsys.readouterr().out
 
 
+def test_the_leaderboard_task_ranks_as_kb_eval_does_for_a_trained_model_and_a_text_encoder(tmp_path, encoder, capsys):
+    from babelzoo.evaluation.leaderboard import ModelSpec, run_matrix
+    from babelzoo.evaluation.tasks import TaskContext
+
+    graph = write_graph(tmp_path / "graph")
+    assert main(["pretrain", "--config", recipe(tmp_path, encoder, "train: {epochs: 2}\n")]) == 0
+    folder = tmp_path / "run" / "model"
+    specs = [ModelSpec("kgc", "kge", str(folder)), ModelSpec("tiny_text", "checkpoint", str(encoder))]
+    context = TaskContext(log=lambda s: None, options={"wn18rr_link_prediction": {"kg": str(graph)}})
+    results, cells = run_matrix(specs, ["wn18rr_link_prediction"], context, log=lambda s: None)
+    assert [c.status for c in cells] == ["ok", "ok"], [c.detail for c in cells]
+    for name, model in (("kgc", folder), ("tiny_text", encoder)):
+        assert main(["kb", "eval", "--model", str(model), "--kg", str(graph), "--out", str(tmp_path / f"{name}.json")]) == 0
+        metrics = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))["metrics"]
+        row = {r.metric: r.value for r in results if r.model == name}
+        assert row == pytest.approx({"MRR": metrics["mrr"], "Hits@1": metrics["hits@1"], "Hits@3": metrics["hits@3"],
+                                     "Hits@10": metrics["hits@10"]}, abs=1e-6)  # kb eval writes 6 decimals
+    ranks = independent_ranks(folder, graph)
+    assert next(r.value for r in results if r.model == "kgc" and r.metric == "MRR") == pytest.approx(
+        sum(1 / x for x in ranks) / len(ranks), abs=1e-6)
+    protocol = next(r.protocol for r in results if r.model == "kgc")
+    assert protocol["ranker"] == "scorer" and protocol["ranked_by"] == "exact inner-product memory"
+    # a model trained on one graph refuses another; a missing graph skips the task
+    other = write_graph(tmp_path / "other", {**ENTITIES, "11": "rose, a flower"})
+    context = TaskContext(log=lambda s: None, options={"wn18rr_link_prediction": {"kg": str(other)}})
+    _, cells = run_matrix(specs[:1], ["wn18rr_link_prediction"], context, log=lambda s: None)
+    assert cells[0].status == "failed" and "was trained on the graph" in cells[0].detail
+    _, cells = run_matrix(specs[:1], ["wn18rr_link_prediction"], TaskContext(data_dir=tmp_path), log=lambda s: None)
+    assert cells[0].status == "skipped" and "wn18rr/ folder" in cells[0].detail
+
+
+class LetterCounts:
+    """A sentence encoder from outside babelzoo (a peer): L2-normalised letter counts."""
+
+    name, protocol = "letters", {}
+
+    def encode(self, sentences, lang=None):
+        import numpy as np
+
+        vectors = np.array([[text.count(c) for c in string.ascii_lowercase] for text in sentences], dtype=np.float32)
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def test_any_sentence_encoder_ranks_the_graph_by_the_cosine_of_question_and_entity_texts(tmp_path):
+    from babelzoo.evaluation.leaderboard import ModelSpec, run_matrix
+    from babelzoo.evaluation.tasks import TaskContext
+
+    graph = write_graph(tmp_path / "graph")
+    spec = ModelSpec("letters", "object", encoder=LetterCounts())
+    results, cells = run_matrix([spec], ["wn18rr_link_prediction"],
+                                TaskContext(log=lambda s: None, options={"wn18rr_link_prediction": {"kg": str(graph)}}),
+                                log=lambda s: None)
+    assert cells[0].status == "ok", cells[0].detail
+    words = {"_hypernym": "hypernym", "_related": "related form"}
+    ids = list(ENTITIES)
+    entity_vectors = LetterCounts().encode(list(ENTITIES.values()))
+    known = set(TRAIN + DEV + TEST)
+    ranks = []
+    for h, r, t in TEST:
+        for asked, answer, question in ((h, t, f"{ENTITIES[h]}, {words[r]}"), (t, h, f"{ENTITIES[t]}, inverse {words[r]}")):
+            scores = (entity_vectors @ LetterCounts().encode([question])[0]).tolist()
+            gold = scores[ids.index(answer)]
+            rivals = [scores[i] for i, c in enumerate(ids) if c != answer
+                      and ((asked, r, c) if answer == t else (c, r, asked)) not in known]
+            ranks.append(1 + sum(x > gold for x in rivals) + sum(x == gold for x in rivals) / 2)
+    row = {r.metric: r.value for r in results}
+    assert row["MRR"] == pytest.approx(sum(1 / x for x in ranks) / len(ranks), abs=1e-6)
+    assert row["Hits@1"] == pytest.approx(sum(x <= 1 for x in ranks) / len(ranks), abs=1e-6)
+
+
 def test_a_model_trained_on_one_graph_refuses_another_and_bad_questions_are_named(tmp_path, encoder, capsys):
     write_graph(tmp_path / "graph")
     assert main(["pretrain", "--config", recipe(tmp_path, encoder, "train: {epochs: 1, batch_size: 8}\n")]) == 0

@@ -23,10 +23,22 @@ without its training): a tail query (h, r, ?) is the text "label(h) label(r)", a
 by cosine similarity. Filtered MRR and Hits@1/3/10 (Bordes et al., 2013; ties count half), head
 and tail averaged, on the CoDEx-S test split — the protocol of
 :func:`babelzoo.knowledge.link_prediction.evaluate` used for the KG embedding models.
+
+``wn18rr_link_prediction`` — the WN18RR test split (Dettmers et al., 2018; entity texts as
+KG-BERT, StAR and SimKGC publish them), ranked by :func:`babelzoo.knowledge.link_prediction.evaluate`,
+the evaluator of ``babelzoo kb eval`` and ``benchmarks/kg_completion.py``: filtered over all
+40,943 entities, head and tail averaged, ties at the mean rank. A row of kind ``kge`` naming a
+link-prediction model folder (``babelzoo pretrain --config kgc_e5_small``: its ``model/``) or a
+``train-kge`` folder ranks with its scorer, through its entity memory where it has one
+(:class:`~babelzoo.knowledge.text_kge.GraphRanker`); a text encoder ranks zero-shot by text
+(:class:`~babelzoo.knowledge.text_link.TextLinkPredictor`: a babelzoo model with e5's
+``query: ``/``passage: `` prefixes, exactly as ``kb eval --model NAME`` does; any other encoder
+with its own). Task option ``kg: DIR`` ranks another graph in the same layout.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Iterable, Optional, Sequence
 
@@ -256,3 +268,75 @@ def codex_link_prediction(encoder, context: TaskContext) -> list[Result]:
                                   protocol, family=family))
         context.log(f"  codex_link_prediction {lang}: MRR {metrics['mrr']:.3f}, Hits@10 {metrics['hits@10']:.3f}")
     return results
+
+
+# --- WN18RR (or any graph in its layout) link prediction ---------------------------------------------
+
+
+class _SentenceModel:
+    """A leaderboard encoder seen as the text model a
+    :class:`~babelzoo.knowledge.text_link.TextLinkPredictor` calls."""
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+
+    def encode(self, texts, batch_size=None, max_length=None) -> np.ndarray:
+        return self.encoder.encode(texts, lang="en")
+
+
+def graph_ranker(encoder, kb, data):
+    """The ranker of ``data``'s entities a leaderboard row gives (module docstring), and what the
+    protocol records of it."""
+    from ...knowledge.text_kge import GraphRanker
+    from ...knowledge.text_link import TextFormat, TextLinkPredictor
+    from ..encoders import BabelEncoder, CachedEncoder, KGEModelEncoder
+
+    if isinstance(encoder, CachedEncoder):  # the graph's texts are shared with no other task
+        encoder = encoder.encoder
+    if isinstance(encoder, KGEModelEncoder):
+        if encoder.directory is None:
+            raise TaskSkipped(f"model {encoder.name!r} was built in code, not loaded from a folder: a scorer is "
+                              f"ranked from its folder, which names the graph it was trained on")
+        ranker = GraphRanker.from_folder(encoder.directory, kb, data)
+        return ranker, {"ranker": "scorer", **ranker.settings()}
+    if isinstance(encoder, BabelEncoder):
+        ranker = TextLinkPredictor(encoder.model, kb, data)
+    else:
+        ranker = TextLinkPredictor(_SentenceModel(encoder), kb, data, TextFormat(query_prefix="", entity_prefix=""))
+    return ranker, {"ranker": "text, zero-shot", **ranker.settings()}
+
+
+@TASKS.register
+def wn18rr_link_prediction(encoder, context: TaskContext) -> list[Result]:
+    """WN18RR test split (Dettmers et al., 2018), filtered link prediction over every entity:
+    MRR, Hits@1, Hits@3 and Hits@10, head and tail averaged; the evaluator of ``babelzoo kb eval``
+    (module docstring). Needs ``wn18rr/`` in the data dir, or task option ``kg: DIR``."""
+    from pathlib import Path
+
+    from ...knowledge.base import KBError, load_kb
+    from ...knowledge.kge import LinkPredictionData
+    from ...knowledge.link_prediction import KnownTriples, evaluate
+
+    options = dict(context.options.get("wn18rr_link_prediction") or {})
+    if set(options) - {"kg"}:
+        raise InputError(f"task_options.wn18rr_link_prediction: unknown key(s) {sorted(set(options) - {'kg'})}; "
+                         f"valid keys: kg")
+    folder = Path(options["kg"]) if "kg" in options else (context.data_dir / "wn18rr" if context.data_dir else None)
+    if folder is None or not folder.is_dir():
+        raise TaskSkipped("WN18RR needs --data-dir with a wn18rr/ folder (or task_options.wn18rr_link_prediction.kg)")
+    try:
+        kb = load_kb(folder)
+        data = LinkPredictionData.from_kb(kb)
+        ranker, settings = graph_ranker(encoder, kb, data)
+    except KBError as err:
+        raise InputError(f"wn18rr_link_prediction, model {encoder.name!r}: {err}") from None
+    filters = KnownTriples(data)  # every split's triples, also those a --limit leaves out
+    if context.limit:
+        data = dataclasses.replace(data, test=data.test[:context.limit])
+    metrics = evaluate(ranker, data, "test", filters=filters)
+    protocol = {**encoder.protocol, **settings, "kg": str(folder), "split": "test", "n": len(data.test),
+                "filtered": True, "ties": "mean rank", "candidates": data.num_entities,
+                "head_mrr": round(metrics["head_mrr"], 4), "tail_mrr": round(metrics["tail_mrr"], 4)}
+    context.log(f"  wn18rr_link_prediction: MRR {metrics['mrr']:.3f}, Hits@10 {metrics['hits@10']:.3f}")
+    return [Result("wn18rr_link_prediction", encoder.name, family, metrics[metric], protocol, family=family)
+            for metric, family in (("mrr", "MRR"), ("hits@1", "Hits@1"), ("hits@3", "Hits@3"), ("hits@10", "Hits@10"))]
