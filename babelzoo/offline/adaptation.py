@@ -11,7 +11,13 @@ Sources, each read for one language at a time:
   scripts and currencies, months and weekdays, and the relative date words ("yesterday",
   "next week"), each English name paired with the language's own.
 
-A pair is kept once, whichever source gave it first; a pair whose two sides are the same text
+- ``pairs_dir``: a user's own pairs, one file a language: ``DIR/<code>.tsv`` (``<code>`` a Tatoeba
+  or ISO 639-3 code), English, a tab, the translation, one pair a line, UTF-8
+  (:func:`read_pairs_dir`); and ``hf_pairs``: pairs a user keeps as a Hugging Face dataset
+  (``hf_dataset`` sources with ``columns: [en, x]``). A language with pairs of its own joins the
+  adapted languages whatever the rule says.
+
+A pair is kept once, whichever source gave it first (a user's pairs first); a pair whose two sides are the same text
 (case-folded) teaches nothing and is dropped; a pair either side of which is a sentence of a test
 set in the data dir (:class:`~babelzoo.datasets.heldout.HeldOutSentences`) is removed and counted.
 
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +41,11 @@ from typing import ClassVar, Optional, Sequence, Union
 
 from ..datasets.heldout import HeldOutSentences, normalise_sentence
 from ..datasets.sources import CorpusSource, Split, expand_path, register_source
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from .catalogs import gettext_corpus
 from .embedded import is_heldout
+
+logger = logging.getLogger(__name__)
 
 E5_TATOEBA = Path(__file__).with_name("e5_small_tatoeba.json")
 DEFAULT_PACKAGES = ("gramps", "django", "pycountry")
@@ -118,11 +127,12 @@ class LanguagePairs:
 
 
 def language_pairs(code: str, packages: Sequence[str], cldr: bool, heldout: HeldOutSentences,
-                   paths: Sequence[str] = ()) -> LanguagePairs:
+                   paths: Sequence[str] = (), own: Optional[dict[str, list[tuple[str, str]]]] = None) -> LanguagePairs:
     """Every distinct English–X pair the sources hold for Tatoeba language ``code``, test
-    sentences removed (see the module docstring)."""
+    sentences removed (see the module docstring). ``own``: a user's pairs of this language by
+    where they came from (``pairs_dir``, ``hf_dataset``), read first."""
     tag = catalog_tag(code)
-    gathered = {"gettext": gettext_pairs(tag, packages, paths), "cldr": cldr_pairs(tag) if cldr else []}
+    gathered = {**(own or {}), "gettext": gettext_pairs(tag, packages, paths), "cldr": cldr_pairs(tag) if cldr else []}
     seen: set[tuple[str, str]] = set()
     pairs, by_source, removed, same = [], {}, 0, 0
     for source, found in gathered.items():
@@ -145,15 +155,53 @@ def language_pairs(code: str, packages: Sequence[str], cldr: bool, heldout: Held
 
 
 def select_languages(threshold: float, min_pairs: int, packages: Sequence[str], cldr: bool,
-                     heldout: HeldOutSentences, paths: Sequence[str] = ()
+                     heldout: HeldOutSentences, paths: Sequence[str] = (),
+                     own: Optional[dict[str, dict[str, list[tuple[str, str]]]]] = None
                      ) -> tuple[list[str], dict[str, LanguagePairs]]:
     """The rule: every Tatoeba language where multilingual-e5-small's accuracy is below
     ``threshold`` and the sources hold at least ``min_pairs`` pairs after the test filter.
-    Returns the chosen codes (weakest first) and the pairs of every candidate looked at."""
+    Returns the chosen codes (weakest first) and the pairs of every candidate looked at.
+    ``own``: a user's pairs by language (counted with the rest)."""
     scores = e5_small_accuracy()
+    own = own or {}
     candidates = sorted((code for code, acc in scores.items() if acc < threshold), key=scores.get)
-    looked = {code: language_pairs(code, packages, cldr, heldout, paths) for code in candidates}
+    looked = {code: language_pairs(code, packages, cldr, heldout, paths, own.get(code)) for code in candidates}
     return [code for code in candidates if len(looked[code].pairs) >= min_pairs], looked
+
+
+def language_code(code: str, where: str) -> str:
+    """``code`` when it is a Tatoeba or ISO 639-3 language code, else an error naming ``where``."""
+    import pycountry
+
+    if code in e5_small_accuracy() or pycountry.languages.get(alpha_3=code) is not None:
+        return code
+    raise ConfigError(f"{where}: {code!r} is not a Tatoeba or ISO 639-3 language code (e.g. bre, eus, "
+                      f"fao): name the file <code>.tsv after the language of its translations")
+
+
+def read_pairs_dir(folder: str | Path) -> dict[str, list[tuple[str, str]]]:
+    """A user's pairs: every ``folder/<code>.tsv`` (English, a tab, the translation; UTF-8; one
+    pair a line) as ``{code: [(english, translation), ...]}``, in file order. A line without
+    exactly two fields, a blank line, an empty side or invalid UTF-8 is an error naming the file
+    and line; a file named after no language is an error naming it."""
+    from ..datasets.text import read_parallel_tsv
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"pairs_dir: {folder}: no such folder (one <code>.tsv file a language: English, a tab, "
+                          f"the translation)")
+    files = sorted(folder.glob("*.tsv"))
+    if not files:
+        raise ConfigError(f"pairs_dir: {folder} holds no <code>.tsv file (e.g. bre.tsv: English, a tab, the "
+                          f"Breton translation, one pair a line)")
+    out = {}
+    for path in files:
+        code = language_code(path.stem, f"pairs_dir: {path}")
+        corpus = read_parallel_tsv(path, "en", code, num_fields=2, empty="error")
+        if not corpus.pairs:
+            raise InputError(f"{path}: no pairs (English, a tab, the translation, one pair a line)")
+        out[code] = list(corpus.pairs)
+    return out
 
 
 # --- the data source ---------------------------------------------------------------------------------
@@ -168,7 +216,14 @@ class AdaptationPairs(CorpusSource):
     training never reads (chosen by the English side, :func:`~babelzoo.offline.embedded.is_heldout`),
     a development set for choosing settings without looking at a test set. ``anchors`` (catalog tags such as ``de``) add up to
     ``anchor_pairs`` pairs each of languages the model already serves well, so that training on
-    the new ones does not pull the others out of place."""
+    the new ones does not pull the others out of place.
+
+    A user's own pairs: ``pairs_dir: DIR`` (every ``DIR/<code>.tsv``, :func:`read_pairs_dir`; a
+    run's ``--set pairs_dir=DIR`` sets it) and ``hf_pairs`` (``hf_dataset`` sources, e.g.
+    ``{path: json, data_files: pairs.jsonl, columns: [en, text], src_lang: en, tgt_lang: fao}``).
+    Each such language joins the adapted languages even where the rule would not pick it, its
+    pairs go through the same test-sentence filter, and one with fewer than ``min_pairs`` is
+    said (a warning and ``below_min_pairs`` in the record), not skipped."""
 
     kind: ClassVar[str] = "adaptation_pairs"
     provides: ClassVar[str] = "pair"
@@ -182,6 +237,8 @@ class AdaptationPairs(CorpusSource):
     cldr: bool = True
     anchors: list[str] = field(default_factory=list)
     anchor_pairs: int = 300
+    pairs_dir: Optional[str] = None
+    hf_pairs: list[dict] = field(default_factory=list)
     split: Split = "train"
     seed: int = 0
 
@@ -202,9 +259,13 @@ class AdaptationPairs(CorpusSource):
     def gather(self) -> tuple[list[LanguagePairs], list[LanguagePairs], dict]:
         """(adapted languages, anchors, the rule's record)."""
         heldout = self.heldout()
+        own, own_record = self.own_pairs()
         if self.languages == "auto":
             chosen, looked = select_languages(self.threshold, self.min_pairs, self.packages, self.cldr, heldout,
-                                              self._paths())
+                                              self._paths(), own)
+            chosen += [code for code in own if code not in chosen]  # a user's languages join whatever the rule says
+            looked.update({code: language_pairs(code, self.packages, self.cldr, heldout, self._paths(), own[code])
+                           for code in chosen if code not in looked})
             if not chosen:
                 raise ConfigError(f"{self.where}.languages: no Tatoeba language below {self.threshold} has "
                                   f"{self.min_pairs} pairs in {self.packages}" + (" + CLDR" if self.cldr else ""))
@@ -217,16 +278,48 @@ class AdaptationPairs(CorpusSource):
             if unknown:
                 raise ConfigError(f"{self.where}.languages: {unknown} are not Tatoeba codes (known: "
                                   f"{', '.join(sorted(e5_small_accuracy()))})")
-            adapted = [language_pairs(code, self.packages, self.cldr, heldout, self._paths())
-                       for code in self.languages]
+            adapted = [language_pairs(code, self.packages, self.cldr, heldout, self._paths(), own.get(code))
+                       for code in [*self.languages, *(c for c in own if c not in self.languages)]]
             rule = {"rule": "given"}
             empty = [p.code for p in adapted if not p.pairs]
             if empty:
                 raise ConfigError(f"{self.where}.languages: the sources hold no pairs of {empty}")
         anchors = [self._anchor(tag, heldout) for tag in self.anchors]
+        if own:
+            few = {p.code: len(p.pairs) for p in adapted if p.code in own and len(p.pairs) < self.min_pairs}
+            for code, n in few.items():
+                logger.warning(f"{self.where}: {code} has {n} pairs after the test-sentence filter, fewer than the "
+                               f"rule's min_pairs={self.min_pairs}; it is adapted because pairs of it were given")
+            rule["own_pairs"] = {**own_record, "below_min_pairs": few}
         rule["test_sentences"] = len(heldout)
         rule["test_files"] = len(heldout.files)
         return adapted, anchors, rule
+
+    def own_pairs(self) -> tuple[dict[str, dict[str, list[tuple[str, str]]]], dict]:
+        """A user's pairs (``pairs_dir``, ``hf_pairs``) as ``{code: {where from: pairs}}``, and
+        what the record says of them."""
+        from ..datasets.sources import parse_source
+        from ..typed import Where
+
+        own: dict[str, dict[str, list[tuple[str, str]]]] = {}
+        record: dict = {}
+        if self.pairs_dir is not None:
+            folder = expand_path(self.pairs_dir, f"{self.where}.pairs_dir")
+            for code, pairs in read_pairs_dir(folder).items():
+                own.setdefault(code, {})["pairs_dir"] = pairs
+            record["pairs_dir"] = {"folder": folder, "files": {code: len(p["pairs_dir"]) for code, p in own.items()}}
+        for i, spec in enumerate(self.hf_pairs):
+            where = Where(label=f"{self.where}.hf_pairs").key(i)
+            source = parse_source({**spec, "kind": "hf_dataset"}, where)
+            if source.columns is None or source.src_lang != "en":
+                raise ConfigError(f"{where}: pairs are columns: [english, translation] with src_lang: en and "
+                                  f"tgt_lang: the translation's language code")
+            code = language_code(source.tgt_lang, f"{where}.tgt_lang")
+            pairs = [pair for corpus in source.read() for pair in corpus.pairs]
+            own.setdefault(code, {}).setdefault("hf_dataset", []).extend(pairs)
+            record.setdefault("hf_dataset", []).append({"source": source.describe(), "language": code,
+                                                        "pairs": len(pairs)})
+        return own, record
 
     def _paths(self) -> list[str]:
         return [expand_path(p, f"{self.where}.paths[{i}]") for i, p in enumerate(self.paths)]
@@ -271,6 +364,7 @@ class AdaptationPairs(CorpusSource):
                 + ", ".join(f"{k} {n}" for k, n in v["sources"].items()) + f" | {v['removed_as_test']} |"
                 for code, v in r["pairs"].items()]
         anchors = ", ".join(f"{code} ({v['used']})" for code, v in r["anchors"].items())
+        own = r.get("own_pairs")
         chosen = (f"Adapted languages ({len(r['languages'])}, Tatoeba codes): {', '.join(r['languages'])}. "
                   f"Chosen by: {r['rule']}.")
         sources = ("English–X translation pairs from the gettext catalogs of installed packages "
@@ -283,7 +377,19 @@ class AdaptationPairs(CorpusSource):
                           "| language | tag | pairs available | pairs used | by source | removed as test sentences |",
                           "|---|---|---:|---:|---|---:|", *rows, "",
                           f"Anchor languages (pairs each): {anchors}." if anchors else "No anchor languages.", "",
-                          held])
+                          *([own_pairs_words(own), ""] if own else []), held])
+
+
+def own_pairs_words(own: dict) -> str:
+    """The model card's sentence on the pairs a user brought."""
+    parts = []
+    if "pairs_dir" in own:
+        files = ", ".join(f"{code}.tsv ({n})" for code, n in own["pairs_dir"]["files"].items())
+        parts.append(f"from `{own['pairs_dir']['folder']}`: {files}")
+    parts += [f"from {entry['source']}: {entry['language']} ({entry['pairs']})" for entry in own.get("hf_dataset", [])]
+    few = ", ".join(f"{code} ({n})" for code, n in own["below_min_pairs"].items())
+    return (f"Pairs the user brought (pairs read, before the filter): {'; '.join(parts)}."
+            + (f" Below the rule's minimum of pairs, adapted because given: {few}." if few else ""))
 
 
 def _sample(pairs: list, cap: int, seed: int) -> list:

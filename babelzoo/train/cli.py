@@ -86,7 +86,7 @@ def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list
     if missing or extra:
         raise ConfigError(f"data must have one entry per objective: no data for {missing}, data for no "
                           f"objective {extra}")
-    out, shared = {}, {}
+    out, shared, took_pairs = {}, {}, False
     data = read_data(cfg.data, where.key("data"))
     for name, options in cfg.objectives.items():
         registered = (options or {}).get("objective", name)
@@ -95,10 +95,16 @@ def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list
         for source in data[name].sources:
             if cfg.languages is not None and getattr(source, "languages", None) == "auto":
                 source.languages = list(cfg.languages)  # the run's languages replace the source's rule
+            if cfg.pairs_dir is not None and hasattr(source, "pairs_dir"):
+                source.pairs_dir = cfg.pairs_dir
+                took_pairs = True
             check_consumes(name if registered == name else f"{name} ({registered})", consumes, source)
             # a source several objectives name (a YAML anchor) is one object: read, tokenised once
             sources.append(shared.setdefault((source.kind, repr(asdict(source))), source))
         out[name] = (sources, data[name].alpha)
+    if cfg.pairs_dir is not None and not took_pairs:
+        raise ConfigError(f"{where.key('pairs_dir')}: no data source of this recipe reads a user's pairs (sources "
+                          f"with pairs_dir: adaptation_pairs)")
     return out
 
 

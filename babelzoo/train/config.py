@@ -75,6 +75,9 @@ class TrainConfig:
     # the languages the run is for: a data source that picks its own (``languages: auto``, as
     # ``adaptation_pairs`` does) takes these instead, e.g. ``--set languages=[bre,eus]``
     languages: Optional[list[str]] = None
+    # a user's own translation pairs, DIR/<code>.tsv, for every source that reads them
+    # (``adaptation_pairs``), e.g. ``--set pairs_dir=my_pairs``
+    pairs_dir: Optional[str] = None
     # after training, write the final model and its tokenizer to output_dir/<model_dir>, loadable
     # by babelzoo.from_pretrained, with a model card (README.md) and what each source records
     model_dir: Optional[str] = None

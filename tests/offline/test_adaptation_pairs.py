@@ -1,6 +1,7 @@
 """The adaptation data: English–X pairs from catalogs and CLDR, the rule that picks languages,
 the test-sentence filter on the way to the batches, and the model folder a run leaves."""
 
+import dataclasses
 import json
 
 import pytest
@@ -180,3 +181,92 @@ def test_unknown_language_codes_are_refused_with_the_known_ones(tmp_path, data_d
 def test_a_source_needs_exclude_stated(tmp_path):
     with pytest.raises(TypeError):
         AdaptationPairs()  # exclude has no default: a recipe says which data dir, or null
+
+
+# --- a user's own pairs ------------------------------------------------------------------------------
+
+def write_pairs(folder, code, lines):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{code}.tsv"
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_a_users_pairs_join_the_adapted_languages_through_the_test_filter(tmp_path, data_dir, caplog):
+    mine = tmp_path / "mine"
+    # Breton: two new pairs, one the catalog already holds, one a test sentence (case and spacing aside)
+    write_pairs(mine, "bre", ["Print the page\tMoullañ ar bajenn", "Rename\tAdenvel", "Save\tEnrollañ",
+                              "I AM tired.\tSkuizh on."])
+    # Faroese: e5-small's 0.66 is above the recipe's threshold and CLDR is off: only the user's two pairs
+    write_pairs(mine, "fao", ["Open the file\tLat fílu upp", "Good evening\tGott kvøld"])
+    path = recipe(tmp_path, data_dir, tokenizer={"vocab_size": 60, "model_type": "unigram"})
+    with caplog.at_level("WARNING", logger="babelzoo.offline.adaptation"):
+        assert pretrain_main(["--config", str(path), "--set", f"pairs_dir={mine}"]) == 0
+    assert "fao has 2 pairs after the test-sentence filter, fewer than the rule's min_pairs=3" in caplog.text
+    folder = tmp_path / "run" / "model"
+    record = json.loads((folder / "adaptation.json").read_text(encoding="utf-8"))
+    assert record["languages"] == ["bre", "fao"]
+    # the user's pairs come first: the catalog's "Save" is theirs now
+    assert record["pairs"]["bre"]["sources"] == {"pairs_dir": 3, "gettext": 4, "cldr": 0}
+    assert record["pairs"]["bre"]["removed_as_test"] == 2  # the catalog's planted sentence and the user's
+    assert record["pairs"]["fao"] == {"tag": "fo", "sources": {"pairs_dir": 2, "gettext": 0, "cldr": 0}, "available": 2,
+                                      "train": 1, "used": 1, "removed_as_test": 0, "same_text": 0}
+    assert record["own_pairs"] == {"pairs_dir": {"folder": str(mine), "files": {"bre": 4, "fao": 2}},
+                                   "below_min_pairs": {"fao": 2}}
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert f"Pairs the user brought (pairs read, before the filter): from `{mine}`: bre.tsv (4), fao.tsv (2)." in card
+    assert "adapted because given: fao (2)." in card
+    _, _, data, tokenizer = build_run(load_recipe(path, [f"pairs_dir={mine}"]), path)
+    texts = decoded_examples(data, tokenizer)
+    assert any("Adenvel" in t for t in texts) and any("kvøld" in t for t in texts)
+    assert not any("fílu" in t for t in texts)  # "Open the file" is in the held-out tenth
+    assert not any("skuizh" in t.lower() for t in texts)
+
+
+def test_a_users_pairs_from_a_hugging_face_dataset(tmp_path, data_dir):
+    rows = [{"english": "Print the page", "text": "Moullañ ar bajenn"}, {"english": "Rename", "text": "Adenvel"}]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                          encoding="utf-8")
+    source = AdaptationPairs(exclude=str(data_dir), languages=["bre"], packages=[], cldr=False,
+                             hf_pairs=[{"path": "json", "data_files": str(tmp_path / "pairs.jsonl"), "streaming": False,
+                                        "columns": ["english", "text"], "src_lang": "en", "tgt_lang": "bre"}])
+    heldout = dataclasses.replace(source, split="heldout")
+    corpora = source.read() + heldout.read()
+    assert sorted(p for c in corpora for p in c.pairs) == sorted((r["english"], r["text"]) for r in rows)
+    assert source.record["pairs"]["bre"]["sources"] == {"hf_dataset": 2, "gettext": 0, "cldr": 0}
+    assert source.record["own_pairs"]["hf_dataset"][0]["language"] == "bre"
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("bre.tsv", "Save\tEnrollañ\nRename\tAdenvel\textra\n", r"bre.tsv:2: expected 2 tab-separated fields, found 3"),
+    ("bre.tsv", "Save\tEnrollañ\n\nRename\tAdenvel\n", r"bre.tsv:2"),
+    ("bre.tsv", "Save\t\n", r"bre.tsv:1"),
+    ("bre.tsv", b"Save\tEnroll\xe3\n", r"bre.tsv:1: .*UTF-8"),
+    ("breton.tsv", "Save\tEnrollañ\n", r"breton.tsv: 'breton' is not a Tatoeba or ISO 639-3 language code"),
+    ("bre.tsv", "", r"bre.tsv: no pairs"),
+])
+def test_a_malformed_pairs_file_is_named_with_its_line(tmp_path, name, content, message):
+    from babelzoo.offline.adaptation import read_pairs_dir
+
+    (tmp_path / "mine").mkdir()
+    target = tmp_path / "mine" / name
+    target.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    with pytest.raises(ValueError, match=message):
+        read_pairs_dir(tmp_path / "mine")
+
+
+def test_pairs_dir_needs_a_folder_of_tsv_files_and_a_source_that_reads_it(tmp_path, data_dir):
+    from babelzoo.offline.adaptation import read_pairs_dir
+
+    with pytest.raises(babelzoo.errors.ConfigError, match="no such folder"):
+        read_pairs_dir(tmp_path / "none")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(babelzoo.errors.ConfigError, match=r"holds no <code>.tsv file"):
+        read_pairs_dir(tmp_path / "empty")
+    path = recipe(tmp_path, data_dir)
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    spec["data"] = {"translation_ranking": [{"kind": "tsv", "path": str(tmp_path / "x.tsv"), "src_lang": "en",
+                                             "tgt_lang": "br"}]}
+    path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(babelzoo.errors.ConfigError, match="pairs_dir: no data source of this recipe reads a user's"):
+        build_run(load_recipe(path, ["pairs_dir=mine"]), path)
