@@ -53,10 +53,14 @@ logger = logging.getLogger(__name__)
 def shows_progress() -> bool:
     """Whether the bar and the summary show: unless the nearest ``babelzoo`` logger with a level
     set (this module's or a parent's) hides INFO records."""
-    node = logger
-    while node.level == logging.NOTSET and node.name.startswith("babelzoo.") and node.parent is not None:
-        node = node.parent
-    return node.level == logging.NOTSET or node.level <= logging.INFO
+    # by name, not by ``parent``: until something asks for the ``babelzoo`` logger itself, a
+    # module logger's parent is the root logger, whose WARNING is not babelzoo's setting
+    parts = logger.name.split(".")
+    for end in range(len(parts), 0, -1):
+        node = logging.Logger.manager.loggerDict.get(".".join(parts[:end]))
+        if isinstance(node, logging.Logger) and node.level != logging.NOTSET:
+            return node.level <= logging.INFO
+    return True
 
 
 def _number(value: Any) -> bool:

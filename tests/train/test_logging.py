@@ -34,3 +34,16 @@ def test_summary_of_a_run_with_no_step_shown_repeats_nothing_it_did_not_measure(
     assert "  loss             3.0000 at step 3 (as on the progress bar)\n" in text
     assert "throughput       20 tokens/s over training steps 1-3 (their own time); 20 over step 3" in text
     assert "MFU" not in text
+
+
+def test_the_summary_shows_unless_babelzoo_logging_is_set_above_info_even_in_a_fresh_interpreter():
+    # a fresh interpreter: no ``babelzoo`` logger exists yet, only the modules' own, whose parent
+    # is then the root logger (WARNING); babelzoo's setting is what counts
+    import subprocess
+    import sys
+
+    code = ("import logging\nfrom babelzoo.train.logging import shows_progress\nprint(shows_progress())\n"
+            "logging.getLogger('babelzoo').setLevel(logging.WARNING)\nprint(shows_progress())\n"
+            "logging.getLogger('babelzoo.train').setLevel(logging.INFO)\nprint(shows_progress())\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["True", "False", "True"]
