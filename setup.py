@@ -75,7 +75,6 @@ setup(
             *(f"{kind} = babelzoo.offline.embedded" for kind in
               ("catalog_text", "catalog_pairs", "catalog_documents", "catalog_parallel_documents")),
             "adaptation_pairs = babelzoo.offline.adaptation",
-            "hf_dataset = babelzoo.datasets.streaming",
             "emoji_images = babelzoo.offline.emoji",
             "emoji_speech = babelzoo.offline.espeak",
             *(f"{kind} = babelzoo.knowledge.kb_sources" for kind in

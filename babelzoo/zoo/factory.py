@@ -18,14 +18,7 @@ from ..errors import CheckpointError, InputTypeError
 from .config import ConfigError, ModelConfig
 from .default_tokenizer import default_tokenizer_for
 from .entries import MODELS, TINY, WEIGHT_LOADERS, ModelEntry, PretrainedWeights, register_model  # noqa: F401
-from .family import load_builtin_families
 from .hub_ids import looks_like_hub_id
-
-
-def _ensure_registered() -> None:
-    from . import multimodal_architectures  # noqa: F401  (register the built-in entries)
-
-    load_builtin_families()
 
 
 def build_model(config: ModelConfig):
@@ -38,14 +31,12 @@ def build_model(config: ModelConfig):
 
 def list_models(pattern: str | None = None, pretrained: bool = False) -> list[str]:
     """Registered model names, optionally filtered by a wildcard (``"xlm*"``) and to those
-    with pretrained weights."""
-    _ensure_registered()
+    with pretrained weights (the entries of installed families included)."""
     names = MODELS.list(pattern)
     return [n for n in names if MODELS.get(n).pretrained] if pretrained else names
 
 
 def model_entry(name: str) -> ModelEntry:
-    _ensure_registered()
     return MODELS.get(name)
 
 

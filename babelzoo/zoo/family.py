@@ -17,28 +17,46 @@ and ``<name>.py``, its modules and that ``build`` function, composed from
 :mod:`babelzoo.zoo.layers`.
 
 :class:`~babelzoo.zoo.model.BabelModel` composes the parts and never looks at the family; an
-encoder that is a :class:`~babelzoo.zoo.layers.LayerStack` also serves fusion models. Adding a
-family is its file plus its name in :data:`BUILTIN_FAMILIES` (or an entry point in the
-``babelzoo.families`` group for a family that lives in another package)::
+encoder that is a :class:`~babelzoo.zoo.layers.LayerStack` also serves fusion models. A family is
+found by its name through an entry point naming its config module: babelzoo's own in
+:data:`BUILTIN_FAMILIES`, another package's in the ``babelzoo.families`` group
+(``mine = "my_package.mine_config"``); :data:`FAMILIES` and the model registry import it when
+first asked. ``my_package/mine_config.py``::
+
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from babelzoo.zoo.config import EncoderConfig, ModelConfig
+    from babelzoo.zoo.entries import register_model
+    from babelzoo.zoo.family import TextFamily, register_family
 
     @dataclass(frozen=True)
     class MyConfig(EncoderConfig):
         family: ClassVar[str] = "mine"
         window: int = 64
 
-    register_family(TextFamily("mine", MyConfig, build="my_package.mine:build"))
+        def encoder_flops_per_token(self, seq_len: int) -> float:
+            return 2.0 * self.num_layers * self.hidden_size * self.window
+
+    register_family(TextFamily("mine", MyConfig, build="my_package.mine:build",
+                               encoder="my_package.mine:encoder"))
+
+    @register_model
+    def mine_tiny() -> ModelConfig:
+        \"\"\"My family at tiny size.\"\"\"
+        return ModelConfig(text=MyConfig(hidden_size=64, num_heads=2, num_layers=2, intermediate_size=128))
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any, Callable, Optional
 
 from ..registry import Registry
 
-# Built-in families: name -> module (imported on first use, so listing the zoo stays light).
+# babelzoo's families: name -> config module, the built-in entry points of FAMILIES and of the
+# model registry (imported when first asked for, so listing the zoo stays light).
 BUILTIN_FAMILIES = {
     "transformer": "babelzoo.zoo.transformer_config",
     "rnn": "babelzoo.zoo.rnn_config",
@@ -112,7 +130,7 @@ def _resolve(path: str):
     return getattr(importlib.import_module(module), name)
 
 
-FAMILIES: Registry[TextFamily] = Registry("text family")
+FAMILIES: Registry[TextFamily] = Registry("text family", group=ENTRY_POINT_GROUP, builtin=BUILTIN_FAMILIES)
 
 
 def register_family(family: TextFamily) -> TextFamily:
@@ -121,39 +139,28 @@ def register_family(family: TextFamily) -> TextFamily:
 
 
 def load_family_module(name: str) -> None:
-    """Import the module that defines family ``name`` (built in, or from an entry point)."""
-    if name in BUILTIN_FAMILIES:
-        importlib.import_module(BUILTIN_FAMILIES[name])
-        return
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        if point.name == name:
-            point.load()
-            return
+    """Import the module that defines family ``name`` (built in, or from an entry point); an
+    unknown name imports nothing."""
+    if name not in FAMILIES:
+        FAMILIES.load_plug_ins(name)
 
 
 def load_builtin_families() -> None:
     for name in BUILTIN_FAMILIES:
-        load_family_module(name)
+        FAMILIES.get(name)
 
 
 def load_all_families() -> None:
     """Import every built-in family and every family installed in the entry-point group."""
-    load_builtin_families()
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        if point.name not in FAMILIES:
-            point.load()
+    FAMILIES.load_plug_ins()
 
 
 def family_names(where: Callable[[TextFamily], bool]) -> list[str]:
     """The names of the families (built in and installed) for which ``where(family)`` holds,
     e.g. ``family_names(lambda f: f.fusion_tower)``."""
-    load_all_families()
     return [name for name, family in FAMILIES.items() if where(family)]
 
 
 def family_of(config) -> TextFamily:
     """The family of a text config (an :class:`~babelzoo.zoo.config.EncoderConfig`)."""
-    name = type(config).family
-    if name not in FAMILIES:
-        load_family_module(name)
-    return FAMILIES.get(name)
+    return FAMILIES.get(type(config).family)

@@ -4,7 +4,6 @@ protocol it was measured under."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -90,16 +89,18 @@ def per_language(langs: Sequence[str], run: Callable[[str], list["Result"]],
     return results
 
 
-# tasks on data that installed packages ship (the offline sources' and plug-ins') register through
-# the entry-point group
-TASKS: Registry[Callable[..., list[Result]]] = Registry("task", group="babelzoo.tasks",
-                                                        listed_by="babelzoo list tasks")
-
-_MODULES = ("retrieval", "lexicon", "knowledge", "transfer_probe", "transfer")
+# babelzoo's tasks: those of this package are its built-in entry points; those on data that
+# installed packages ship (the offline sources' and plug-ins') register through the group
+TASKS: Registry[Callable[..., list[Result]]] = Registry("task", group="babelzoo.tasks", builtin={
+    **dict.fromkeys(["tatoeba", "multi30k"], f"{__name__}.retrieval"),
+    "bli_cldr": f"{__name__}.lexicon",
+    **dict.fromkeys(["cldr_linking", "codex_link_prediction", "wn18rr_link_prediction"], f"{__name__}.knowledge"),
+    **dict.fromkeys(["flores_retrieval", "sib200_probe"], f"{__name__}.transfer_probe"),
+    **dict.fromkeys(["sib200", "udpos"], f"{__name__}.transfer"),
+}, listed_by="babelzoo list tasks")
 
 
 def load_tasks() -> Registry:
-    for name in _MODULES:
-        importlib.import_module(f"{__name__}.{name}")
+    """:data:`TASKS`, every task (built in and installed) imported."""
     TASKS.load_plug_ins()
     return TASKS
