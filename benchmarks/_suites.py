@@ -129,6 +129,13 @@ def _kg_completion(results: dict) -> str:
     return f"{best}: test MRR {test['mrr']:.3f}, Hits@10 {test['hits@10']:.3f}"
 
 
+def _kg_multilingual(results: dict) -> str:
+    lp = results["link_prediction"]
+    best = {lang: max(arms, key=lambda a: arms[a]["test"]["kens"]["hits@1"]) for lang, arms in lp.items() if arms}
+    return "KEnS-protocol Hits@1: " + ", ".join(f"{lang} {100 * lp[lang][arm]['test']['kens']['hits@1']:.1f} ({arm})"
+                                                for lang, arm in best.items())
+
+
 def _tokenize(results: dict) -> str:
     ours, base = results["results"]["this tree"], results["results"].get("baseline", {})
     return ", ".join(f"{name} {row['sentences_per_s'] / base[name]['sentences_per_s']:.1f}× the baseline"
@@ -182,6 +189,8 @@ suite("codex_link_prediction", "codex_link_prediction", "CoDEx-S link prediction
       headline=_link_prediction)
 suite("kg_completion", "kg_completion", "WN18RR link prediction: e5 zero-shot, structure, text, text + structure, "
       "ensemble and re-ranking beside SimKGC, RotatE, StAR, KG-BERT", headline=_kg_completion)
+suite("kg_multilingual", "kg_multilingual", "DBP-5L: link prediction in five DBpedia graphs alone and together "
+      "through the seed alignments, and entity alignment between every pair", headline=_kg_multilingual)
 suite("compression", "compression", "e5-small and its compressed variants: size, CPU speed, Tatoeba, SIB-200 "
       "zero-shot", headline=_fastest_variant)
 suite("compression_students", "compression", "distilled students of e5-small (give --student DIR ...), fp32 and "

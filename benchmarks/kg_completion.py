@@ -79,14 +79,19 @@ def trained_under(model: Path, recipe) -> bool:
 
 
 def train_arm(arm: str, runs: Path, data: Path, minutes: float) -> dict:
+    return train_recipe(overrides_for(arm, runs, data, minutes), arm)
+
+
+def train_recipe(overrides: list[str], label: str) -> dict:
+    """``babelzoo pretrain --config kgc_e5_small`` with ``overrides``, or the model it trained
+    before under the same settings; what the run records."""
     from babelzoo.knowledge.text_kge import read_link_recipe
     from babelzoo.train.config import recipe_path
 
-    overrides = overrides_for(arm, runs, data, minutes)
     recipe = read_link_recipe(recipe_path("kgc_e5_small"), overrides)
     model = Path(recipe.output_dir) / recipe.model_dir
     if trained_under(model, recipe):
-        print(f"{arm}: reusing {model}, trained under the same settings", flush=True)
+        print(f"{label}: reusing {model}, trained under the same settings", flush=True)
     else:
         argv = ["pretrain", "--config", "kgc_e5_small"]
         for item in overrides:

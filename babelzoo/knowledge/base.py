@@ -130,7 +130,10 @@ def load_kb(path_or_name: str | Path, **kwargs: Any) -> KnowledgeBase:
                           f"KnowledgeBase methods (entities, relations, triples, labels, aliases, neighbors)")
         return kb
     path = Path(path_or_name)
-    if path.exists():
+    from .dbp5l import is_dbp5l_graph
+    from .id_graphs import is_id_graph
+
+    if path.exists() or is_dbp5l_graph(path) or is_id_graph(path):
         from .graph import read_kb
 
         return read_kb(path, **kwargs)
@@ -169,3 +172,18 @@ def _wn18rr(**kwargs: Any) -> KnowledgeBase:
     from .text_kg import load_wn18rr
 
     return load_wn18rr(**kwargs)
+
+
+def _dbp5l(lang: str) -> Callable[..., KnowledgeBase]:
+    def factory(**kwargs: Any) -> KnowledgeBase:
+        from .dbp5l import load_dbp5l
+
+        return load_dbp5l(lang, **kwargs)
+
+    factory.__doc__ = (f"DBP-5L's {lang} DBpedia graph (Chen et al., 2020), entities named in their own language, "
+                       f"with train/valid/test splits.")
+    return factory
+
+
+for _lang in ("el", "en", "es", "fr", "ja"):
+    KNOWLEDGE_BASES.register(_dbp5l(_lang), name=f"dbp5l-{_lang}")

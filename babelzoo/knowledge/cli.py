@@ -7,6 +7,7 @@
     babelzoo kb train-kge --data ../shared/data/codex-s --model complex --dim 256 --out kge/
     babelzoo kb eval --model multilingual_e5_small --kg ../shared/data/wn18rr --split test --out runs/kg/e5.json
     babelzoo kb predict --model runs/kgc/model --kg ../shared/data/wn18rr 06845599 _hypernym
+    babelzoo kb align --kb ../shared/data/dbp5l/el --kb ../shared/data/dbp5l/en --seeds seeds.tsv --out pairs.tsv
 
 A knowledge base is a registered name (``cldr``, ``codex-s``, an installed plug-in: see
 ``babelzoo.knowledge.base``) or a file or folder in one of the layouts of
@@ -350,7 +351,99 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("relation", help="the relation: an id or its words")
             p.add_argument("--k", type=COUNT, default=10, help="answers to print (default 10)")
             p.add_argument("--inverse", action="store_true", help="ask (?, relation, entity) instead")
+    p = sub.add_parser("align", help="align the entities of two graphs in two languages; write the pairs")
+    p.add_argument("--kb", required=True, action="append", metavar="PATH_OR_NAME",
+                   help="a graph; given twice: the graph aligned (A) and the graph aligned to (B)")
+    p.add_argument("--seeds", default=None, help="known pairs, 'id in A<TAB>id in B' a line")
+    p.add_argument("--out", required=True, help="TSV file for the pairs: id in A, id in B, score, texts")
+    p.add_argument("--model", default="multilingual_e5_small",
+                   help="the multilingual encoder of entity names: a zoo name or a model folder")
+    p.add_argument("--eval", default=None, metavar="GOLD",
+                   help="gold pairs: print Hits@1/Hits@10/MRR of the pairs that are not seeds")
+    p.add_argument("--one-to-one", action=argparse.BooleanOptionalAction, default=True,
+                   help="each entity of B matched at most once (default: yes)")
+    p.add_argument("--batch-size", type=COUNT, default=256, help="names per encoder batch (default 256)")
+    p.add_argument("--metrics", default=None, help="JSON file for --eval's metrics and the settings chosen")
+    p.add_argument("--cache-dir", default=None, help="keep the name vectors here and reuse them (same model, texts)")
     return parser
+
+
+def name_vectors(model_source: str, kbs, batch_size: int, cache_dir=None) -> list:
+    """Each graph's entity-name vectors (:func:`~babelzoo.knowledge.align.encode_entities`),
+    read from ``cache_dir`` when it holds those of the same model and texts, else encoded (the
+    model loaded only then) and kept there."""
+    import hashlib
+    from pathlib import Path
+
+    import numpy as np
+
+    from .align import encode_entities
+
+    model, out = None, []
+    for kb in kbs:
+        digest = hashlib.sha256(model_source.encode("utf-8"))
+        for entity in kb.entities():
+            digest.update(b"\0" + entity.encode("utf-8") + b"\t" + kb.entity_text(entity).encode("utf-8"))
+        path = Path(cache_dir) / f"names-{digest.hexdigest()[:24]}.npy" if cache_dir else None
+        if path is not None and path.is_file():
+            out.append(np.load(path, allow_pickle=False))
+            continue
+        model = model or _text_model(model_source)
+        out.append(encode_entities(model, kb, batch_size=batch_size))
+        if path is not None:
+            from .._files import atomic_write
+
+            def save(tmp: str, vectors=out[-1]) -> None:
+                with open(tmp, "wb") as handle:
+                    np.save(handle, vectors, allow_pickle=False)
+
+            atomic_write(path, save)
+    return out
+
+
+def align_main(args: argparse.Namespace, out=None) -> dict:
+    """``babelzoo kb align``: names through the encoder, structure through the graphs and seeds,
+    settings chosen on held-out seeds (:mod:`babelzoo.knowledge.align`); write the pairs."""
+    import time
+    from pathlib import Path
+
+    from .._files import owned_file, write_owned_file
+    from .align import EntityAligner, read_pairs
+
+    out = out or sys.stdout
+    if len(args.kb) != 2:
+        raise UsageError(f"--kb: give exactly two graphs (A, then B), got {len(args.kb)}")
+    for path, what in ((args.out, "entity alignment"), (args.metrics, "entity alignment metrics")):
+        if path and os.path.exists(path) and not owned_file(path, what):
+            raise UsageError(f"{path}: a file babelzoo did not write; nothing was changed: choose another name")
+    start = time.process_time()
+    kb_a, kb_b = _load(args.kb[0]), _load(args.kb[1])
+    seeds = read_pairs(args.seeds, kb_a, kb_b) if args.seeds else []
+    gold = read_pairs(args.eval, kb_a, kb_b) if args.eval else []
+    vectors = name_vectors(args.model, (kb_a, kb_b), args.batch_size, args.cache_dir)
+    print(f"{len(kb_a.entities()):,} and {len(kb_b.entities()):,} entities, {len(seeds):,} seed pairs; names "
+          f"encoded with {args.model}", file=out)
+    aligner = EntityAligner(kb_a, kb_b, *vectors, seeds, log=lambda line: print(line, file=out)).fit()
+    pairs = aligner.align(one_to_one=args.one_to_one)
+    lines = "".join(f"{a}\t{b}\t{score:.6f}\t{kb_a.entity_text(a)}\t{kb_b.entity_text(b)}\n" for a, b, score in pairs)
+    write_owned_file(args.out, lambda tmp: Path(tmp).write_text(lines, encoding="utf-8"), "entity alignment")
+    print(f"wrote {len(pairs):,} pairs to {args.out}", file=out)
+    result = {"kb": args.kb, "seeds": len(seeds), "model": args.model, "settings": aligner.choice,
+              "one_to_one": args.one_to_one, "pairs_written": len(pairs)}
+    if gold:
+        seeded = set(seeds)
+        test = [p for p in gold if p not in seeded]
+        metrics = aligner.evaluate(test)
+        print(f"against {args.eval} ({len(test):,} pairs that are not seeds, each ranked among their "
+              f"{len(test):,} targets): Hits@1 {metrics['hits@1']:.4f}, Hits@10 {metrics['hits@10']:.4f}, MRR "
+              f"{metrics['mrr']:.4f}; one-to-one Hits@1 {metrics['assigned_hits@1']:.4f}", file=out)
+        result["metrics"] = metrics
+    result["cpu_seconds"] = time.process_time() - start
+    if args.metrics:
+        text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+        write_owned_file(args.metrics, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"),
+                         "entity alignment metrics")
+    return result
 
 
 @command("kb")
@@ -367,6 +460,9 @@ def kb_main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.action == "predict":
         predict_main(args)
+        return 0
+    if args.action == "align":
+        align_main(args)
         return 0
     train_kge_main(args)
     return 0

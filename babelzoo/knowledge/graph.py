@@ -20,7 +20,9 @@ a line out; an id that starts with ``#`` is written in a JSONL file (or not firs
   (``entity2id.txt``, ``relation2id.txt``, ``train2id.txt`` [+ ``valid2id.txt``,
   ``test2id.txt``]), the CoDEx layout (:mod:`babelzoo.knowledge.codex`) and the text layout of
   KG-BERT, StAR and SimKGC (``entity2text.txt``, :mod:`babelzoo.knowledge.text_kg`) are
-  recognised too.
+  recognised too, and one graph of a DBP-5L folder, named ``ROOT/LANG``
+  (:mod:`babelzoo.knowledge.dbp5l`), or of an entity-alignment folder in the DBP15K layout,
+  ``ROOT/1`` or ``ROOT/2`` (:mod:`babelzoo.knowledge.id_graphs`).
 
 Unknown-entity policy: when an entities file declares the entities, a triple naming any other
 entity is an error (``file:line``) unless ``on_unknown="add"``, which adds it without names;
@@ -521,8 +523,19 @@ def read_kb(path: str | Path, on_unknown: str = "error", name: Optional[str] = N
     path = Path(path)
     if path.is_file():
         return GraphKB.from_files(path, on_unknown=on_unknown, name=name)
+    from .dbp5l import is_dbp5l, is_dbp5l_graph, read_dbp5l
+
+    if is_dbp5l_graph(path):  # ROOT/LANG: one graph of a DBP-5L folder
+        return read_dbp5l(path.parent, path.name, name)
+    from .id_graphs import is_id_graph, read_id_graph
+
+    if is_id_graph(path):  # ROOT/1, ROOT/2: a graph of an entity-alignment folder (DBP15K)
+        return read_id_graph(path.parent, path.name, name)
     if not path.is_dir():
         raise KBError(f"{path}: no such file or folder")
+    if is_dbp5l(path):
+        raise KBError(f"{path}: a DBP-5L folder holds several graphs: name one as {path}/LANG (LANG one of "
+                      f"{', '.join(sorted(p.name.split('-')[0] for p in (path / 'kg').glob('*-train.tsv')))})")
     if (path / "entity2id.txt").exists():
         return read_openke(path, name)
     from .text_kg import is_text_kg, read_text_kg
