@@ -198,9 +198,9 @@ def load_encoder(args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:
                              f"{ONNX_INFO}); make one with babelzoo convert --to-onnx")
         return onnx_encoder(folder, args)
     model = load_model(args.model)
-    options = dict(batch_size=args.batch_size, prefix=args.prefix, pooling=args.pooling,
-                   normalize=not args.no_normalize, layer=-1 if args.layer is None else args.layer,
-                   max_length=args.max_length, progress=True)
+    options = dict(batch_size=args.batch_size, prompt=args.prefix, pooling=args.pooling,
+                   normalize_embeddings=not args.no_normalize, layer=-1 if args.layer is None else args.layer,
+                   max_length=args.max_length, show_progress_bar=True)
     return lambda texts: model.encode(texts, **options)
 
 

@@ -132,13 +132,19 @@ def alignment(args) -> dict:
         pairs = dbp5l_seeds(args.data_dir, a, b)
         train, test = split_pairs(pairs, 0.3, seed=0)
         files = {name: folder / f"{a}-{b}.{name}.tsv" for name in ("seeds", "gold")}
-        for name, chosen in (("seeds", train), ("gold", pairs)):
-            files[name].write_text("".join(f"{x}\t{y}\n" for x, y in chosen), encoding="utf-8")
+        texts = {name: "".join(f"{x}\t{y}\n" for x, y in chosen) for name, chosen in (("seeds", train), ("gold", pairs))}
         metrics_file = folder / f"{a}-{b}.metrics.json"
         argv = ["kb", "align", "--kb", str(args.data_dir / a), "--kb", str(args.data_dir / b), "--seeds",
                 str(files["seeds"]), "--eval", str(files["gold"]), "--out", str(folder / f"{a}-{b}.pairs.tsv"),
                 "--metrics", str(metrics_file), "--cache-dir", str(folder / "cache")]
-        cli(argv)
+        same = metrics_file.is_file() and all(files[n].is_file() and files[n].read_text(encoding="utf-8") == texts[n]
+                                              for n in files)
+        if same:  # an earlier run aligned this pair from the same files: delete the folder to align again
+            print(f"{a}-{b}: reusing {metrics_file}", flush=True)
+        else:
+            for name, text in texts.items():
+                files[name].write_text(text, encoding="utf-8")
+            cli(argv)
         result = json.loads(metrics_file.read_text(encoding="utf-8"))
         rows[f"{a}-{b}"] = {"seeds": len(train), "test_pairs": len(test), "cpu_seconds": round(result["cpu_seconds"], 1),
                             "settings": result["settings"], "test": {k: round(v, 6) for k, v in result["metrics"].items()},

@@ -49,8 +49,8 @@ def test_a_text_file_gives_the_models_vectors_in_order_as_npy(saved, tmp_path, c
                        capsys)
     got = np.load(tmp_path / "v.npy")
     assert code == 0 and got.dtype == np.float32 and got.shape == (4, 128)
-    np.testing.assert_allclose(got, model.encode(SENTENCES), atol=1e-6)
-    np.testing.assert_allclose(got[1], model.encode("Go!"), atol=1e-6)  # input order
+    np.testing.assert_allclose(got, model.encode(SENTENCES, normalize_embeddings=True), atol=1e-6)
+    np.testing.assert_allclose(got[1], model.encode("Go!", normalize_embeddings=True), atol=1e-6)  # input order
     summary = err.strip().splitlines()[-1]
     assert summary.startswith("babelzoo encode: 4 sentences, 128 dims, ") and "sentences/s" in summary
     assert summary.endswith(f"wrote {tmp_path / 'v.npy'}")
@@ -61,7 +61,8 @@ def test_options_reach_the_vectors(saved, tmp_path, capsys):
     source = text_file(tmp_path / "in.txt", SENTENCES)
     options = ["--prefix", "so ", "--layer", "1", "--pooling", "cls", "--max-length", "6", "--no-normalize"]
     code, _ = encode(["--model", folder, "--input", source, "--output", tmp_path / "v.npy", *options], capsys)
-    expected = model.encode(SENTENCES, prefix="so ", layer=1, pooling="cls", max_length=6, normalize=False)
+    expected = model.encode(SENTENCES, prompt="so ", layer=1, pooling="cls", max_length=6,
+                            normalize_embeddings=False)
     assert code == 0
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), expected, atol=1e-6)
 
@@ -76,14 +77,14 @@ def test_json_lines_in_and_out_keep_index_and_id(saved, tmp_path, capsys):
     assert code == 0 and [(r["index"], r.get("id")) for r in records] == [(0, "a7"), (1, None), (2, 3)]
     assert [sorted(r) for r in records] == [["id", "index", "vector"], ["index", "vector"], ["id", "index", "vector"]]
     vectors = np.array([r["vector"] for r in records], dtype=np.float32)
-    np.testing.assert_array_equal(vectors, model.encode([SENTENCES[0], SENTENCES[1], "Ok."]))
+    np.testing.assert_array_equal(vectors, model.encode([SENTENCES[0], SENTENCES[1], "Ok."], normalize_embeddings=True))
 
 
 def test_a_registered_name_without_weights_is_encoded_with_seed_0(tmp_path, capsys):
     source = text_file(tmp_path / "in.jsonl", [json.dumps({"text": s}) for s in SENTENCES])
     code, err = encode(["--model", "mbert_tiny", "--input", source, "--output", tmp_path / "v.npy"], capsys)
     torch.manual_seed(0)
-    expected = babelzoo.create_model("mbert_tiny").encode(SENTENCES)  # with its default tokenizer
+    expected = babelzoo.create_model("mbert_tiny").encode(SENTENCES, normalize_embeddings=True)  # its default tokenizer
     assert code == 0 and "mbert_tiny has no pretrained weights; encoding with fresh weights (seed 0)" in err
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), expected, atol=1e-6)
 
@@ -151,4 +152,4 @@ def test_an_onnx_export_gives_the_models_vectors(saved, tmp_path, capsys):
     source = text_file(tmp_path / "in.txt", SENTENCES)
     code, err = encode(["--model", tmp_path / "onnx", "--input", source, "--output", tmp_path / "v.npy"], capsys)
     assert code == 0, err
-    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), model.encode(SENTENCES), atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), model.encode(SENTENCES, normalize_embeddings=True), atol=1e-5)

@@ -78,7 +78,8 @@ def encode_entities(model, kb, prefix: str = "query: ", batch_size: int = 256, m
 
     texts = [prefix + kb.entity_text(e) for e in kb.entities()]
     with torch.inference_mode():
-        vectors = np.asarray(model.encode(texts, batch_size=batch_size, max_length=max_length), dtype=np.float32)
+        vectors = np.asarray(model.encode(texts, batch_size=batch_size, max_length=max_length, normalize_embeddings=True),
+                             dtype=np.float32)
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 

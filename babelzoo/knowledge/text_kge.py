@@ -146,7 +146,7 @@ def encode_entities(model, texts: Sequence[str], encoder: EntityEncoder) -> torc
     """[N, H] sentence vectors of ``encoder.prefix + text`` for every text, by ``model.encode``."""
     with torch.inference_mode():
         vectors = model.encode([encoder.prefix + text for text in texts], batch_size=encoder.batch_size,
-                               max_length=encoder.max_length)
+                               max_length=encoder.max_length, normalize_embeddings=True)
     return torch.as_tensor(np.asarray(vectors), dtype=torch.float32)
 
 

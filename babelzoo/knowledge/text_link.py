@@ -92,7 +92,8 @@ class TextLinkPredictor:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         with torch.inference_mode():
-            return self.model.encode(texts, batch_size=self.batch_size, max_length=self.text.max_length)
+            return self.model.encode(texts, batch_size=self.batch_size, max_length=self.text.max_length,
+                                     normalize_embeddings=True)
 
     def index(self) -> RetrievalMemory:
         """Embed every entity's text into an exact cosine memory (entity index = memory id)."""

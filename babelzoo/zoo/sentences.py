@@ -3,13 +3,14 @@
 Every text model class mixes in :class:`ReadsText`::
 
     model = babelzoo.create_model("multilingual_e5_small", pretrained=True)
-    vectors = model.encode(["query: Hello", "query: Bonjour"])     # [2, 384] float32, L2-normalised
+    vectors = model.encode(["Hello", "Bonjour"], prompt="query: ", normalize_embeddings=True)   # [2, 384] float32
 
 :func:`encode_sentences` is the one path from sentences to vectors: tokenized (``prefix`` +
 sentence, truncated to ``max_length``), sorted by token count and cut into batches that are
 padded only to their own longest row (:func:`sorted_batches`), run with the padding packed away
 (``unpad``), one layer pooled by the model's :meth:`sentence_vectors`, put back in input order
-and L2-normalised unless ``normalize=False``. ``model.encode`` and
+and L2-normalised unless ``normalize=False``. ``model.encode`` speaks sentence-transformers'
+names (``prompt``, ``normalize_embeddings``, default False as there). ``model.encode`` and
 :class:`~babelzoo.evaluation.encoders.BabelEncoder` both run it, so they give the same vectors,
 whatever the batch size.
 """
@@ -67,21 +68,30 @@ class ReadsText:
         """[B, D] vectors of a padded batch: layer ``layer`` pooled (default: the mean)."""
         raise NotImplementedError
 
-    def encode(self, sentences: str | Sequence[str], *, batch_size: int = 32, prefix: str = "",
-               pooling: Optional[str] = None, normalize: bool = True, layer: int = -1,
-               max_length: Optional[int] = None, lang: Optional[str] = None, progress: bool = False) -> np.ndarray:
-        """Sentence vectors, as sentence-transformers gives them: a float32 array [N, D] in input
-        order ([D] for a single string), from ``layer`` (-1: the last; 0: the embeddings) pooled by
-        ``pooling`` (None: the mean, or the pooling the architecture fixes), L2-normalised unless
-        ``normalize=False``. ``prefix`` goes before every sentence (e5's ``"query: "``);
-        sentences are cut to ``max_length`` tokens (default: 512, at most the model's positions);
-        ``lang`` picks an XLM model's language embedding; ``progress`` shows a bar on stderr::
+    def encode(self, sentences: str | Sequence[str], *, prompt: Optional[str] = None, batch_size: int = 32,
+               show_progress_bar: Optional[bool] = None, convert_to_numpy: bool = True,
+               convert_to_tensor: bool = False, normalize_embeddings: bool = False, pooling: Optional[str] = None,
+               layer: int = -1, max_length: Optional[int] = None, lang: Optional[str] = None):
+        """Sentence vectors with sentence-transformers' ``encode`` names and defaults: a float32
+        array [N, D] in input order ([D] for a single string); ``prompt`` goes before every
+        sentence (e5's ``"query: "``); ``normalize_embeddings=True`` L2-normalises (default: as
+        pooled, as in sentence-transformers); ``convert_to_tensor=True`` gives a tensor,
+        ``convert_to_numpy=False`` a list of tensors; ``show_progress_bar`` shows a bar on stderr.
+        babelzoo's extras: ``pooling`` (None: the mean, or the pooling the architecture fixes),
+        ``layer`` (-1: the last; 0: the embeddings), ``max_length`` (tokens a sentence is cut to;
+        default 512, at most the model's positions) and ``lang`` (an XLM model's language
+        embedding)::
 
-            vectors = model.encode(["Hello", "Bonjour"], batch_size=64, prefix="query: ")
+            vectors = model.encode(["Hello", "Bonjour"], prompt="query: ", normalize_embeddings=True)
         """
-        return encode_sentences(self, require_tokenizer(self), sentences, batch_size=batch_size, prefix=prefix,
-                                pooling=pooling, normalize=normalize, layer=layer, max_length=max_length, lang=lang,
-                                progress=progress)
+        vectors = encode_sentences(self, require_tokenizer(self), sentences, batch_size=batch_size, prefix=prompt or "",
+                                   pooling=pooling, normalize=normalize_embeddings, layer=layer, max_length=max_length,
+                                   lang=lang, progress=bool(show_progress_bar))
+        if convert_to_tensor:
+            return torch.from_numpy(vectors)
+        if not convert_to_numpy:
+            return list(torch.from_numpy(vectors)) if vectors.ndim == 2 else torch.from_numpy(vectors)
+        return vectors
 
 
 def require_tokenizer(model):

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -69,5 +70,5 @@ def test_overrides_dotted_and_nested():
 
 def test_configs_are_frozen():
     config = TextConfig()
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'hidden_size'"):
         config.hidden_size = 3

@@ -45,7 +45,7 @@ def by_hand(model, sentence: str, layer: int = -1) -> torch.Tensor:
 
 @pytest.mark.parametrize("batch_size", [1, 3, 64])
 def test_vectors_are_babel_encoders_for_any_batch_size(model, batch_size):
-    got = model.encode(SENTENCES, batch_size=batch_size, max_length=24)
+    got = model.encode(SENTENCES, batch_size=batch_size, max_length=24, normalize_embeddings=True)
     reference = BabelEncoder("t", model, model.tokenizer, batch_size=7, max_length=24).encode(SENTENCES)
     assert got.dtype == np.float32 and got.shape == (len(SENTENCES), 128)
     np.testing.assert_allclose(got, reference, atol=1e-6, rtol=0)
@@ -53,25 +53,44 @@ def test_vectors_are_babel_encoders_for_any_batch_size(model, batch_size):
 
 
 def test_raw_vectors_are_each_sentences_mean_in_input_order(model):
-    raw = model.encode(SENTENCES, batch_size=4, normalize=False)
+    raw = model.encode(SENTENCES, batch_size=4, normalize_embeddings=False)
     expected = torch.stack([by_hand(model, s) for s in SENTENCES]).numpy()
     np.testing.assert_allclose(raw, expected, atol=1e-5, rtol=1e-5)
     assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)  # not normalised
-    np.testing.assert_allclose(model.encode(SENTENCES), raw / np.linalg.norm(raw, axis=1, keepdims=True), atol=1e-6)
-    np.testing.assert_array_equal(model.encode(SENTENCES[::-1], batch_size=4, normalize=False), raw[::-1])
+    np.testing.assert_allclose(model.encode(SENTENCES, normalize_embeddings=True),
+                               raw / np.linalg.norm(raw, axis=1, keepdims=True), atol=1e-6)
+    np.testing.assert_array_equal(model.encode(SENTENCES[::-1], batch_size=4, normalize_embeddings=False), raw[::-1])
+
+
+def test_encode_takes_sentence_transformers_names_and_defaults(model):
+    import inspect
+
+    ours = inspect.signature(model.encode).parameters
+    # sentence-transformers' SentenceTransformer.encode defaults (v2–v5)
+    for name, default in (("prompt", None), ("batch_size", 32), ("show_progress_bar", None), ("convert_to_numpy", True),
+                          ("convert_to_tensor", False), ("normalize_embeddings", False)):
+        assert ours[name].default == default, name
+    raw = model.encode(SENTENCES[:3])
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)  # not normalised unless asked, as there
+    tensor = model.encode(SENTENCES[:3], convert_to_tensor=True)
+    assert isinstance(tensor, torch.Tensor) and torch.equal(tensor, torch.from_numpy(raw))
+    listed = model.encode(SENTENCES[:3], convert_to_numpy=False)
+    assert isinstance(listed, list) and len(listed) == 3 and torch.equal(listed[1], torch.from_numpy(raw[1]))
+    with pytest.raises(TypeError, match="prefix"):
+        model.encode(SENTENCES[:3], prefix="query: ")  # the sentence-transformers name is prompt
 
 
 def test_one_string_gives_one_vector_and_options_reach_the_pooling(model):
-    one = model.encode("Go!", normalize=False)
+    one = model.encode("Go!", normalize_embeddings=False)
     assert one.shape == (128,)
     np.testing.assert_allclose(one, by_hand(model, "Go!").numpy(), atol=1e-5)
-    np.testing.assert_allclose(model.encode("Go!", layer=1, normalize=False), by_hand(model, "Go!", layer=1).numpy(),
+    np.testing.assert_allclose(model.encode("Go!", layer=1, normalize_embeddings=False), by_hand(model, "Go!", layer=1).numpy(),
                                atol=1e-5)
     first = torch.tensor([model.tokenizer.encode("Go!")])
     with torch.no_grad():
         cls = model(first).last_hidden[0, 0].numpy()
-    np.testing.assert_allclose(model.encode("Go!", pooling="cls", normalize=False), cls, atol=1e-5)
-    np.testing.assert_array_equal(model.encode("go!", prefix="we "), model.encode("we go!"))
+    np.testing.assert_allclose(model.encode("Go!", pooling="cls", normalize_embeddings=False), cls, atol=1e-5)
+    np.testing.assert_array_equal(model.encode("go!", prompt="we "), model.encode("we go!"))
     cut = model.encode(["Where is the station?", "Where is the"], max_length=7)  # [CLS] + 5 pieces + [SEP]
     np.testing.assert_array_equal(cut[0], cut[1])
     assert model.encode([]).shape == (0, 128)
@@ -99,8 +118,8 @@ def test_a_model_without_a_tokenizer_says_how_to_attach_one():
 def test_an_xlm_model_reads_the_language_as_babel_encoder_does():
     model = babelzoo.create_model("xlm_tiny", dropout=0.0)  # its default tokenizer has language tags
     assert model.tokenizer.specials.languages["de"] == 1
-    german = model.encode(SENTENCES, lang="de")
-    assert not np.allclose(german, model.encode(SENTENCES))
+    german = model.encode(SENTENCES, lang="de", normalize_embeddings=True)
+    assert not np.allclose(german, model.encode(SENTENCES, normalize_embeddings=True))
     np.testing.assert_allclose(german, BabelEncoder("t", model, model.tokenizer).encode(SENTENCES, lang="de"),
                                atol=1e-6)
 
@@ -115,7 +134,7 @@ def test_encoder_decoders_pool_their_encoder_and_keep_the_tensor_encode(name, di
             states = model.encode(torch.tensor([row]))  # the encoder pass, as before
             assert states.shape == (1, len(row), 128)
             expected.append(states[0].mean(0))
-    got = model.encode(SENTENCES[:4], batch_size=3, normalize=False)
+    got = model.encode(SENTENCES[:4], batch_size=3, normalize_embeddings=False)
     np.testing.assert_allclose(got, torch.stack(expected).numpy(), atol=1e-5)
     np.testing.assert_allclose(BabelEncoder("t", model, model.tokenizer).encode_ids(rows),
                                got / np.linalg.norm(got, axis=1, keepdims=True), atol=1e-6)

@@ -280,8 +280,11 @@ class _SentenceModel:
     def __init__(self, encoder):
         self.encoder = encoder
 
-    def encode(self, texts, batch_size=None, max_length=None) -> np.ndarray:
-        return self.encoder.encode(texts, lang="en")
+    def encode(self, texts, batch_size=None, max_length=None, normalize_embeddings: bool = False) -> np.ndarray:
+        vectors = np.asarray(self.encoder.encode(texts, lang="en"), dtype=np.float32)
+        if normalize_embeddings:
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors
 
 
 def graph_ranker(encoder, kb, data):
