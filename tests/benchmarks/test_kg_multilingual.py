@@ -48,7 +48,7 @@ def test_the_table_renders_every_arm_protocol_and_pair():
           for lang in M.LANGS}
     for lang in M.LANGS:
         lp[lang]["together"] = {"weight": 0.25, "test": {"kens": metrics, "babelzoo": metrics}}
-    report = {"budget_cpu_minutes": 8, "epochs": 60, "machine": {"cpus": 2}, "link_prediction": lp,
+    report = {"budget_cpu_minutes": {"text_structure": 8, "structure": 4, "text_only": 4}, "epochs": 60, "machine": {"cpus": 2}, "link_prediction": lp,
               "alignment": {"el-en": {"seeds": 687, "test_pairs": 1603, "cpu_seconds": 50.0, "settings": {"weight": 0.2,
                                       "rounds": 2}, "test": {**metrics, "assigned_hits@1": 0.9}}},
               "secondary": {"SS-AGA": {"hits@1": {"el": 30.8}, "source": "x"}}}
@@ -58,4 +58,5 @@ def test_the_table_renders_every_arm_protocol_and_pair():
         assert f"| {arm} | kens | {cells} |" in text and f"| {arm} | babelzoo | {cells} |" in text
     assert len([line for line in text.splitlines() if line.startswith("| ") and " | kens | " in line]) == 4
     assert "| el-en | 687 | 1603 | 25.0 | 50.0 | 30.0 | 90.0 | 0.2, 2 | 50 |" in text
+    assert "Training budgets per graph in CPU minutes: text_structure 8, structure 4, text_only 4" in text
     assert "Ensemble weights (valid): el 0.25" in text and "| *SS-AGA* (secondary source, unverified: x) | Hits@1 | 30.8 |" in text
