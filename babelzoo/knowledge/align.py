@@ -136,7 +136,7 @@ class EntityAligner:
         anchored_b = set(partner.values())
         features: dict[tuple, int] = {}
 
-        def matrix(edges, rows, mapped):
+        def matrix(edges, mapped):
             cells = set()
             for entity, rel, direction, neighbour in edges:
                 target = mapped(neighbour)
@@ -146,8 +146,8 @@ class EntityAligner:
                     cells.add((entity, features.setdefault(key, len(features))))
             return cells
 
-        cells_a = matrix(self._edges_a, len(self.ids_a), partner.get)
-        cells_b = matrix(self._edges_b, len(self.ids_b), lambda n: n if n in anchored_b else None)
+        cells_a = matrix(self._edges_a, partner.get)
+        cells_b = matrix(self._edges_b, lambda n: n if n in anchored_b else None)
         width = max(len(features), 1)
         matrices = []
         for cells, rows in ((cells_a, len(self.ids_a)), (cells_b, len(self.ids_b))):
@@ -204,8 +204,7 @@ class EntityAligner:
             trial = list(anchors)
             grid[weight, 0] = self._mrr(valid, trial, weight)
             for round_ in range(1, max(rounds) + 1 if weight else 1):
-                self.weight = weight
-                trial += [p for p in self.mutual_best(trial) if p[0] not in held and p[1] not in held]
+                trial += [p for p in self.mutual_best(trial, weight) if p[0] not in held and p[1] not in held]
                 grid[weight, round_] = self._mrr(valid, trial, weight)
         self.weight, self.rounds = max((k for k in grid if k[1] in rounds), key=lambda k: (grid[k], -k[1], -k[0]))
         self.log("  held-out seed MRR by (weight of structure, self-training rounds): "
@@ -220,10 +219,11 @@ class EntityAligner:
             self.log(f"  self-training: {len(added)} pairs that are each other's best added as anchors")
         return self
 
-    def mutual_best(self, anchors: Sequence[tuple[str, str]], margin: float = 0.05,
+    def mutual_best(self, anchors: Sequence[tuple[str, str]], weight: Optional[float] = None, margin: float = 0.05,
                     chunk: int = 2048) -> list[tuple[str, str]]:
-        """Pairs of entities outside ``anchors`` that are each other's best match, the best
-        ahead of the runner-up by ``margin`` on both sides."""
+        """Pairs of entities outside ``anchors`` that are each other's best match under
+        ``weight`` (default: the aligner's), the best ahead of the runner-up by ``margin`` on
+        both sides."""
         taken_a, taken_b = {a for a, _ in anchors}, {b for _, b in anchors}
         rows = np.array([i for i, e in enumerate(self.ids_a) if e not in taken_a], dtype=np.int64)
         cols = np.array([j for j, e in enumerate(self.ids_b) if e not in taken_b], dtype=np.int64)
@@ -234,7 +234,7 @@ class EntityAligner:
         col_best = np.full(len(cols), -np.inf, dtype=np.float32)
         col_second, col_arg = col_best.copy(), np.zeros(len(cols), np.int64)
         for start in range(0, len(rows), chunk):
-            block = self.scores(rows[start:start + chunk], cols, self.weight, signatures)
+            block = self.scores(rows[start:start + chunk], cols, weight, signatures)
             top2 = np.sort(np.partition(block, -2, axis=1)[:, -2:], axis=1)
             best_col[start:start + chunk] = block.argmax(1)
             row_gap[start:start + chunk] = top2[:, 1] - top2[:, 0]
