@@ -23,7 +23,6 @@ every file's sha256.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Optional
@@ -197,14 +196,10 @@ def dbp5l_seeds(root: str | Path, a: str, b: str) -> list[tuple[str, str]]:
 def load_dbp5l(lang: str, root: str | Path | None = None, download: bool = True) -> GraphKB:
     """The ``lang`` graph of DBP-5L: ``root`` (or ``$BABELZOO_DATA_DIR/dbp5l``) when present,
     else the files downloaded with checksums (:func:`download_dbp5l`)."""
-    if root is None and os.environ.get("BABELZOO_DATA_DIR"):
-        candidate = Path(os.environ["BABELZOO_DATA_DIR"]) / "dbp5l"
-        root = candidate if candidate.is_dir() else None
-    if root is None:
-        if not download:
-            raise KBError("DBP-5L not found: pass root= (a folder with entity/, kg/, relations.txt, "
-                          "seed_alignlinks/) or set BABELZOO_DATA_DIR")
-        root = download_dbp5l()
+    from .text_kg import standard_folder
+
+    root = standard_folder(root, "dbp5l", download, download_dbp5l,
+                           "entity/, kg/, relations.txt, seed_alignlinks/")
     return read_dbp5l(root, lang)
 
 

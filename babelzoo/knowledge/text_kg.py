@@ -107,19 +107,27 @@ def read_text_kg(folder: str | Path, name: Optional[str] = None, lang: str = "en
     return kb
 
 
+def standard_folder(root: str | Path | None, name: str, download: bool, fetch, holds: str) -> Path:
+    """The folder of a standard graph: ``root``, else ``$BABELZOO_DATA_DIR/<name>`` when it is
+    there, else ``fetch()`` (a download with checksums) unless ``download`` is False; ``holds``
+    says what the folder holds, for the error."""
+    if root is None and os.environ.get("BABELZOO_DATA_DIR"):
+        candidate = Path(os.environ["BABELZOO_DATA_DIR"]) / name
+        root = candidate if candidate.is_dir() else None
+    if root is None:
+        if not download:
+            raise KBError(f"{name} not found: pass root= (a folder with {holds}) or set BABELZOO_DATA_DIR")
+        root = fetch()
+    return Path(root)
+
+
 def load_wn18rr(root: str | Path | None = None, download: bool = True) -> GraphKB:
     """WN18RR with each entity's lemma and WordNet gloss. ``root`` (or
     ``$BABELZOO_DATA_DIR/wn18rr``) is read when present; otherwise the files are downloaded with
     checksums (:func:`download_wn18rr`)."""
-    if root is None and os.environ.get("BABELZOO_DATA_DIR"):
-        candidate = Path(os.environ["BABELZOO_DATA_DIR"]) / "wn18rr"
-        root = candidate if candidate.is_dir() else None
-    if root is None:
-        if not download:
-            raise KBError("WN18RR not found: pass root= (a folder with entity2text.txt, relation2text.txt, "
-                          "train.tsv, dev.tsv, test.tsv) or set BABELZOO_DATA_DIR")
-        root = download_wn18rr()
-    return read_text_kg(root, name="wn18rr")
+    folder = standard_folder(root, "wn18rr", download, download_wn18rr,
+                             "entity2text.txt, relation2text.txt, train.tsv, dev.tsv, test.tsv")
+    return read_text_kg(folder, name="wn18rr")
 
 
 def download_wn18rr(base_url: Optional[str] = None, directory: str | Path | None = None) -> Path:
