@@ -10,26 +10,32 @@ steps, batch, learning rate, warm-up and maximum length, and ``--max-steps``/``-
 to all of them):
 
 - ``e5``: multilingual-e5-small as loaded, no training.
-- ``recipe``: ``babelzoo pretrain --config adapt_e5_small`` as shipped (distillation and
-  translation ranking on the same pairs, summed every step; only ``output_dir`` and, when asked,
-  ``max_steps`` and ``languages`` set), run as a user runs it.
+- ``recipe``: ``babelzoo pretrain --config adapt_e5_small`` as shipped (translation ranking;
+  only ``output_dir`` and, when asked, ``max_steps`` and ``languages`` set), run as a user runs it.
 - ``st``: the peer. The same e5 weights exported by babelzoo to Hugging Face's layout, loaded by
   sentence-transformers as Transformer + mean Pooling and trained by its own loop with its
   ``MSELoss`` (Reimers & Gurevych 2020, as its ``make_multilingual`` example: the labels are a
   frozen copy's vectors of the English side, both sides learn them) on exactly the pairs the
   recipe reads, in the order babelzoo draws them (its α-sampling plan), with the recipe's
   optimiser settings. Its saved folder is imported by babelzoo and evaluated like every arm.
-- ``distill``: the recipe's distillation alone (``distill_sentence``).
-- ``ranking``: the recipe's translation ranking alone (``translation_ranking``, no teacher).
+- ``+distill``: the recipe plus multilingual distillation (``distill_sentence``, e5 as its own
+  frozen teacher) on the same pairs, summed every step: the recipe's first version, at its steps.
+- ``distill``: that distillation alone, no ranking.
+- ``steps400``: the recipe with its first version's schedule (400 steps, 40 warm-up).
 - ``+tlm``: the recipe plus ``tlm`` on the same pairs (e5 gains a fresh tied MLM head).
 
 The ablations are ``--set`` overrides derived from the shipped recipe (:func:`arm_overrides`),
 recorded with each arm. Every arm is evaluated by the leaderboard's own tasks with e5's
 protocol (``"query: "`` prefix, mean of the last layer over real tokens, cosine, accuracy@1):
 Tatoeba on the adapted languages (full test files) and on every other Tatoeba language
-(``--other-limit`` sentences each); with ``--sib200``, SIB-200 zero-shot topic accuracy (the
+(``--other-limit`` sentences each); and under MTEB's protocol (``tatoeba_mteb``: X → English,
+F1 and accuracy, no prefix, as MTEB runs e5 on bitext mining), the same sentences; with ``--sib200``, SIB-200 zero-shot topic accuracy (the
 ``sib200_e5_small`` fine-tuning recipe from the arm's model: English train, English dev) and
 ``flores_retrieval`` for the adapted languages SIB-200 holds.
+
+With ``--int8``, the recipe arm's model is exported with ``babelzoo convert --to-onnx`` in fp32
+and with ``--quantize int8``, and the two exports are compared on Tatoeba per adapted language
+and on sentences/s (the deployment path, where int8 is most likely to hurt).
 
 Each arm trains into ``--work``/ARM (its model in ARM/model) and is reused when the run is
 started again with the same settings (the shipped recipe's text included); a run reports every
@@ -63,23 +69,30 @@ from babelzoo._files import write_json_atomic  # noqa: E402
 from benchmarks._results import default_out, write_results  # noqa: E402
 
 RECIPE = "adapt_e5_small"
-OBJECTIVE = "distill_sentence"  # the recipe's objective, whose data entry holds the pairs source
+OBJECTIVE = "translation_ranking"  # the recipe's objective, whose data entry holds the pairs source
 E5 = "multilingual_e5_small"
 PREFIX = "query: "
+MTEB_PREFIX = ""  # the prompt MTEB's reference implementation gives e5 for bitext mining: none
 EVAL_MAX_LENGTH = 512  # e5's own limit: no test sentence is cut
 FINETUNE_RECIPE = "sib200_e5_small"
-ARMS = ("e5", "recipe", "st", "distill", "ranking", "+tlm", "+vocab")
-RECIPE_ARMS = ("recipe", "distill", "ranking", "+tlm", "+vocab")
-# an ablation that keeps one of the recipe's objectives: the one it keeps
-ALONE = {"distill": "distill_sentence", "ranking": "translation_ranking"}
-# the objective +tlm adds, on the pairs distill_sentence reads (both sides of a pair, one sequence)
+ARMS = ("e5", "recipe", "st", "+distill", "distill", "steps400", "+tlm", "+vocab")
+RECIPE_ARMS = ("recipe", "+distill", "distill", "steps400", "+tlm", "+vocab")
+# multilingual distillation (the student gives both sides the frozen teacher's vector of the English
+# side), which +distill adds to the recipe and distill trains alone, on the recipe's pairs
+DISTILL = ("distill_sentence", {"teacher": E5, "max_length": 64, "use_language_ids": False})
+# the objective +tlm adds, on the recipe's pairs (both sides of a pair, one sequence)
 TLM = ("tlm", {"max_length": 128, "use_language_ids": False})
+# steps400: the recipe with the schedule of its first version (400 steps, 40 warm-up)
+SHORT = {"max_steps": 400, "warmup_steps": 40}
 # SIB-200 (Flores) folder codes whose Tatoeba file is named otherwise
 SIB_TO_TATOEBA = {"arb": "ara", "zho": "cmn"}
 # the +vocab arm's starting point, in --work, and the file that says it is complete
 VOCAB_INIT, VOCAB_MARK = "+vocab-init", "vocab.json"
 # targets, in accuracy points (1 point = 0.01)
 ADAPTED_GAIN, WORST_DROP, OTHER_DROP, THROUGHPUT = 0.05, -0.01, -0.005, 1.3
+INT8_DROP, INT8_SPEEDUP = -0.005, 1.4  # int8 ONNX against fp32 ONNX: every adapted language, sentences/s
+INT8_SPEED_SENTENCES = 100  # per adapted language, the X side of its Tatoeba file, for the speed comparison
+MTEB_GAIN = 0.10  # MTEB protocol: the adapted languages' F1 mean over e5's
 
 
 # --- the arms as recipe overrides ---------------------------------------------------------------------
@@ -108,15 +121,14 @@ def arm_overrides(arm: str, recipe: Mapping[str, Any], grown: Optional[Path] = N
         rows = json.loads((grown / "config.json").read_text(encoding="utf-8"))["text"]["vocab_size"]
         first = json.loads((grown / VOCAB_MARK).read_text(encoding="utf-8"))["first_new_id"]
         return [f"init={json.dumps({'pretrained': str(grown), 'train_rows_from': first})}",
-                f"tokenizer={json.dumps({'path': str(grown)})}", f"model_overrides.vocab_size={rows}",
-                f"objectives.{OBJECTIVE}.teacher={json.dumps(str(grown))}"]
-    if arm in ALONE:
-        name = ALONE[arm]
-        return [f"objectives={json.dumps({name: recipe['objectives'][name]})}",
-                f"data={json.dumps({name: recipe['data'][name]})}"]
-    name, options = TLM
-    return [f"objectives.{name}={json.dumps(options)}", f"data.{name}={json.dumps(recipe['data'][OBJECTIVE])}",
-            "model_overrides.mlm_head=true"]
+                f"tokenizer={json.dumps({'path': str(grown)})}", f"model_overrides.vocab_size={rows}"]
+    if arm == "steps400":
+        return [f"{key}={value}" for key, value in SHORT.items()]
+    if arm == "distill":
+        name, options = DISTILL
+        return [f"objectives={json.dumps({name: options})}", f"data={json.dumps({name: recipe['data'][OBJECTIVE]})}"]
+    (name, options), extra = (DISTILL, []) if arm == "+distill" else (TLM, ["model_overrides.mlm_head=true"])
+    return [f"objectives.{name}={json.dumps(options)}", f"data.{name}={json.dumps(recipe['data'][OBJECTIVE])}", *extra]
 
 
 def read_shipped_recipe() -> dict:
@@ -385,14 +397,22 @@ def sib200_targets(adapted: Sequence[str], present: Sequence[str]) -> list[str]:
     return [lang for lang in present if SIB_TO_TATOEBA.get(lang.split("_")[0], lang.split("_")[0]) in adapted]
 
 
-def arm_encoder(arm: str, model_dir: Optional[Path]):
-    """The arm's model as the leaderboard encodes with it (e5's protocol)."""
+def arm_encoder(arm: str, model_dir: Optional[Path], prefix: str = PREFIX):
+    """The arm's model as the leaderboard encodes with it (e5's protocol: ``prefix`` "query: ")."""
     from babelzoo.evaluation.encoders import CachedEncoder
     from babelzoo.evaluation.leaderboard import ModelSpec, build_encoder
 
     where = {"kind": "zoo", "source": E5} if model_dir is None else {"kind": "checkpoint", "source": str(model_dir)}
-    spec = ModelSpec.from_dict({"name": arm, **where, "prefix": PREFIX, "max_length": EVAL_MAX_LENGTH})
+    spec = ModelSpec.from_dict({"name": arm, **where, "prefix": prefix, "max_length": EVAL_MAX_LENGTH})
     return CachedEncoder(build_encoder(spec))
+
+
+def mteb_by_language(results) -> dict[str, dict[str, float]]:
+    """``{lang: {"f1", "accuracy"}}`` from ``tatoeba_mteb``'s rows."""
+    table: dict[str, dict[str, float]] = {}
+    for r in results:
+        table.setdefault(r.protocol["direction"].split("->")[0], {})[r.metric.split()[0]] = r.value
+    return table
 
 
 def heldout_pairs(run: Run) -> dict[str, list[tuple[str, str]]]:
@@ -433,17 +453,25 @@ def evaluate(run: Run, arm: str, model_dir: Optional[Path], adapted: list[str], 
     encoder = arm_encoder(arm, model_dir)
     tasks = load_tasks()
     limit = run.args.other_limit or None
-    out: dict[str, Any] = {"protocol": encoder.protocol, "seconds": {"load": time.perf_counter() - wall}}
-    parts = [("tatoeba", "tatoeba", TaskContext(run.data_dir, adapted, log=log))]
+    mteb = arm_encoder(arm, model_dir, prefix=MTEB_PREFIX)  # MTEB gives e5 no prompt for bitext mining
+    out: dict[str, Any] = {"protocol": encoder.protocol, "mteb_protocol": mteb.protocol,
+                           "seconds": {"load": time.perf_counter() - wall}}
+    quiet = lambda m: None  # noqa: E731
+    parts = [("tatoeba", "tatoeba", encoder, by_language, TaskContext(run.data_dir, adapted, log=log)),
+             ("mteb", "tatoeba_mteb", mteb, mteb_by_language, TaskContext(run.data_dir, adapted, log=log))]
     if others:
-        parts.append(("other", "tatoeba", TaskContext(run.data_dir, others, limit=limit, log=lambda m: None)))
+        parts += [("other", "tatoeba", encoder, by_language, TaskContext(run.data_dir, others, limit=limit, log=quiet)),
+                  ("mteb_other", "tatoeba_mteb", mteb, mteb_by_language,
+                   TaskContext(run.data_dir, others, limit=limit, log=quiet))]
     if sib:
-        parts.append(("flores", "flores_retrieval", TaskContext(run.data_dir, sib, log=log)))
-    for key, task, context in parts:
+        parts.append(("flores", "flores_retrieval", encoder, by_language, TaskContext(run.data_dir, sib, log=log)))
+    for key, task, model, table, context in parts:
         start = time.perf_counter()
-        out[key] = by_language(tasks.get(task)(encoder, context))
+        out[key] = table(tasks.get(task)(model, context))
         out["seconds"][key] = time.perf_counter() - start
     out.update(adapted_mean=mean_of(out["tatoeba"]), other_mean=mean_of(out.get("other", {})), other_limit=limit,
+               mteb_f1=mean_of(out["mteb"], "f1"), mteb_accuracy=mean_of(out["mteb"], "accuracy"),
+               mteb_other_f1=mean_of(out.get("mteb_other", {}), "f1"),
                eval_wall_s=time.perf_counter() - wall, eval_cpu_s=time.process_time() - cpu)
     return out
 
@@ -516,6 +544,22 @@ def targets(report: Mapping[str, Any]) -> list[dict]:
             {a: (v, v >= WORST_DROP) for a, v in worst.items() if v is not None})
         row("other languages' mean − e5", f"≥ {points(OTHER_DROP)}",
             {a: (v, v >= OTHER_DROP) for a, v in other.items()})
+        if e5.get("mteb_f1") is not None:
+            scored = [a for a in trained if arms[a]["eval"].get("mteb_f1") is not None]
+            gain = {a: arms[a]["eval"]["mteb_f1"] - e5["mteb_f1"] for a in scored}
+            row("MTEB F1, adapted mean − e5", f"≥ {points(MTEB_GAIN)}", {a: (v, v >= MTEB_GAIN) for a, v in gain.items()})
+            other = {a: arms[a]["eval"]["mteb_other_f1"] - e5["mteb_other_f1"] for a in scored
+                     if arms[a]["eval"].get("mteb_other_f1") is not None and e5.get("mteb_other_f1") is not None}
+            row("MTEB F1, other languages' mean − e5", f"≥ {points(OTHER_DROP)}",
+                {a: (v, v >= OTHER_DROP) for a, v in other.items()})
+    check = report.get("int8")
+    if check:
+        fp32, int8 = check["tatoeba"]["fp32"], check["tatoeba"]["int8"]
+        worst = min(int8[lang]["mean"] - fp32[lang]["mean"] for lang in fp32 if lang in int8)
+        speedup = check["sentences_per_s"]["int8"] / check["sentences_per_s"]["fp32"]
+        row("int8 − fp32 ONNX, worst adapted language", f"≥ {points(INT8_DROP)}",
+            {check["arm"]: (worst, worst >= INT8_DROP)})
+        row("int8 sentences/s ÷ fp32 ONNX's", f"≥ {INT8_SPEEDUP:.1f}×", {check["arm"]: (speedup, speedup >= INT8_SPEEDUP)})
     recipe, peer = arms.get("recipe", {}), arms.get("st", {})
     if recipe.get("eval") and peer.get("eval"):
         v = recipe["eval"]["adapted_mean"] - peer["eval"]["adapted_mean"]
@@ -593,6 +637,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         ref = report.get("reference", {}).get(lang)
         lines.append(f"| {lang} | {_pct(ref)} | " + " | ".join(
             _pct(arms[a]["eval"]["tatoeba"].get(lang, {}).get("mean")) for a in evaluated) + " |")
+    lines += mteb_lines(report, evaluated) + int8_lines(report)
     held = [a for a in evaluated if arms[a].get("heldout")]
     if held:
         langs = [lang for lang in adapted if any(lang in arms[a]["heldout"]["pairs"] for a in held)]
@@ -626,24 +671,54 @@ def markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def mteb_lines(report: Mapping[str, Any], evaluated: Sequence[str]) -> list[str]:
+    """The MTEB-protocol section: F1 per adapted language and the means, for arms scored so."""
+    arms = report["arms"]
+    scored = [a for a in evaluated if arms[a]["eval"].get("mteb")]
+    if not scored:
+        return []
+    lines = ["", "## MTEB protocol (Tatoeba F1, X → English)", "",
+             "MTEB's bitext mining (`tatoeba_mteb`, whose scores a test checks against the `mteb` package's own on "
+             "the same files): each non-English sentence's nearest English sentence by cosine, support-weighted F1 "
+             "in %; e5's prompts as MTEB applies them, which for bitext mining is none (no `query: ` prefix).", "",
+             "| language | " + " | ".join(scored) + " |", "|---|" + "---:|" * len(scored)]
+    for lang in report["languages"]:
+        lines.append(f"| {lang} | " + " | ".join(_pct(arms[a]["eval"]["mteb"].get(lang, {}).get("f1"))
+                                                for a in scored) + " |")
+    for label, key in (("adapted mean F1", "mteb_f1"), ("adapted mean accuracy", "mteb_accuracy"),
+                       ("other languages' mean F1", "mteb_other_f1")):
+        lines.append(f"| {label} | " + " | ".join(_pct(arms[a]["eval"].get(key)) for a in scored) + " |")
+    if set(report["languages"]) != MTEB_LANGUAGES:
+        return lines
+    published = [f"{name} {value:.1f}" for name, value in MTEB_PUBLISHED.items()]
+    return lines + ["", "Published rows on these 17 languages (MTEB results repository, mteb 1.36; not re-run here): "
+                    + ", ".join(published) + "."]
+
+
+# MTEB F1 means over the 17 languages the recipe adapts, as the MTEB results repository records them (mteb 1.36)
+MTEB_LANGUAGES = {"bre", "tuk", "kab", "gsw", "dsb", "hsb", "gla", "kur", "fry", "eus", "khm", "est", "uzb", "lit",
+                  "lvs", "gle", "mkd"}
+MTEB_PUBLISHED = {"multilingual-e5-small": 56.8, "bge-m3": 62.9, "LaBSE": 77.4, "multilingual-e5-large-instruct": 78.7}
+
+
 NOTES = [
-    "The ablations are `--set` overrides of the shipped recipe (each arm's `train.overrides`): `distill` and "
-    "`ranking` keep one of its two objectives; `+tlm` adds `tlm` on the same pairs, summed every step; `+vocab` "
-    "starts from e5 grown by the pieces `benchmarks/adaptation_vocabulary.py` learns from the X side of the "
+    "The ablations are `--set` overrides of the shipped recipe (each arm's `train.overrides`): `+distill` adds "
+    "multilingual distillation (e5 as its own frozen teacher) on the same pairs, summed every step, `distill` trains "
+    "it alone; `steps400` keeps the recipe at 400 steps with 40 warm-up; `+tlm` adds `tlm` on the same pairs; "
+    "`+vocab` starts from e5 grown by the pieces `benchmarks/adaptation_vocabulary.py` learns from the X side of the "
     "training pairs (up to 500 per language, each new word-embedding row the mean of the rows of the pieces it "
-    "replaces) with that model as the teacher too, and trains the new rows (`init.train_rows_from`) where the "
-    "recipe keeps every word embedding fixed.",
-    "Tokens are the real (non-padding) tokens of every objective's batches: the recipe draws one batch of pairs for "
-    "each of its objectives per step, so its tokens per step are twice distill's; `distill ÷ st` compares the same "
-    "loss on the same number of pairs.",
+    "replaces) and trains the new rows (`init.train_rows_from`) where the recipe keeps every word embedding fixed.",
+    "Tokens are the real (non-padding) tokens of every objective's batches: an arm with two objectives draws one "
+    "batch of pairs for each per step, so its tokens per step are twice the recipe's; `distill ÷ st` compares the "
+    "same loss on the same number of pairs.",
     "st: sentence-transformers' `old_fit` loop (its `SentenceTransformerTrainer` and `fit` need `datasets` and "
     "`accelerate`) with `MSELoss`; the teacher's labels are computed once before training, as its example does, and "
     "its tokens/s counts that labelling time with the training loop's (babelzoo's steps run the teacher inside). "
     "Its MSE is babelzoo's distillation loss divided by 2 × 384 (a mean over coordinates and sides), so the same "
     "max_grad_norm clips differently.",
-    "An earlier run (commit 01940c1) of the previous recipe, distillation with pairs of ten well-served anchor "
-    "languages and no ranking, gave +0.4 points on the adapted mean with the worst language at −3.5; distillation "
-    "with ranking, now the recipe, gave +5.8 with every adapted language up.",
+    "The recipe's earlier versions, measured by this benchmark on a 2-core Xeon (benchmarks/results/adaptation/"
+    "xeon.md, 400 steps): distillation + ranking +5.8 points on the adapted mean, ranking alone +9.8, distillation "
+    "alone +0.0; ranking alone is now the recipe.",
 ]
 
 
@@ -727,6 +802,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "each fine-tuning takes minutes on a CPU)")
     parser.add_argument("--sib200-set", action="append", default=[], metavar="KEY=VALUE",
                         help=f"an override of the {FINETUNE_RECIPE} recipe for every arm (e.g. task.epochs=2)")
+    parser.add_argument("--int8", action="store_true",
+                        help="export the recipe arm's model to ONNX fp32 and int8 with `babelzoo convert` and compare "
+                             "them on every adapted language (accuracy and sentences/s)")
     args = parser.parse_args(argv)
     arms = [a for a in args.arms.split(",") if a]
     unknown = [a for a in arms if a not in ARMS]
@@ -789,6 +867,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if arm == "recipe" and data.is_file():  # what its pairs source read: languages, pairs, test sentences removed
             report["data"] = json.loads(data.read_text(encoding="utf-8"))
         save()
+    if args.int8:
+        if trained(run.work / "recipe") is None:
+            raise SystemExit(f"--int8 exports the recipe arm's model, and {run.work / 'recipe'} has none: run the "
+                             "recipe arm first")
+        key = {"files": model_files(run, "recipe"), "adapted": adapted, "threads": args.threads}
+        report["int8"] = saved(run.work / "recipe" / "int8.json", key) or keep(
+            run.work / "recipe" / "int8.json", key, int8_check(run, "recipe", adapted))
+        save()
     print(markdown(report))
     return 0
 
@@ -850,6 +936,62 @@ def run_arm(run: Run, arm: str, entry: dict, adapted: list[str], others: list[st
     print(f"[{arm}] adapted mean {_pct(ev['adapted_mean'])}, other mean {_pct(ev['other_mean'])}; evaluated in "
           f"{ev['eval_wall_s']:.0f}s wall, {ev['eval_cpu_s']:.0f}s CPU ({time.perf_counter() - start:.0f}s here)",
           flush=True)
+
+
+# --- int8: the deployment path on the adapted languages ----------------------------------------------------
+
+def onnx_exports(run: Run, arm: str) -> dict[str, dict]:
+    """``babelzoo convert --to-onnx`` of the arm's model, fp32 and ``--quantize int8``, as a user
+    runs it, into ARM/onnx-fp32 and ARM/onnx-int8; each export's command and times."""
+    out = {}
+    for precision, extra in (("fp32", []), ("int8", ["--quantize", "int8"])):
+        folder = run.work / arm / f"onnx-{precision}"
+        command = [sys.executable, "-m", "babelzoo", "convert", "--from", str(model_of(run, arm)), "--to-onnx",
+                   str(folder), *extra]
+        out[precision] = {"command": "babelzoo " + shlex.join(command[3:]),
+                          **timed_child(command, run.work / arm / f"onnx-{precision}.log", run.env)}
+    return out
+
+
+def int8_check(run: Run, arm: str, adapted: list[str]) -> dict:
+    """Tatoeba per adapted language (e5's protocol) of the arm's fp32 and int8 ONNX exports, run by
+    :class:`babelzoo.deploy.OnnxEncoder`, and their sentences/s on the same sentences."""
+    from babelzoo.datasets.text import tatoeba_pairs
+    from babelzoo.deploy import OnnxEncoder
+    from babelzoo.evaluation.tasks import TaskContext, load_tasks
+    from benchmarks.compression import encode_seconds
+
+    exports = onnx_exports(run, arm)
+    encoders = {p: OnnxEncoder(run.work / arm / f"onnx-{p}", prefix=PREFIX, max_length=EVAL_MAX_LENGTH,
+                               threads=run.args.threads, name=f"{arm} ONNX {p}") for p in ("fp32", "int8")}
+    task, context = load_tasks().get("tatoeba"), TaskContext(run.data_dir, adapted, log=lambda m: None)
+    tatoeba = {p: by_language(task(encoder, context)) for p, encoder in encoders.items()}
+    sentences = [x for lang in adapted for x, _ in tatoeba_pairs(run.data_dir, lang).pairs[:INT8_SPEED_SENTENCES]]
+    seconds = encode_seconds(encoders, sentences, repeats=3)
+    return {"arm": arm, "exports": exports, "tatoeba": tatoeba,
+            "sentences_per_s": {p: len(sentences) / t for p, t in seconds.items()}, "speed_sentences": len(sentences),
+            "threads": run.args.threads}
+
+
+def int8_lines(report: Mapping[str, Any]) -> list[str]:
+    check = report.get("int8")
+    if not check:
+        return []
+    fp32, int8 = check["tatoeba"]["fp32"], check["tatoeba"]["int8"]
+    speed = check["sentences_per_s"]
+    lines = ["", f"## int8 on the adapted languages (`{check['arm']}` arm, ONNX Runtime)", "",
+             f"`{check['exports']['int8']['command']}` against the fp32 export (`{check['exports']['fp32']['command']}`"
+             f"), both run by `babelzoo.deploy.OnnxEncoder` with e5's protocol; Tatoeba accuracy@1 in %, mean of both "
+             f"directions. Speed: {check['speed_sentences']} sentences ({INT8_SPEED_SENTENCES} of each adapted "
+             f"language), {check['threads']} threads, median of 3 interleaved repeats: fp32 "
+             f"{speed['fp32']:.1f}, int8 {speed['int8']:.1f} sentences/s ({speed['int8'] / speed['fp32']:.2f}×).", "",
+             "| language | ONNX fp32 | ONNX int8 | int8 − fp32 |", "|---|---:|---:|---:|"]
+    for lang in report["languages"]:
+        if lang in fp32 and lang in int8:
+            lines.append(f"| {lang} | {_pct(fp32[lang]['mean'])} | {_pct(int8[lang]['mean'])} | "
+                         f"{points(int8[lang]['mean'] - fp32[lang]['mean'])} |")
+    lines.append(f"| mean | {_pct(mean_of(fp32))} | {_pct(mean_of(int8))} | {points(mean_of(int8) - mean_of(fp32))} |")
+    return lines
 
 
 def earlier_arm(run: Run, arm: str, adapted: list[str], others: list[str], sib: list[str]) -> Optional[dict]:

@@ -26,16 +26,17 @@ def test_recipe_arm_is_the_shipped_recipe_with_its_folder_steps_and_languages(tm
 
 
 @pytest.mark.parametrize("arm, objectives, mlm_head", [
-    ("recipe", ["distill_sentence", "translation_ranking"], None),
+    ("recipe", ["translation_ranking"], None),
+    ("+distill", ["translation_ranking", "distill_sentence"], None),
     ("distill", ["distill_sentence"], None),
-    ("ranking", ["translation_ranking"], None),
-    ("+tlm", ["distill_sentence", "translation_ranking", "tlm"], True)])
+    ("+tlm", ["translation_ranking", "tlm"], True)])
 def test_ablations_keep_or_add_objectives_on_the_recipes_pairs(tmp_path, arm, objectives, mlm_head):
     cfg = arm_config(arm, tmp_path)
     shipped = load_recipe(recipe_path(A.RECIPE))
     assert list(cfg.objectives) == objectives and cfg.mixture == "sum"
-    for name in objectives:  # a kept objective has the recipe's options
-        assert name == "tlm" or cfg.objectives[name] == shipped.objectives[name]
+    for name in objectives:  # a kept objective has the recipe's options, an added one the arm's
+        want = shipped.objectives.get(name) or {A.DISTILL[0]: A.DISTILL[1], A.TLM[0]: A.TLM[1]}[name]
+        assert cfg.objectives[name] == want
     assert cfg.model_overrides.get("mlm_head") is mlm_head
     ours, theirs = cfg.to_dict(), shipped.to_dict()
     changed = sorted(k for k in theirs if ours[k] != theirs[k])
@@ -51,6 +52,12 @@ def test_ablations_keep_or_add_objectives_on_the_recipes_pairs(tmp_path, arm, ob
     assert {name: alpha for name, (_, alpha) in data.items()} == {name: 0.5 for name in objectives}
 
 
+def test_the_short_arm_is_the_recipe_on_its_first_schedule(tmp_path):
+    ours, theirs = arm_config("steps400", tmp_path).to_dict(), load_recipe(recipe_path(A.RECIPE)).to_dict()
+    assert {k: ours[k] for k in theirs if ours[k] != theirs[k]} == {
+        "output_dir": str(tmp_path / "steps400"), "max_steps": 400, "warmup_steps": 40, "languages": ["bre", "eus"]}
+
+
 def test_the_vocabulary_arm_starts_from_the_grown_model_and_trains_its_new_rows(tmp_path):
     grown = tmp_path / A.VOCAB_INIT
     grown.mkdir()
@@ -61,8 +68,7 @@ def test_the_vocabulary_arm_starts_from_the_grown_model_and_trains_its_new_rows(
     cfg, shipped = load_recipe(recipe_path(A.RECIPE), overrides), load_recipe(recipe_path(A.RECIPE))
     assert cfg.init == {"pretrained": str(grown), "train_rows_from": 250002}  # no frozen word embeddings
     assert cfg.tokenizer == {"path": str(grown)} and cfg.model_overrides["vocab_size"] == 257067
-    assert cfg.objectives["distill_sentence"] == {**shipped.objectives["distill_sentence"], "teacher": str(grown)}
-    assert cfg.objectives["translation_ranking"] == shipped.objectives["translation_ranking"]
+    assert cfg.objectives == shipped.objectives
     assert cfg.data == shipped.data and cfg.lr == shipped.lr and cfg.max_steps == 7
     with pytest.raises(ValueError, match="give its folder"):
         A.arm_overrides("+vocab", A.read_shipped_recipe())
@@ -153,6 +159,40 @@ def test_markdown_of_a_results_dict():
         assert line in text.splitlines(), line
     assert "Other languages: the first 200 sentence pairs of each of the other Tatoeba languages (--other-limit 200)." \
         in text
+
+
+def test_mteb_protocol_targets_and_table():
+    r = report()
+    for name, (bre, eus, other) in {"e5": (0.08, 0.58, 0.90), "recipe": (0.30, 0.60, 0.897),
+                                    "st": (0.20, 0.55, 0.88)}.items():
+        table = {"bre": {"f1": bre, "accuracy": bre + 0.02}, "eus": {"f1": eus, "accuracy": eus + 0.02}}
+        r["arms"][name]["eval"].update(mteb=table, mteb_f1=A.mean_of(table, "f1"),
+                                       mteb_accuracy=A.mean_of(table, "accuracy"), mteb_other_f1=other)
+    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in A.targets(r)}
+    assert got["MTEB F1, adapted mean − e5"] == {"recipe": (0.12, True), "st": (0.045, False)}
+    assert got["MTEB F1, other languages' mean − e5"] == {"recipe": (-0.003, True), "st": (-0.02, False)}
+    lines = A.markdown(r).splitlines()
+    for line in ["| language | e5 | recipe | st |", "| bre | 8.0 | 30.0 | 20.0 |",
+                 "| adapted mean F1 | 33.0 | 45.0 | 37.5 |", "| adapted mean accuracy | 35.0 | 47.0 | 39.5 |",
+                 "| other languages' mean F1 | 90.0 | 89.7 | 88.0 |",
+                 "| MTEB F1, adapted mean − e5 | ≥ +10.0 | +12.0 pass | +4.5 miss |"]:
+        assert line in lines, line
+    assert not any(line.startswith("Published rows") for line in lines)  # only for the recipe's 17 languages
+
+
+def test_int8_targets_and_table():
+    r = report()
+    fp32 = {"bre": {"mean": 0.300}, "eus": {"mean": 0.600}}
+    int8 = {"bre": {"mean": 0.296}, "eus": {"mean": 0.590}}
+    r["int8"] = {"arm": "recipe", "tatoeba": {"fp32": fp32, "int8": int8}, "speed_sentences": 200, "threads": 2,
+                 "sentences_per_s": {"fp32": 50.0, "int8": 75.0},
+                 "exports": {p: {"command": f"babelzoo convert --to-onnx {p}"} for p in ("fp32", "int8")}}
+    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in A.targets(r)}
+    assert got["int8 − fp32 ONNX, worst adapted language"] == {"recipe": (-0.01, False)}
+    assert got["int8 sentences/s ÷ fp32 ONNX's"] == {"recipe": (1.5, True)}
+    lines = A.markdown(r).splitlines()
+    for line in ["| bre | 30.0 | 29.6 | -0.4 |", "| eus | 60.0 | 59.0 | -1.0 |", "| mean | 45.0 | 44.3 | -0.7 |"]:
+        assert line in lines, line
 
 
 def test_markdown_of_the_heldout_pairs():
