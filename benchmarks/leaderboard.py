@@ -3,6 +3,7 @@
 The tasks, encoders and writers live in :mod:`babelzoo.evaluation`, so ``babelzoo eval`` runs the
 same thing from an installed package; here its usage lines and error lines name this invocation."""
 
+import shlex
 import sys
 
 from babelzoo.errors import cli_logging, run_command
@@ -14,8 +15,13 @@ PROG = "python -m benchmarks.leaderboard"
 def main(argv=None) -> int:
     """``babelzoo eval`` under this name: a user error is one line and exit 2, and progress is shown
     on stderr, as there."""
+    def run(args) -> int:
+        parsed = build_parser(PROG).parse_args(args)
+        parsed.command = shlex.join([*PROG.split(), *args])  # recorded with the results
+        return run_eval(parsed)
+
     with cli_logging():
-        return run_command("eval", lambda args: run_eval(build_parser(PROG).parse_args(args)), argv, prog=PROG)
+        return run_command("eval", run, sys.argv[1:] if argv is None else argv, prog=PROG)
 
 
 if __name__ == "__main__":

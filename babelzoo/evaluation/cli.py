@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional, Sequence
@@ -95,7 +97,9 @@ def check_out(out: Path, named: str) -> None:
 
 @command("eval")
 def eval_main(argv: Sequence[str] | None = None) -> int:
-    return run_eval(build_parser().parse_args(argv))
+    args = build_parser().parse_args(argv)
+    args.command = shlex.join(["babelzoo", "eval", *(sys.argv[1:] if argv is None else argv)])  # recorded with the results
+    return run_eval(args)
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -125,7 +129,7 @@ def run_eval(args: argparse.Namespace) -> int:
     out = args.out or Path(expand_path(config.out, f"{args.config}: out") if config.out else "leaderboard_out")
     check_out(out, "--out" if args.out else f"{args.config}: out" if config.out else "the default output folder")
     results, cells = run_matrix(specs, tasks, context)
-    paths = write_outputs(results, cells, out, {"config": str(args.config), "tasks": tasks,
+    paths = write_outputs(results, cells, out, {"command": getattr(args, "command", None), "config": str(args.config), "tasks": tasks,
                                                "data_dir": str(context.data_dir) if context.data_dir else None,
                                                "limit": context.limit, "seed": context.seed},
                           title=config.title)

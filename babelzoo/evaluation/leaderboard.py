@@ -248,8 +248,49 @@ def column_means(rows: Sequence[Result]) -> dict[str, float]:
     return {column: sum(values) / len(values) for column, values in groups.items()}
 
 
-def leaderboard_table(results: Sequence[Result], cells: Sequence[Cell], title: str = "babelzoo leaderboard") -> str:
-    """Markdown: one row per model, one column per (task, ``Result.family``), means over languages."""
+def provenance() -> dict[str, Any]:
+    """Where and when numbers are made: the date (UTC), babelzoo's commit (with
+    ``+uncommitted changes`` when its package differs from it; the version where it is not a
+    checkout), the CPU and the threads."""
+    import subprocess
+
+    import torch
+
+    from .. import __version__
+
+    package = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", "-C", str(package), *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "HEAD")
+    if commit and git("status", "--porcelain", "--", str(package)):
+        commit += "+uncommitted changes"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or platform.machine()
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit or f"babelzoo {__version__}",
+            "cpu": cpu, "threads": torch.get_num_threads()}
+
+
+def provenance_line(meta: Mapping[str, Any]) -> str:
+    """The Markdown line that says how a leaderboard was made ("" for one that does not say)."""
+    if not meta.get("commit"):
+        return ""
+    command = f" `{meta['command']}`." if meta.get("command") else ""
+    return f"Commit {meta['commit']}, {meta['date']}; {meta['threads']} threads on {meta['cpu']}.{command}"
+
+
+def leaderboard_table(results: Sequence[Result], cells: Sequence[Cell], title: str = "babelzoo leaderboard",
+                      meta: Optional[Mapping[str, Any]] = None) -> str:
+    """Markdown: one row per model, one column per (task, ``Result.family``), means over
+    languages; under the title, how the numbers were made (:func:`provenance_line` of ``meta``)."""
     columns: list[tuple[str, str]] = []
     values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     models: list[str] = []
@@ -261,7 +302,9 @@ def leaderboard_table(results: Sequence[Result], cells: Sequence[Cell], title: s
         if key not in columns:
             columns.append(key)
         values[(row.model, *key)].append(row.value)
-    lines = [f"# {title}", "", "Means over languages; every number's protocol is in results.json.", ""]
+    made = provenance_line(meta or {})
+    lines = [f"# {title}", "", *([made, ""] if made else []),
+             "Means over languages; every number's protocol is in results.json.", ""]
     lines.append("| model | " + " | ".join(f"{task}<br>{family}" for task, family in columns) + " |")
     lines.append("|---|" + "---:|" * len(columns))
     failed = {(c.model, c.task): c.status for c in cells if c.status != "ok"}
@@ -302,17 +345,18 @@ def write_outputs(results: Sequence[Result], cells: Sequence[Cell], out_dir: Pat
     ``out_dir``. Every file is made first in a staging folder; only when all of them are whole
     do they replace the earlier run's, ``results.json`` last, and the earlier run's plots that
     this run does not make are removed (only files ``results.json`` says that run wrote). A
-    failure at any point (a full disk) leaves the earlier results as they were."""
+    failure at any point (a full disk) leaves the earlier results as they were. ``meta`` is
+    recorded with the results, with :func:`provenance` added (``command``: what made them)."""
     import torch
 
-    meta = {**meta, "python": platform.python_version(), "torch": torch.__version__, "machine": platform.machine(),
-            "processor": platform.processor() or platform.machine()}
+    meta = {**meta, **provenance(), "python": platform.python_version(), "torch": torch.__version__,
+            "machine": platform.machine()}
     out_dir.mkdir(parents=True, exist_ok=True)
     earlier = _earlier_outputs(out_dir / "results.json")
     stage = Path(tempfile.mkdtemp(prefix=".leaderboard.", dir=out_dir))
     try:
         names = {"leaderboard": "leaderboard.md", "per_language": "per_language.md"}
-        write_text_atomic(stage / names["leaderboard"], leaderboard_table(results, cells, title))
+        write_text_atomic(stage / names["leaderboard"], leaderboard_table(results, cells, title, meta))
         write_text_atomic(stage / names["per_language"], per_language_tables(results, title))
         names.update({key: path.name for key, path in write_plots(results, stage).items()})
         names["results"] = "results.json"

@@ -113,3 +113,20 @@ def test_every_shipped_leaderboard_config_reads_and_names_registered_tasks(confi
 
     loaded = load_config(config)
     assert loaded.models and [task for task in loaded.tasks if task not in load_tasks().list()] == []
+
+
+def test_outputs_say_how_the_numbers_were_made(tmp_path):
+    import re
+    import subprocess
+
+    from babelzoo.evaluation.leaderboard import Cell
+
+    paths = write_outputs([Result("t", "m", "acc@1", 0.5)], [Cell("m", "t", "ok")], tmp_path / "out",
+                          {"command": "babelzoo eval --config c.yaml"}, title="T")
+    meta = json.loads(paths["results"].read_text())["meta"]
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert meta["commit"].removesuffix("+uncommitted changes") == head
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", meta["date"]) and meta["cpu"] and meta["threads"] >= 1
+    assert paths["leaderboard"].read_text().splitlines()[2] == (
+        f"Commit {meta['commit']}, {meta['date']}; {meta['threads']} threads on {meta['cpu']}. "
+        "`babelzoo eval --config c.yaml`.")
