@@ -23,6 +23,14 @@ to all of them):
 - ``distill``: that distillation alone, no ranking.
 - ``steps400``: the recipe with its first version's schedule (400 steps, 40 warm-up).
 - ``+tlm``: the recipe plus ``tlm`` on the same pairs (e5 gains a fresh tied MLM head).
+- ``+vocab``: the recipe from e5 grown by the pieces learned from the pairs (see NOTES).
+- ``+bare``: the recipe with its pairs read a second time without e5's ``"query: "`` prefix (a
+  second source, sampled as often as the first): MTEB gives e5 no prompt for bitext mining, so
+  its protocol reads the sentences bare.
+- ``+own``: the recipe with ``--set pairs_dir=DIR``, a user's own pairs: DIR holds the SIB-200
+  train split (Flores-200 sentences with their English, about 700 pairs) of each ``--own-pairs``
+  language; e5, the recipe and ``+own`` are judged on those languages' SIB-200 dev and test
+  sentences, which no arm trains on.
 
 The ablations are ``--set`` overrides derived from the shipped recipe (:func:`arm_overrides`),
 recorded with each arm. Every arm is evaluated by the leaderboard's own tasks with e5's
@@ -76,8 +84,8 @@ PREFIX = "query: "
 MTEB_PREFIX = ""  # the prompt MTEB's reference implementation gives e5 for bitext mining: none
 EVAL_MAX_LENGTH = 512  # e5's own limit: no test sentence is cut
 FINETUNE_RECIPE = "sib200_e5_small"
-ARMS = ("e5", "recipe", "st", "+distill", "distill", "steps400", "+tlm", "+vocab")
-RECIPE_ARMS = ("recipe", "+distill", "distill", "steps400", "+tlm", "+vocab")
+ARMS = ("e5", "recipe", "+bare", "+own", "st", "+distill", "distill", "steps400", "+tlm", "+vocab")
+RECIPE_ARMS = ("recipe", "+bare", "+own", "+distill", "distill", "steps400", "+tlm", "+vocab")
 # multilingual distillation (the student gives both sides the frozen teacher's vector of the English
 # side), which +distill adds to the recipe and distill trains alone, on the recipe's pairs
 DISTILL = ("distill_sentence", {"teacher": E5, "max_length": 64, "use_language_ids": False})
@@ -87,6 +95,11 @@ TLM = ("tlm", {"max_length": 128, "use_language_ids": False})
 SHORT = {"max_steps": 400, "warmup_steps": 40}
 # SIB-200 (Flores) folder codes whose Tatoeba file is named otherwise
 SIB_TO_TATOEBA = {"arb": "ara", "zho": "cmn"}
+# +own: the recipe with a user's own pairs (pairs_dir), made from the SIB-200 train split of the
+# --own-pairs languages (Flores-200 sentences, English and X aligned by index_id), in --work/OWN_PAIRS;
+# judged on the same languages' SIB-200 dev and test sentences, which no arm trains on
+OWN_PAIRS = "own_pairs"
+OWN_GAIN = 0.10  # held-out retrieval of every --own-pairs language over e5's
 # a recipe arm's training run, inside its folder (which holds the benchmark's own files beside it:
 # babelzoo pretrain writes only into a folder of its own)
 RUN_FOLDER = "run"
@@ -111,10 +124,11 @@ def base_overrides(output_dir: str | Path, max_steps: Optional[int], langs: Opti
     return out
 
 
-def arm_overrides(arm: str, recipe: Mapping[str, Any], grown: Optional[Path] = None) -> list[str]:
+def arm_overrides(arm: str, recipe: Mapping[str, Any], grown: Optional[Path] = None,
+                  own: Optional[Path] = None) -> list[str]:
     """The ``--set`` overrides that turn the shipped recipe (its raw mapping) into ``arm``.
     Values are JSON, which the recipe loader reads as YAML. ``grown``: for ``+vocab``, the folder
-    of e5 with the learned pieces (:func:`grown_e5`)."""
+    of e5 with the learned pieces (:func:`grown_e5`); ``own``: for ``+own``, the pairs folder."""
     if arm == "recipe":
         return []
     if arm not in RECIPE_ARMS:
@@ -128,6 +142,13 @@ def arm_overrides(arm: str, recipe: Mapping[str, Any], grown: Optional[Path] = N
                 f"tokenizer={json.dumps({'path': str(grown)})}", f"model_overrides.vocab_size={rows}"]
     if arm == "steps400":
         return [f"{key}={value}" for key, value in SHORT.items()]
+    if arm == "+bare":  # the same pairs a second time without the prefix, sampled as often
+        (source,) = recipe["data"][OBJECTIVE]["sources"]
+        return [f"data.{OBJECTIVE}.sources={json.dumps([source, {**source, 'prefix': ''}])}"]
+    if arm == "+own":
+        if own is None:
+            raise ValueError("+own trains on a folder of the user's pairs: give it")
+        return [f"pairs_dir={json.dumps(str(own))}"]
     if arm == "distill":
         name, options = DISTILL
         return [f"objectives={json.dumps({name: options})}", f"data={json.dumps({name: recipe['data'][OBJECTIVE]})}"]
@@ -176,7 +197,9 @@ class Run:
 
     def overrides(self, arm: str, recipe: dict) -> list[str]:
         grown = self.work / VOCAB_INIT if arm == "+vocab" else None
-        return base_overrides(self.work / arm / RUN_FOLDER, self.args.max_steps, self.langs) + arm_overrides(arm, recipe, grown)
+        own = self.work / OWN_PAIRS if arm == "+own" else None
+        return base_overrides(self.work / arm / RUN_FOLDER, self.args.max_steps, self.langs) + arm_overrides(
+            arm, recipe, grown, own)
 
     def pairs(self):
         """(the recipe's pairs source after reading, its corpora with the prefix, α, config)."""
@@ -267,6 +290,8 @@ def train_recipe_arm(run: Run, arm: str) -> dict:
     folder = run.work / arm
     if arm == "+vocab":
         grown_e5(run)
+    if arm == "+own":
+        own_pairs(run)
     command = recipe_command(run, arm)
     settings_guard(folder, arm_settings(run, arm))
     done = trained(folder)
@@ -279,6 +304,45 @@ def train_recipe_arm(run: Run, arm: str) -> dict:
               "train_time_s": summary["train_time_s"], "final_loss": summary.get("final_loss"), **measured}
     write_json_atomic(folder / "train.json", record)
     return record
+
+
+def own_pairs(run: Run) -> Path:
+    """``WORK/own_pairs/<code>.tsv`` for each ``--own-pairs`` SIB-200 language: its train split
+    with the English one, aligned by index_id, in the layout ``pairs_dir`` reads (English, a tab,
+    the translation)."""
+    from babelzoo._files import write_text_atomic
+    from babelzoo.evaluation.tasks.transfer_probe import SOURCE, parallel_pairs
+
+    folder = run.work / OWN_PAIRS
+    english = sib200_rows(run, SOURCE, ("train",))
+    for lang in run.args.own_pairs:
+        pairs = parallel_pairs(english, sib200_rows(run, lang, ("train",)), SOURCE, lang)
+        write_text_atomic(folder / f"{lang.split('_')[0]}.tsv", "".join(f"{en}\t{x}\n" for en, x in pairs))
+    return folder
+
+
+def sib200_rows(run: Run, lang: str, splits: Sequence[str]) -> dict:
+    """SIB-200 rows of ``lang`` in ``splits``, keyed by index_id."""
+    from babelzoo.datasets.labelled import read_sib200
+
+    return {row.id: row for split in splits for row in read_sib200(run.data_dir, lang, split)}
+
+
+def evaluate_own(run: Run, arm: str, model_dir: Optional[Path]) -> dict:
+    """English↔X accuracy@1 (e5's protocol) on the SIB-200 dev and test sentences of each
+    ``--own-pairs`` language: what no arm trains on."""
+    from babelzoo.evaluation.tasks.retrieval import bitext_results
+    from babelzoo.evaluation.tasks.transfer_probe import SOURCE, parallel_pairs
+
+    start, encoder = time.perf_counter(), arm_encoder(arm, model_dir)
+    english = sib200_rows(run, SOURCE, ("dev", "test"))
+    results = [r for lang in run.args.own_pairs for r in bitext_results(
+        "own_heldout", encoder, parallel_pairs(english, sib200_rows(run, lang, ("dev", "test")), SOURCE, lang),
+        SOURCE, lang, {"split": "dev+test"})]
+    table = by_language(results)
+    for lang, row in table.items():
+        row["n"] = len(english)
+    return {"languages": table, "mean": mean_of(table), "wall_s": time.perf_counter() - start}
 
 
 def st_examples(run: Run) -> tuple[list[tuple[str, str]], int]:
@@ -558,6 +622,12 @@ def targets(report: Mapping[str, Any]) -> list[dict]:
                      if arms[a]["eval"].get("mteb_other_f1") is not None and e5.get("mteb_other_f1") is not None}
             row("MTEB F1, other languages' mean − e5", f"≥ {points(OTHER_DROP)}",
                 {a: (v, v >= OTHER_DROP) for a, v in other.items()})
+    own = {a: arms[a]["own"] for a in arms if arms[a].get("own")}
+    if "e5" in own and "+own" in own:
+        base = own["e5"]["languages"]
+        worst = min(own["+own"]["languages"][lang]["mean"] - base[lang]["mean"] for lang in base)
+        row("own pairs: held-out retrieval − e5, worst language", f"≥ {points(OWN_GAIN)}",
+            {"+own": (worst, worst >= OWN_GAIN)})
     check = report.get("int8")
     if check:
         fp32, int8 = check["tatoeba"]["fp32"], check["tatoeba"]["int8"]
@@ -643,7 +713,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         ref = report.get("reference", {}).get(lang)
         lines.append(f"| {lang} | {_pct(ref)} | " + " | ".join(
             _pct(arms[a]["eval"]["tatoeba"].get(lang, {}).get("mean")) for a in evaluated) + " |")
-    lines += mteb_lines(report, evaluated) + int8_lines(report)
+    lines += mteb_lines(report, evaluated) + own_lines(report) + int8_lines(report)
     held = [a for a in evaluated if arms[a].get("heldout")]
     if held:
         langs = [lang for lang in adapted if any(lang in arms[a]["heldout"]["pairs"] for a in held)]
@@ -824,6 +894,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "each fine-tuning takes minutes on a CPU)")
     parser.add_argument("--sib200-set", action="append", default=[], metavar="KEY=VALUE",
                         help=f"an override of the {FINETUNE_RECIPE} recipe for every arm (e.g. task.epochs=2)")
+    parser.add_argument("--own-pairs", default="", metavar="LANGS",
+                        help="SIB-200 languages (e.g. yor_Latn,hau_Latn) whose train split becomes the +own arm's "
+                             "pairs_dir, judged on their dev and test sentences")
     parser.add_argument("--int8", action="store_true",
                         help="export the recipe arm's model to ONNX fp32 and int8 with `babelzoo convert` and compare "
                              "them on every adapted language (accuracy and sentences/s)")
@@ -835,6 +908,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     if args.other_limit < 0 or args.threads < 1 or (args.max_steps is not None and args.max_steps < 1):
         parser.error("--other-limit must be ≥ 0, --threads and --max-steps ≥ 1")
     args.arm_list = arms
+    args.own_pairs = [lang for lang in args.own_pairs.split(",") if lang]
+    if "+own" in arms and not args.own_pairs:
+        parser.error("--arms +own needs --own-pairs LANGS")
     args.sib200_arms = ARMS if args.sib200_arms is None else [a for a in args.sib200_arms.split(",") if a]
     if any(a not in ARMS for a in args.sib200_arms):
         parser.error(f"--sib200-arms: choose from {', '.join(ARMS)}")
@@ -952,6 +1028,10 @@ def run_arm(run: Run, arm: str, entry: dict, adapted: list[str], others: list[st
     key = heldout_key(run, arm)
     entry["heldout"] = saved(folder / "heldout.json", key) or keep(folder / "heldout.json", key, evaluate_heldout(
         arm, model_of(run, arm), run.heldout()))
+    if run.args.own_pairs and arm in ("e5", "recipe", "+own"):
+        key = {"languages": run.args.own_pairs, "files": model_files(run, arm)}
+        entry["own"] = saved(folder / "own.json", key) or keep(folder / "own.json", key, evaluate_own(
+            run, arm, model_of(run, arm)))
     if sib and arm in run.args.sib200_arms:
         key = sib200_key(run, arm, sib)
         entry["sib200"] = saved(folder / "sib200.json", key) or keep(folder / "sib200.json", key, sib200_finetune(
@@ -997,6 +1077,23 @@ def int8_check(run: Run, arm: str, adapted: list[str]) -> dict:
             "threads": run.args.threads}
 
 
+def own_lines(report: Mapping[str, Any]) -> list[str]:
+    arms = [a for a in report["arms"] if report["arms"][a].get("own")]
+    if not arms:
+        return []
+    first = report["arms"][arms[0]]["own"]["languages"]
+    lines = ["", "## A user's own pairs (`--set pairs_dir=DIR`)", "",
+             "`+own` is the recipe with `pairs_dir` holding, for each language below, its SIB-200 train split "
+             "(Flores-200 sentences with their English, about 700 pairs); every arm is judged on the same "
+             "languages' SIB-200 dev and test sentences, which none trains on: English↔X accuracy@1 in %, mean of "
+             "both directions.", "", "| language | sentences | " + " | ".join(arms) + " |",
+             "|---|---:|" + "---:|" * len(arms)]
+    for lang in first:
+        lines.append(f"| {lang} | {first[lang]['n']} | " + " | ".join(
+            _pct(report["arms"][a]["own"]["languages"].get(lang, {}).get("mean")) for a in arms) + " |")
+    return lines + ["| mean | | " + " | ".join(_pct(report["arms"][a]["own"]["mean"]) for a in arms) + " |"]
+
+
 def int8_lines(report: Mapping[str, Any]) -> list[str]:
     check = report.get("int8")
     if not check:
@@ -1033,7 +1130,9 @@ def earlier_arm(run: Run, arm: str, adapted: list[str], others: list[str], sib: 
     entry["eval"] = saved(folder / "eval.json", eval_key(run, arm, adapted, others, sib))
     if entry["eval"] is None:
         return None
-    for name, path, key in [("heldout", folder / "heldout.json", heldout_key(run, arm))] + (
+    own = [("own", folder / "own.json", {"languages": run.args.own_pairs, "files": model_files(run, arm)})] \
+        if run.args.own_pairs else []
+    for name, path, key in [("heldout", folder / "heldout.json", heldout_key(run, arm)), *own] + (
             [("sib200", folder / "sib200.json", sib200_key(run, arm, sib))] if sib else []):
         result = saved(path, key)
         if result is not None:

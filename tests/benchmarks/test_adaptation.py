@@ -195,6 +195,36 @@ def test_int8_targets_and_table():
         assert line in lines, line
 
 
+def test_the_bare_arm_reads_the_pairs_with_and_without_the_prefix(tmp_path):
+    cfg = arm_config("+bare", tmp_path)
+    data = parse_data(cfg)["translation_ranking"][0]
+    assert [source.prefix for source in data] == ["query: ", ""]
+    assert all(source.languages == ["bre", "eus"] for source in data)
+
+
+def test_the_own_pairs_arm_adds_the_pairs_folder(tmp_path):
+    overrides = A.base_overrides(tmp_path / "+own", 7, ["bre"]) + A.arm_overrides(
+        "+own", A.read_shipped_recipe(), own=tmp_path / "own")
+    cfg = load_recipe(recipe_path(A.RECIPE), overrides)
+    assert cfg.pairs_dir == str(tmp_path / "own") and cfg.objectives == load_recipe(recipe_path(A.RECIPE)).objectives
+    with pytest.raises(ValueError, match="give it"):
+        A.arm_overrides("+own", A.read_shipped_recipe())
+
+
+def test_own_pairs_target_and_table():
+    r = report()
+    for name, (yor, hau) in {"e5": (0.20, 0.30), "recipe": (0.22, 0.31), "+own": (0.35, 0.39)}.items():
+        table = {"yor_Latn": {"mean": yor, "n": 303}, "hau_Latn": {"mean": hau, "n": 303}}
+        r["arms"].setdefault(name, {"eval": r["arms"]["e5"]["eval"]})["own"] = {"languages": table,
+                                                                               "mean": A.mean_of(table)}
+    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in A.targets(r)}
+    assert got["own pairs: held-out retrieval − e5, worst language"] == {"+own": (0.09, False)}
+    lines = A.markdown(r).splitlines()
+    for line in ["| language | sentences | e5 | recipe | +own |", "| yor_Latn | 303 | 20.0 | 22.0 | 35.0 |",
+                 "| mean | | 25.0 | 26.5 | 37.0 |"]:
+        assert line in lines, line
+
+
 def test_markdown_of_the_heldout_pairs():
     r = report()
     for name, values in (("e5", {"bre": 0.40, "eus": 0.80}), ("recipe", {"bre": 0.60, "eus": 0.90})):
