@@ -3,7 +3,7 @@
     babelzoo encode --model multilingual_e5_small --input sentences.txt --output vectors.npy --prefix "query: "
 
 ``--model`` is a registered model (its published weights when it has them, else fresh weights
-drawn with seed 0, read with the tokenizer its config implies), a folder ``save_pretrained``
+drawn with seed 0, read with the tokenizer its config implies, built for the purpose), a folder ``save_pretrained``
 wrote (or a folder or Hub id ``babelzoo.from_pretrained`` reads), or a folder holding an ONNX
 export (``model.onnx``, ``babelzoo_onnx.json`` and the tokenizer's files), which ONNX Runtime
 runs (``--backend onnx``, the default for such a folder). Vectors come from the path
@@ -213,8 +213,14 @@ def load_model(source: str):
     from .zoo.factory import load_model as load
 
     if source in list_models() and not Path(source).exists() and model_entry(source).pretrained is None:
-        logger.warning("babelzoo encode: %s has no pretrained weights; encoding with fresh weights (seed 0)", source)
+        logger.warning("babelzoo encode: %s has no pretrained weights; encoding with fresh weights (seed 0) and "
+                       "the tokenizer its config implies (trained on the embedded catalogs once a machine, then "
+                       "cached)", source)
         torch.manual_seed(0)
+        model = load(source)
+        if getattr(model, "default_tokenizer", None) is not None:
+            model.use_default_tokenizer()
+        return model
     return load(source)
 
 

@@ -285,15 +285,12 @@ def replace_directory(directory: str | Path, write: Callable[[Path], None], what
 def save_pretrained(model, directory: str | Path, tokenizer=None, extra_files: Optional[Mapping[str, str]] = None,
                     write_extra: Optional[Callable[[Path], None]] = None) -> Path:
     """``model.safetensors``, ``config.json`` and the tokenizer's files (``tokenizer``, else the
-    one attached to the model, else the default one it reads text with,
-    :mod:`babelzoo.zoo.default_tokenizer`: the folder reads text as the model did, and exports
-    and ``babelzoo encode`` find the tokenizer beside the weights) (and ``extra_files``, name →
+    one attached to the model: exports and ``babelzoo encode`` find it beside the weights) (and
+    ``extra_files``, name →
     text, such as a model card; ``write_extra(folder)`` adds more, such as a scorer and its
     memory beside an encoder), replacing whatever model ``directory`` held (see
     :func:`replace_directory`)."""
     tokenizer = tokenizer if tokenizer is not None else attached_tokenizer(model)
-    if tokenizer is None and getattr(model, "default_tokenizer", None) is not None:
-        tokenizer = model.tokenizer  # built on first use, then cached
 
     def write(folder: Path) -> None:
         for name, text in (extra_files or {}).items():

@@ -1,4 +1,4 @@
-"""The tokenizer a text model built with fresh weights reads text with until one is attached.
+"""The tokenizer a text model built with fresh weights can read text with, built when asked for.
 
 :func:`~babelzoo.zoo.factory.create_model` gives a model it initialises randomly the
 :class:`DefaultTokenizer` its config implies (:func:`default_tokenizer_for`): a sentencepiece
@@ -12,10 +12,11 @@ padding id is the config's:
   language, so an XLM model's language embeddings have their indices);
 * ``pad_token_id`` 1: fairseq's (XLM-R, BART: ``<s> <pad> </s> <unk>``, ``<mask>`` last).
 
-It is built on first use of ``model.tokenizer`` (about ten seconds: reading the catalogs, then
-training) and kept under the babelzoo cache (``$BABELZOO_CACHE/tokenizers``), keyed by its spec
-and the corpus package's version, so it is trained once per machine; the same inputs give the
-same pieces. None is defined for a vocabulary under :data:`MIN_VOCAB` (the scripts of the eight
+Nothing is trained or written until the caller asks: ``model.use_default_tokenizer()`` builds it
+(about ten seconds: reading the catalogs, then training), attaches it, and keeps it under the
+babelzoo cache (``$BABELZOO_CACHE/tokenizers``), keyed by its spec and the corpus package's
+version, so it is trained once per machine; the same inputs give the same pieces. Until then
+``model.tokenizer`` is None, and reading text says how to get one. None is defined for a vocabulary under :data:`MIN_VOCAB` (the scripts of the eight
 languages do not fit), a padding id neither layout has, an encoder–decoder whose end (or start)
 id differs from the layout's (T5) or whose language tags close the vocabulary (mBART). A model
 read from a checkpoint keeps the checkpoint's tokenizer, or none: its weights were trained with a

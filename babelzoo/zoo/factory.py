@@ -66,8 +66,9 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
     ``overrides`` change its config (``hidden_size=128``; other parts as dicts:
     ``vision={"image_size": 64}``). ``pretrained=True`` loads the entry's published weights;
     ``weights`` loads a checkpoint directory, file or URL instead. Loading is strict. A model
-    with fresh weights gets the tokenizer its config implies (``model.tokenizer``, built on first
-    use; :mod:`babelzoo.zoo.default_tokenizer`); loaded weights come with their checkpoint's.
+    with fresh weights has no tokenizer until one is attached, or until
+    ``model.use_default_tokenizer()`` builds the one its config implies
+    (:mod:`babelzoo.zoo.default_tokenizer`); loaded weights come with their checkpoint's.
 
     ``pretrained`` may also be a Hugging Face Hub id (``org/name``, at ``revision``, through the
     cache at ``cache_dir``; see :func:`~babelzoo.zoo.pretrained.from_pretrained`) or a checkpoint
@@ -128,8 +129,9 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
 
 
 def _give_default_tokenizer(model) -> None:
-    """A model with fresh weights reads text with the tokenizer its config implies, built when
-    first used (:mod:`babelzoo.zoo.default_tokenizer`); trained weights come with their own."""
+    """A model with fresh weights knows the tokenizer its config implies, built when asked for
+    (``model.use_default_tokenizer()``, :mod:`babelzoo.zoo.default_tokenizer`); trained weights
+    come with their own."""
     from .sentences import ReadsText
 
     if isinstance(model, ReadsText):

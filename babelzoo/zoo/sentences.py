@@ -30,20 +30,29 @@ DEFAULT_MAX_LENGTH = 512  # tokens per sentence when none is asked for (and the 
 
 
 class ReadsText:
-    """What every text model has: ``tokenizer`` (the attached one, else the default one its
-    config implies, built on first use: :mod:`babelzoo.zoo.default_tokenizer`, else None) and
-    ``encode(sentences)``. A class mixing it in gives :meth:`sentence_vectors`."""
+    """What every text model has: ``tokenizer`` (the attached one: a checkpoint's, one assigned,
+    or the default one its config implies once :meth:`use_default_tokenizer` has built it; else
+    None) and ``encode(sentences)``. A class mixing it in gives :meth:`sentence_vectors`."""
 
     default_tokenizer = None  # a DefaultTokenizer, set by create_model on a model with fresh weights
 
     @property
     def tokenizer(self):
-        """The tokenizer this model reads text with; assign one to attach it (None detaches it).
-        Only an attached tokenizer is written by ``save_pretrained`` and the exporters."""
-        attached = self.attached_tokenizer
-        if attached is None and self.default_tokenizer is not None:
-            return self.default_tokenizer.build()
-        return attached
+        """The tokenizer this model reads text with; assign one to attach it (None detaches it)."""
+        return self.attached_tokenizer
+
+    def use_default_tokenizer(self):
+        """Attach and return the tokenizer this model's config implies
+        (:mod:`babelzoo.zoo.default_tokenizer`): a sentencepiece model trained on the embedded
+        Gramps catalogs the first time it is asked for on a machine (about ten seconds), then read
+        from the babelzoo cache (``$BABELZOO_CACHE/tokenizers``). An :class:`InputError` where
+        none fits the config (a model with loaded weights has its checkpoint's tokenizer)."""
+        if self.default_tokenizer is None:
+            raise InputError(f"model {self.config.architecture!r} has no default tokenizer (its weights were "
+                             "loaded, or no default fits its vocabulary size or ids): attach one with "
+                             "model.tokenizer = babelzoo.load_tokenizer(DIR)")
+        self.tokenizer = self.default_tokenizer.build()
+        return self.tokenizer
 
     @tokenizer.setter
     def tokenizer(self, value) -> None:
@@ -98,9 +107,13 @@ def require_tokenizer(model):
     """``model.tokenizer``, or an :class:`~babelzoo.errors.InputError` that says how to attach one."""
     tokenizer = model.tokenizer
     if tokenizer is None:
+        default = ("; or build the default one its config implies: model.use_default_tokenizer() (trained on the "
+                   "embedded catalogs once a machine, about ten seconds, then cached)"
+                   if getattr(model, "default_tokenizer", None) is not None else "")
         raise InputError(f"model {model.config.architecture!r} has no tokenizer to read sentences with; attach "
                          "one: model.tokenizer = babelzoo.load_tokenizer(DIR) (a folder with tokenizer files, e.g. "
-                         "the recipe's run folder/tokenizer), or encode token ids with BabelEncoder.encode_ids")
+                         "the recipe's run folder/tokenizer), or encode token ids with BabelEncoder.encode_ids"
+                         + default)
     return tokenizer
 
 

@@ -1,12 +1,14 @@
-"""A model with fresh weights reads text with the tokenizer its config implies: its padding id,
-at most its vocabulary, trained once a machine from the embedded catalogs, the same each time;
-a model whose weights were loaded keeps its checkpoint's tokenizer or none, and a default one is
-not part of a model's files until it is attached."""
+"""A model with fresh weights knows the tokenizer its config implies (its padding id, at most its
+vocabulary, trained once a machine from the embedded catalogs, the same each time) and builds it
+only when asked (``use_default_tokenizer``): until then it has no tokenizer, nothing is trained
+and nothing is written to the cache; a model whose weights were loaded keeps its checkpoint's
+tokenizer or none, and a default one is not part of a model's files until it is attached."""
 
 import numpy as np
 import pytest
 
 import babelzoo
+from babelzoo.errors import InputError
 from babelzoo.zoo import default_tokenizer as D
 from babelzoo.zoo.factory import list_models, model_entry
 from babelzoo.zoo.build import with_head
@@ -33,15 +35,32 @@ def test_every_entry_has_a_default_that_fits_its_config_or_a_reason_for_none(nam
     assert spec == D.DefaultTokenizer({0: "babelzoo", 1: "fairseq"}[text.pad_token_id], text.vocab_size)
 
 
+def test_nothing_is_built_or_written_until_asked(tmp_path, monkeypatch):
+    monkeypatch.setenv("BABELZOO_CACHE", str(tmp_path))
+
+    def no_training(spec):
+        raise AssertionError("trained without being asked")
+
+    monkeypatch.setattr(D, "train", no_training)
+    model = babelzoo.create_model("mbert_tiny")
+    assert model.tokenizer is None and model.default_tokenizer is not None
+    with pytest.raises(InputError, match=r"model.use_default_tokenizer\(\)"):
+        model.encode(SENTENCES)
+    model.save_pretrained(tmp_path / "m")
+    assert not (tmp_path / "m" / "babelzoo_tokenizer.json").exists() and not (tmp_path / "tokenizers").exists()
+    with pytest.raises(InputError, match="no default tokenizer"):
+        babelzoo.create_model("mbert_tiny", vocab_size=1000).use_default_tokenizer()
+
+
 def test_a_default_is_built_once_and_fits_its_model():
     bert, unicoder = babelzoo.create_model("mbert_tiny"), babelzoo.create_model("unicoder_tiny")
     assert bert.default_tokenizer == unicoder.default_tokenizer and bert.attached_tokenizer is None
-    tok = bert.tokenizer
-    assert tok is unicoder.tokenizer  # one tokenizer a spec in a process
+    tok = bert.use_default_tokenizer()
+    assert tok is bert.tokenizer is unicoder.use_default_tokenizer()  # one tokenizer a spec in a process
     assert (tok.specials.pad, tok.specials.cls, tok.specials.sep) == (0, 1, 2) and tok.vocab_size <= 8000
     assert tok.languages == D.LANGUAGES and tok.specials.language_tags["de"] == 6
 
-    xlmr = babelzoo.create_model("xlmr_tiny").tokenizer  # pad 1: fairseq's layout, <mask> last
+    xlmr = babelzoo.create_model("xlmr_tiny").use_default_tokenizer()  # pad 1: fairseq's layout, <mask> last
     assert (xlmr.specials.cls, xlmr.specials.pad, xlmr.specials.sep, xlmr.specials.unk) == (0, 1, 2, 3)
     assert xlmr.specials.mask == xlmr.vocab_size - 1 and xlmr.vocab_size <= 8000
     rows = xlmr.batch_encode(SENTENCES, padding=False, return_tensors=None)["input_ids"]
@@ -51,9 +70,10 @@ def test_a_default_is_built_once_and_fits_its_model():
 
 
 def test_no_default_for_a_vocabulary_too_small_and_a_saved_default_is_the_folders_tokenizer(tmp_path):
-    assert babelzoo.create_model("mbert_tiny", vocab_size=1000).tokenizer is None
+    assert babelzoo.create_model("mbert_tiny", vocab_size=1000).default_tokenizer is None
     fresh = babelzoo.create_model("mbert_tiny")
-    fresh.save_pretrained(tmp_path / "m")  # the default is written: the folder reads text as the model did
+    fresh.use_default_tokenizer()
+    fresh.save_pretrained(tmp_path / "m")  # the default, built, is written: the folder reads text as the model did
     assert (tmp_path / "m" / "babelzoo_tokenizer.json").exists()
     loaded = babelzoo.from_pretrained(tmp_path / "m")
     assert loaded.default_tokenizer is None and loaded.tokenizer is not None  # the folder's own, not a default
@@ -67,7 +87,7 @@ def test_no_default_for_a_vocabulary_too_small_and_a_saved_default_is_the_folder
 
 def test_an_attached_default_is_saved_and_loaded_back(tmp_path):
     fresh = babelzoo.create_model("xlmr_tiny")
-    fresh.tokenizer = fresh.tokenizer
+    fresh.use_default_tokenizer()
     fresh.save_pretrained(tmp_path / "m")
     back = babelzoo.from_pretrained(tmp_path / "m")
     assert back.attached_tokenizer is not None and back.default_tokenizer is None

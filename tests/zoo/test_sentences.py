@@ -116,7 +116,8 @@ def test_a_model_without_a_tokenizer_says_how_to_attach_one():
 
 
 def test_an_xlm_model_reads_the_language_as_babel_encoder_does():
-    model = babelzoo.create_model("xlm_tiny", dropout=0.0)  # its default tokenizer has language tags
+    model = babelzoo.create_model("xlm_tiny", dropout=0.0)
+    model.use_default_tokenizer()  # which has language tags
     assert model.tokenizer.specials.languages["de"] == 1
     german = model.encode(SENTENCES, lang="de", normalize_embeddings=True)
     assert not np.allclose(german, model.encode(SENTENCES, normalize_embeddings=True))
