@@ -2,7 +2,8 @@
 
     babelzoo convert --from-hf HF_DIR --to OUT_DIR            import (BERT, XLM-R, ALBERT, ..., BART, mBART, T5)
     babelzoo convert --to-hf OUT_DIR --from MODEL             export [--family bert|xlmr|albert|...|bart|mbart|t5]
-    babelzoo convert --to-onnx OUT_DIR --from MODEL           ONNX [--quantize int8 [--calibration FILE]] [--head]
+    babelzoo convert --to-onnx OUT_DIR --from MODEL           ONNX [--quantize int8 [--calibration FILE]
+                                                              [--keep-fp32 ffn_out]] [--head]
 
 MODEL is a checkpoint folder (or URL, Hub id) or a registered model name (its published weights).
 """
@@ -40,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     onnx.add_argument("--calibration", metavar="FILE",
                       help="with --quantize int8: texts, one a line, for SmoothQuant's activation scales")
     onnx.add_argument("--alpha", type=float, default=0.5, help="SmoothQuant's migration strength (default 0.5)")
+    onnx.add_argument("--keep-fp32", action="append", default=[], choices=["ffn_out"], metavar="PRODUCTS",
+                      help="with --quantize int8: products left in float (ffn_out: the feed-forward output "
+                           "projections, whose post-GELU inputs lose the most to int8)")
     onnx.add_argument("--head", action="store_true", help="add the task head's logits as an output")
     onnx.add_argument("--layer", type=int, default=-1, help="the hidden states exported (default -1, the last)")
     onnx.add_argument("--pooling", help="the sentence vector's pooling (default: the model's, else mean)")
@@ -62,11 +66,14 @@ def convert_main(argv: Sequence[str] | None = None) -> int:
     if args.to_onnx and (args.source is None or args.to or args.family):
         parser.error("--to-onnx needs --from MODEL (and takes neither --to nor --family)")
     onnx_options = [f"--{name}" for name in ("quantize", "calibration", "head", "pooling", "opset")
-                    if getattr(args, name) not in (None, False)] + (["--layer"] if args.layer != -1 else [])
+                    if getattr(args, name) not in (None, False)] + (["--layer"] if args.layer != -1 else []) \
+        + (["--keep-fp32"] if args.keep_fp32 else [])
     if onnx_options and not args.to_onnx:
         parser.error(f"{', '.join(onnx_options)}: ONNX export options; they go with --to-onnx")
     if args.calibration and not args.quantize:
         parser.error("--calibration sets int8 activation scales: it goes with --quantize int8")
+    if args.keep_fp32 and not args.quantize:
+        parser.error("--keep-fp32 leaves products of an int8 export in float: it goes with --quantize int8")
     source, target = (args.from_hf, args.to) if args.from_hf else (args.source, args.to_hf or args.to_onnx)
     if not is_url(source) and same_or_inside(source, target):
         raise UsageError(f"{'--to' if args.from_hf else '--to-hf'} {target} and {'--from-hf' if args.from_hf else '--from'} "
@@ -117,9 +124,10 @@ def _export_onnx(args: argparse.Namespace) -> int:
     model = load_model(args.source)
     out = export_onnx(model, args.to_onnx, layer=args.layer, pooling=args.pooling, head=args.head,
                       quantize=args.quantize, calibration=calibration, alpha=args.alpha,
-                      **({"opset": args.opset} if args.opset is not None else {}))
+                      keep_fp32=tuple(dict.fromkeys(args.keep_fp32)), **({"opset": args.opset} if args.opset is not None else {}))
     info = read_export_info(out)
-    precision = "int8" + (f", SmoothQuant on {len(calibration)} texts" if calibration else "") if args.quantize else "fp32"
+    precision = ("int8" + (f", SmoothQuant on {len(calibration)} texts" if calibration else "")
+                 + (f", {' and '.join(args.keep_fp32)} in fp32" if args.keep_fp32 else "")) if args.quantize else "fp32"
     print(f"exported {args.source} ({model.num_parameters():,} parameters) as ONNX opset {info['opset']}, "
           f"{precision}, outputs {', '.join(info['outputs'])} -> {out}")
     print(check_line(info))

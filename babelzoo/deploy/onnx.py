@@ -23,7 +23,10 @@ pairs, so weights keep 7 bits there (``reduce_range``, decided on the exporting 
 and ``calibration`` texts turn on SmoothQuant (Xiao et al. 2023), as in
 :func:`babelzoo.compression.quantize`: every linear layer's input channel j is divided by
 s_j = max|X_j|^α / max|W_{:,j}|^{1−α} and its weight column multiplied by it, so activation
-outliers move into the weights, which are quantized per channel.
+outliers move into the weights, which are quantized per channel. ``keep_fp32`` leaves chosen
+products in float (:data:`FLOAT_PRODUCTS`): ``"ffn_out"``, the feed-forward layers' output
+projections, whose inputs (after GELU) are the most outlier-heavy activations of a Transformer
+layer and so lose the most to per-call uint8 scales.
 
 Every family whose forward pass is a function of the token ids and the mask exports. What does
 not: models that read images or audio (their towers take other inputs than text), encoder–
@@ -202,13 +205,15 @@ def check_exportable(model: nn.Module) -> None:
 
 def export_onnx(model: nn.Module, directory: str | Path, *, tokenizer=None, layer: int = -1,
                 pooling: Optional[str] = None, head: bool = False, quantize: Optional[str] = None,
-                calibration: Optional[Sequence[str]] = None, alpha: float = 0.5, opset: int = OPSET) -> Path:
+                calibration: Optional[Sequence[str]] = None, alpha: float = 0.5,
+                keep_fp32: Sequence[str] = (), opset: int = OPSET) -> Path:
     """Write ``model`` as a self-contained ONNX folder (see the module docstring) and return it.
 
     ``layer`` picks the states exported (``hidden_states`` index, -1 = last), ``pooling`` the
     sentence vector's pooling (default: the one the model fixes, else mean), ``head`` adds the
     task head's logits. ``quantize="int8"`` quantizes the graph for ONNX Runtime, with
-    SmoothQuant when ``calibration`` texts are given. The export is checked against the
+    SmoothQuant when ``calibration`` texts are given, leaving the products ``keep_fp32`` names
+    (:data:`FLOAT_PRODUCTS`) in float. The export is checked against the
     PyTorch model on a padded batch before the folder is written; the differences found, and
     the opset the written graph has, are recorded in ``babelzoo_onnx.json``. A folder babelzoo
     did not write is refused untouched."""
@@ -222,6 +227,10 @@ def export_onnx(model: nn.Module, directory: str | Path, *, tokenizer=None, laye
         raise OnnxExportError(f"unknown ONNX quantization {quantize!r}; choose one of {', '.join(QUANTIZATIONS)}")
     if calibration is not None and quantize is None:
         raise OnnxExportError("calibration texts (SmoothQuant) apply to quantize='int8'")
+    unknown = [kind for kind in keep_fp32 if kind not in FLOAT_PRODUCTS]
+    if unknown or (keep_fp32 and quantize is None):
+        raise OnnxExportError(f"keep_fp32={list(keep_fp32)!r}: products kept in float apply to quantize='int8' and "
+                              f"are named by {', '.join(FLOAT_PRODUCTS)}")
     if head and model.head is None:
         raise OnnxExportError(f"head=True, but model {model.config.architecture!r} has no task head")
     layers = model.config.text.num_layers
@@ -247,7 +256,8 @@ def export_onnx(model: nn.Module, directory: str | Path, *, tokenizer=None, laye
         _export_graph(graph, path, languages, head, opset)
         info["parity_fp32"], info["sentence_cosine_fp32"] = _parity(model, graph, path, languages)
         if quantize is not None:
-            info["quantization"] = quantize_onnx(path, path, calibration=calibration, alpha=alpha)
+            info["quantization"] = quantize_onnx(path, path, calibration=calibration, alpha=alpha,
+                                                 keep_fp32=keep_fp32)
             info["parity_int8"], info["sentence_cosine_int8"] = _parity(model, graph, path, languages)
         info["opset"] = written_opset(path)
         if info["opset"] != opset:
@@ -320,12 +330,28 @@ def _parity(model, graph: _Graph, path: Path, languages: bool) -> tuple[dict[str
     return diffs, float(cosines.min())
 
 
+# products an int8 export may keep in float, each found by the operator that makes its input
+FLOAT_PRODUCTS = {"ffn_out": ("Gelu", "FastGelu", "BiasGelu", "Relu")}
+
+
+def float_products(graph, kinds: Sequence[str]) -> list[str]:
+    """Names of the MatMul/Gemm nodes of ``graph`` (an ``onnx.ModelProto``) that ``kinds`` keep in
+    float: for ``"ffn_out"``, those whose input is made by the feed-forward activation."""
+    made_by = {output: node.op_type for node in graph.graph.node for output in node.output}
+    producers = {op for kind in kinds for op in FLOAT_PRODUCTS[kind]}
+    return [node.name for node in graph.graph.node
+            if node.op_type in ("MatMul", "Gemm") and made_by.get(node.input[0]) in producers]
+
+
 def quantize_onnx(source: str | Path, target: str | Path, *, calibration: Optional[Sequence[str]] = None,
-                  alpha: float = 0.5, reduce_range: Optional[bool] = None) -> dict[str, Any]:
+                  alpha: float = 0.5, reduce_range: Optional[bool] = None,
+                  keep_fp32: Sequence[str] = ()) -> dict[str, Any]:
     """ONNX Runtime's dynamic int8 quantization of the graph ``source`` into ``target`` (they may
-    be the same file): MatMul and Gemm weights per output channel, activations per call.
-    ``reduce_range`` (7-bit weights) defaults to this CPU's need (see the module docstring).
-    Returns what was done, for ``babelzoo_onnx.json``."""
+    be the same file): MatMul and Gemm weights per output channel, activations per call, but for
+    the products ``keep_fp32`` names (:data:`FLOAT_PRODUCTS`). ``reduce_range`` (7-bit weights)
+    defaults to this CPU's need (see the module docstring). Returns what was done, for
+    ``babelzoo_onnx.json``."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -336,11 +362,16 @@ def quantize_onnx(source: str | Path, target: str | Path, *, calibration: Option
     with tempfile.TemporaryDirectory() as tmp:
         prepared, out = Path(tmp) / "prepared.onnx", Path(tmp) / ONNX_FILE
         quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)  # shapes inferred, graph optimised: what the quantizer reads best
+        kept = float_products(onnx.load(str(prepared)), keep_fp32) if keep_fp32 else []
+        if keep_fp32 and not kept:
+            raise OnnxExportError(f"keep_fp32={list(keep_fp32)!r}: the graph has no such product")
         quantize_dynamic(str(prepared), str(out), weight_type=QuantType.QInt8, per_channel=True,
-                         reduce_range=reduce_range, op_types_to_quantize=["MatMul", "Gemm"])
+                         reduce_range=reduce_range, op_types_to_quantize=["MatMul", "Gemm"], nodes_to_exclude=kept)
         out.replace(target)
     info: dict[str, Any] = {"scheme": "int8", "weights": "int8 per output channel", "activations": "uint8 per call",
                             "reduce_range": reduce_range}
+    if keep_fp32:
+        info["kept_fp32"] = {"products": list(keep_fp32), "nodes": len(kept)}
     if calibration is not None:
         info["smoothing"] = {"method": "smoothquant", "alpha": alpha, "texts": len(calibration)}
     return info

@@ -157,6 +157,29 @@ def test_int8_stays_close_and_records_how_it_was_quantized(tmp_path):
     assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops
 
 
+def test_int8_keeps_the_feed_forward_outputs_in_float_when_asked(tmp_path):
+    import onnx
+
+    model = odd_model("xlmr_tiny", hidden_size=48, num_heads=4, intermediate_size=96)
+    fp32 = OnnxEncoder(export_onnx(model, tmp_path / "fp32")).encode(SENTENCES)
+    plain = OnnxEncoder(export_onnx(model, tmp_path / "int8", quantize="int8")).encode(SENTENCES)
+    folder = export_onnx(model, tmp_path / "kept", quantize="int8", keep_fp32=("ffn_out",))
+    kept = OnnxEncoder(folder).encode(SENTENCES)
+    layers = model.config.text.num_layers
+    info = json.loads((folder / INFO_FILE).read_text())["quantization"]
+    assert info["kept_fp32"] == {"products": ["ffn_out"], "nodes": layers}
+    graph = onnx.load(str(folder / "model.onnx")).graph
+    made_by = {output: node.op_type for node in graph.node for output in node.output}
+    float_matmuls = [node for node in graph.node if node.op_type == "MatMul" and made_by.get(node.input[0]) == "Gelu"]
+    assert len(float_matmuls) == layers  # each layer's output projection reads the GELU output in float
+    assert any(node.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for node in graph.node)  # the rest int8
+    assert (kept * fp32).sum(1).min() > (plain * fp32).sum(1).min() - 1e-4  # no further from fp32 than all-int8
+    with pytest.raises(OnnxExportError, match="named by ffn_out"):
+        export_onnx(model, tmp_path / "bad", quantize="int8", keep_fp32=("attention",))
+    with pytest.raises(OnnxExportError, match="apply to quantize='int8'"):
+        export_onnx(model, tmp_path / "bad", keep_fp32=("ffn_out",))
+
+
 def test_smoothquant_rescaling_is_exact_in_full_precision():
     model = odd_model("xlmr_tiny")
     texts = SENTENCES * 2
