@@ -109,6 +109,9 @@ VOCAB_INIT, VOCAB_MARK = "+vocab-init", "vocab.json"
 ADAPTED_GAIN, WORST_DROP, OTHER_DROP, THROUGHPUT = 0.05, -0.01, -0.005, 1.3
 INT8_DROP, INT8_SPEEDUP = -0.005, 1.4  # int8 ONNX against fp32 ONNX: every adapted language, sentences/s
 INT8_SPEED_SENTENCES = 100  # per adapted language, the X side of its Tatoeba file, for the speed comparison
+# the exports --int8 compares, as `babelzoo convert --to-onnx` options
+ONNX_VARIANTS = {"fp32": [], "int8": ["--quantize", "int8"],
+                 "int8-ffn-fp32": ["--quantize", "int8", "--keep-fp32", "ffn_out"]}
 MTEB_GAIN = 0.10  # MTEB protocol: the adapted languages' F1 mean over e5's
 
 
@@ -630,13 +633,14 @@ def targets(report: Mapping[str, Any]) -> list[dict]:
         row(f"own pairs: held-out retrieval − e5 ({weakest}, e5's weakest)", f"≥ {points(OWN_GAIN)}",
             {"+own": (gain, gain >= OWN_GAIN)})
     check = report.get("int8")
-    if check:
-        fp32, int8 = check["tatoeba"]["fp32"], check["tatoeba"]["int8"]
+    for variant in [v for v in (check or {}).get("tatoeba", {}) if v != "fp32"]:
+        fp32, int8 = check["tatoeba"]["fp32"], check["tatoeba"][variant]
         worst = min(int8[lang]["mean"] - fp32[lang]["mean"] for lang in fp32 if lang in int8)
-        speedup = check["sentences_per_s"]["int8"] / check["sentences_per_s"]["fp32"]
-        row("int8 − fp32 ONNX, worst adapted language", f"≥ {points(INT8_DROP)}",
+        speedup = check["sentences_per_s"][variant] / check["sentences_per_s"]["fp32"]
+        row(f"{variant} − fp32 ONNX, worst adapted language", f"≥ {points(INT8_DROP)}",
             {check["arm"]: (worst, worst >= INT8_DROP)})
-        row("int8 sentences/s ÷ fp32 ONNX's", f"≥ {INT8_SPEEDUP:.1f}×", {check["arm"]: (speedup, speedup >= INT8_SPEEDUP)})
+        row(f"{variant} sentences/s ÷ fp32 ONNX's", f"≥ {INT8_SPEEDUP:.1f}×",
+            {check["arm"]: (speedup, speedup >= INT8_SPEEDUP)})
     recipe, peer = arms.get("recipe", {}), arms.get("st", {})
     if recipe.get("eval") and peer.get("eval"):
         v = recipe["eval"]["adapted_mean"] - peer["eval"]["adapted_mean"]
@@ -970,9 +974,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if trained(run.work / "recipe") is None:
             raise SystemExit(f"--int8 exports the recipe arm's model, and {run.work / 'recipe'} has none: run the "
                              "recipe arm first")
-        key = {"files": model_files(run, "recipe"), "adapted": adapted, "threads": args.threads}
-        report["int8"] = saved(run.work / "recipe" / "int8.json", key) or keep(
-            run.work / "recipe" / "int8.json", key, int8_check(run, "recipe", adapted))
+        report["int8"] = int8_check(run, "recipe", adapted)
         save()
     print(markdown(report))
     return 0
@@ -1045,36 +1047,49 @@ def run_arm(run: Run, arm: str, entry: dict, adapted: list[str], others: list[st
 
 # --- int8: the deployment path on the adapted languages ----------------------------------------------------
 
-def onnx_exports(run: Run, arm: str) -> dict[str, dict]:
-    """``babelzoo convert --to-onnx`` of the arm's model, fp32 and ``--quantize int8``, as a user
-    runs it, into ARM/onnx-fp32 and ARM/onnx-int8; each export's command and times."""
-    out = {}
-    for precision, extra in (("fp32", []), ("int8", ["--quantize", "int8"])):
-        folder = run.work / arm / f"onnx-{precision}"
-        command = [sys.executable, "-m", "babelzoo", "convert", "--from", str(model_of(run, arm)), "--to-onnx",
-                   str(folder), *extra]
-        out[precision] = {"command": "babelzoo " + shlex.join(command[3:]),
-                          **timed_child(command, run.work / arm / f"onnx-{precision}.log", run.env)}
-    return out
+def onnx_export(run: Run, arm: str, variant: str) -> dict:
+    """``babelzoo convert --to-onnx`` of the arm's model as a user runs it, with the options of
+    ``variant`` (:data:`ONNX_VARIANTS`), into ARM/onnx-VARIANT; its command and times."""
+    folder = run.work / arm / f"onnx-{variant}"
+    command = [sys.executable, "-m", "babelzoo", "convert", "--from", str(model_of(run, arm)), "--to-onnx",
+               str(folder), *ONNX_VARIANTS[variant]]
+    return {"command": "babelzoo " + shlex.join(command[3:]),
+            **timed_child(command, run.work / arm / f"onnx-{variant}.log", run.env)}
+
+
+def onnx_variant(run: Run, arm: str, variant: str, adapted: list[str]) -> dict:
+    """One export of the arm's model and its Tatoeba per adapted language (e5's protocol, run by
+    :class:`babelzoo.deploy.OnnxEncoder`), kept in ARM/onnx-VARIANT.json under the model's files."""
+    from babelzoo.deploy import OnnxEncoder
+    from babelzoo.evaluation.tasks import TaskContext, load_tasks
+
+    path = run.work / arm / f"onnx-{variant}.json"
+    key = {"files": model_files(run, arm), "options": ONNX_VARIANTS[variant], "adapted": adapted}
+    done = saved(path, key)
+    if done is not None and (run.work / arm / f"onnx-{variant}").is_dir():
+        return done
+    export = onnx_export(run, arm, variant)
+    encoder = OnnxEncoder(run.work / arm / f"onnx-{variant}", prefix=PREFIX, max_length=EVAL_MAX_LENGTH,
+                          threads=run.args.threads, name=f"{arm} ONNX {variant}")
+    context = TaskContext(run.data_dir, adapted, log=lambda m: None)
+    return keep(path, key, {"export": export, "tatoeba": by_language(load_tasks().get("tatoeba")(encoder, context))})
 
 
 def int8_check(run: Run, arm: str, adapted: list[str]) -> dict:
-    """Tatoeba per adapted language (e5's protocol) of the arm's fp32 and int8 ONNX exports, run by
-    :class:`babelzoo.deploy.OnnxEncoder`, and their sentences/s on the same sentences."""
+    """Every :data:`ONNX_VARIANTS` export of the arm's model: Tatoeba per adapted language, and
+    sentences/s on the same sentences (measured together, interleaved)."""
     from babelzoo.datasets.text import tatoeba_pairs
     from babelzoo.deploy import OnnxEncoder
-    from babelzoo.evaluation.tasks import TaskContext, load_tasks
     from benchmarks.compression import encode_seconds
 
-    exports = onnx_exports(run, arm)
-    encoders = {p: OnnxEncoder(run.work / arm / f"onnx-{p}", prefix=PREFIX, max_length=EVAL_MAX_LENGTH,
-                               threads=run.args.threads, name=f"{arm} ONNX {p}") for p in ("fp32", "int8")}
-    task, context = load_tasks().get("tatoeba"), TaskContext(run.data_dir, adapted, log=lambda m: None)
-    tatoeba = {p: by_language(task(encoder, context)) for p, encoder in encoders.items()}
+    variants = {variant: onnx_variant(run, arm, variant, adapted) for variant in ONNX_VARIANTS}
+    encoders = {v: OnnxEncoder(run.work / arm / f"onnx-{v}", prefix=PREFIX, max_length=EVAL_MAX_LENGTH,
+                               threads=run.args.threads, name=f"{arm} ONNX {v}") for v in ONNX_VARIANTS}
     sentences = [x for lang in adapted for x, _ in tatoeba_pairs(run.data_dir, lang).pairs[:INT8_SPEED_SENTENCES]]
     seconds = encode_seconds(encoders, sentences, repeats=3)
-    return {"arm": arm, "exports": exports, "tatoeba": tatoeba,
-            "sentences_per_s": {p: len(sentences) / t for p, t in seconds.items()}, "speed_sentences": len(sentences),
+    return {"arm": arm, "exports": {v: r["export"] for v, r in variants.items()},
+            "tatoeba": {v: r["tatoeba"] for v, r in variants.items()},
+            "sentences_per_s": {v: len(sentences) / t for v, t in seconds.items()}, "speed_sentences": len(sentences),
             "threads": run.args.threads}
 
 
@@ -1099,20 +1114,26 @@ def int8_lines(report: Mapping[str, Any]) -> list[str]:
     check = report.get("int8")
     if not check:
         return []
-    fp32, int8 = check["tatoeba"]["fp32"], check["tatoeba"]["int8"]
-    speed = check["sentences_per_s"]
+    variants = [v for v in check["tatoeba"] if v != "fp32"]
+    fp32, speed = check["tatoeba"]["fp32"], check["sentences_per_s"]
     lines = ["", f"## int8 on the adapted languages (`{check['arm']}` arm, ONNX Runtime)", "",
-             f"`{check['exports']['int8']['command']}` against the fp32 export (`{check['exports']['fp32']['command']}`"
-             f"), both run by `babelzoo.deploy.OnnxEncoder` with e5's protocol; Tatoeba accuracy@1 in %, mean of both "
-             f"directions. Speed: {check['speed_sentences']} sentences ({INT8_SPEED_SENTENCES} of each adapted "
-             f"language), {check['threads']} threads, median of 3 interleaved repeats: fp32 "
-             f"{speed['fp32']:.1f}, int8 {speed['int8']:.1f} sentences/s ({speed['int8'] / speed['fp32']:.2f}×).", "",
-             "| language | ONNX fp32 | ONNX int8 | int8 − fp32 |", "|---|---:|---:|---:|"]
+             "Each export made as a user makes it and run by `babelzoo.deploy.OnnxEncoder` with e5's protocol; "
+             "Tatoeba accuracy@1 in %, mean of both directions:", "",
+             *[f"- {v}: `{check['exports'][v]['command']}`" for v in check["tatoeba"]], "",
+             f"Speed: {check['speed_sentences']} sentences ({INT8_SPEED_SENTENCES} of each adapted language), "
+             f"{check['threads']} threads, median of 3 interleaved repeats: "
+             + ", ".join(f"{v} {speed[v]:.1f} sentences/s ({speed[v] / speed['fp32']:.2f}×)" for v in check["tatoeba"])
+             + ".", "",
+             "| language | fp32 | " + " | ".join(variants) + " | " + " | ".join(f"{v} − fp32" for v in variants) + " |",
+             "|---|" + "---:|" * (1 + 2 * len(variants))]
     for lang in report["languages"]:
-        if lang in fp32 and lang in int8:
-            lines.append(f"| {lang} | {_pct(fp32[lang]['mean'])} | {_pct(int8[lang]['mean'])} | "
-                         f"{points(int8[lang]['mean'] - fp32[lang]['mean'])} |")
-    lines.append(f"| mean | {_pct(mean_of(fp32))} | {_pct(mean_of(int8))} | {points(mean_of(int8) - mean_of(fp32))} |")
+        if lang in fp32 and all(lang in check["tatoeba"][v] for v in variants):
+            lines.append(f"| {lang} | {_pct(fp32[lang]['mean'])} | "
+                         + " | ".join(_pct(check["tatoeba"][v][lang]["mean"]) for v in variants) + " | "
+                         + " | ".join(points(check["tatoeba"][v][lang]["mean"] - fp32[lang]["mean"]) for v in variants)
+                         + " |")
+    lines.append(f"| mean | {_pct(mean_of(fp32))} | " + " | ".join(_pct(mean_of(check["tatoeba"][v])) for v in variants)
+                 + " | " + " | ".join(points(mean_of(check["tatoeba"][v]) - mean_of(fp32)) for v in variants) + " |")
     return lines
 
 

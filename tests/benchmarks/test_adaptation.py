@@ -182,16 +182,21 @@ def test_mteb_protocol_targets_and_table():
 
 def test_int8_targets_and_table():
     r = report()
-    fp32 = {"bre": {"mean": 0.300}, "eus": {"mean": 0.600}}
-    int8 = {"bre": {"mean": 0.296}, "eus": {"mean": 0.590}}
-    r["int8"] = {"arm": "recipe", "tatoeba": {"fp32": fp32, "int8": int8}, "speed_sentences": 200, "threads": 2,
-                 "sentences_per_s": {"fp32": 50.0, "int8": 75.0},
-                 "exports": {p: {"command": f"babelzoo convert --to-onnx {p}"} for p in ("fp32", "int8")}}
+    tables = {"fp32": {"bre": 0.300, "eus": 0.600}, "int8": {"bre": 0.296, "eus": 0.590},
+              "int8-ffn-fp32": {"bre": 0.299, "eus": 0.598}}
+    r["int8"] = {"arm": "recipe", "speed_sentences": 200, "threads": 2,
+                 "tatoeba": {v: {lang: {"mean": x} for lang, x in t.items()} for v, t in tables.items()},
+                 "sentences_per_s": {"fp32": 50.0, "int8": 75.0, "int8-ffn-fp32": 65.0},
+                 "exports": {v: {"command": f"babelzoo convert --to-onnx {v}"} for v in tables}}
     got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in A.targets(r)}
     assert got["int8 − fp32 ONNX, worst adapted language"] == {"recipe": (-0.01, False)}
     assert got["int8 sentences/s ÷ fp32 ONNX's"] == {"recipe": (1.5, True)}
+    assert got["int8-ffn-fp32 − fp32 ONNX, worst adapted language"] == {"recipe": (-0.002, True)}
+    assert got["int8-ffn-fp32 sentences/s ÷ fp32 ONNX's"] == {"recipe": (1.3, False)}
     lines = A.markdown(r).splitlines()
-    for line in ["| bre | 30.0 | 29.6 | -0.4 |", "| eus | 60.0 | 59.0 | -1.0 |", "| mean | 45.0 | 44.3 | -0.7 |"]:
+    for line in ["| language | fp32 | int8 | int8-ffn-fp32 | int8 − fp32 | int8-ffn-fp32 − fp32 |",
+                 "| bre | 30.0 | 29.6 | 29.9 | -0.4 | -0.1 |", "| eus | 60.0 | 59.0 | 59.8 | -1.0 | -0.2 |",
+                 "| mean | 45.0 | 44.3 | 44.9 | -0.7 | -0.1 |", "- int8: `babelzoo convert --to-onnx int8`"]:
         assert line in lines, line
 
 
