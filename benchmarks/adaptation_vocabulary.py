@@ -64,6 +64,8 @@ from babelzoo.offline.embedded import HELDOUT_PERCENT, is_heldout  # noqa: E402
 SOURCE = {f.name: f.default for f in dataclasses.fields(AdaptationPairs)
           if f.default is not dataclasses.MISSING}
 PACKAGES = tuple(AdaptationPairs.__dataclass_fields__["packages"].default_factory())
+# the packages a run read before its report recorded them: the defaults of that time
+EARLIER_PACKAGES = ("gramps", "django", "pycountry")
 
 
 def head_commit() -> str:
@@ -168,7 +170,7 @@ def markdown(report: dict) -> str:
     s = report["settings"]
     lines = ["# Fragmentation of the adapted languages under multilingual-e5-small's tokenizer", "",
              f"Languages: {report['rule']}. Text: each language's English–X adaptation pairs (gettext catalogs of "
-             f"{', '.join(PACKAGES)} and CLDR), pairs one side of which is a sentence of the "
+             f"{', '.join(s.get('packages', EARLIER_PACKAGES))} and CLDR), pairs one side of which is a sentence of the "
              f"{report['test_sentences_removed_from']} test files in the data dir removed. Words: whitespace-separated "
              "tokens with punctuation stripped from both ends, each tokenised alone by e5's XLM-R unigram "
              "tokenizer.", "",
@@ -224,6 +226,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     report = run(args)
     report.update(settings={"pieces": args.pieces, "margin": args.margin, "heldout_percent": HELDOUT_PERCENT,
+                            "packages": list(PACKAGES),
                             "seed": args.seed},
                   machine=machine(), commit=head_commit(),
                   date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
