@@ -336,11 +336,19 @@ FLOAT_PRODUCTS = {"ffn_out": ("Gelu", "FastGelu", "BiasGelu", "Relu")}
 
 def float_products(graph, kinds: Sequence[str]) -> list[str]:
     """Names of the MatMul/Gemm nodes of ``graph`` (an ``onnx.ModelProto``) that ``kinds`` keep in
-    float: for ``"ffn_out"``, those whose input is made by the feed-forward activation."""
-    made_by = {output: node.op_type for node in graph.graph.node for output in node.output}
+    float: for ``"ffn_out"``, those whose input is made by the feed-forward activation (through
+    SmoothQuant's per-channel scaling, a Mul or Div, when the export is smoothed)."""
+    made_by = {output: node for node in graph.graph.node for output in node.output}
     producers = {op for kind in kinds for op in FLOAT_PRODUCTS[kind]}
+
+    def source(name: str):
+        node = made_by.get(name)
+        while node is not None and node.op_type in ("Mul", "Div"):
+            node = made_by.get(node.input[0])
+        return node.op_type if node is not None else None
+
     return [node.name for node in graph.graph.node
-            if node.op_type in ("MatMul", "Gemm") and made_by.get(node.input[0]) in producers]
+            if node.op_type in ("MatMul", "Gemm") and source(node.input[0]) in producers]
 
 
 def quantize_onnx(source: str | Path, target: str | Path, *, calibration: Optional[Sequence[str]] = None,

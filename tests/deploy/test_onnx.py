@@ -174,6 +174,9 @@ def test_int8_keeps_the_feed_forward_outputs_in_float_when_asked(tmp_path):
     assert len(float_matmuls) == layers  # each layer's output projection reads the GELU output in float
     assert any(node.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for node in graph.node)  # the rest int8
     assert (kept * fp32).sum(1).min() > (plain * fp32).sum(1).min() - 1e-4  # no further from fp32 than all-int8
+    smoothed_folder = export_onnx(model, tmp_path / "kept-sq", quantize="int8", keep_fp32=("ffn_out",),
+                                  calibration=SENTENCES)  # through SmoothQuant's scaling too
+    assert json.loads((smoothed_folder / INFO_FILE).read_text())["quantization"]["kept_fp32"]["nodes"] == layers
     with pytest.raises(OnnxExportError, match="named by ffn_out"):
         export_onnx(model, tmp_path / "bad", quantize="int8", keep_fp32=("attention",))
     with pytest.raises(OnnxExportError, match="apply to quantize='int8'"):
