@@ -267,7 +267,9 @@ def provenance() -> dict[str, Any]:
             return ""
         return done.stdout.strip() if done.returncode == 0 else ""
 
-    commit = git("rev-parse", "HEAD")
+    # a checkout of babelzoo itself, not some repository an installed package happens to sit in
+    checkout = git("rev-parse", "--show-toplevel")
+    commit = git("rev-parse", "HEAD") if checkout and Path(checkout).resolve() == package.parent else ""
     if commit and git("status", "--porcelain", "--", str(package)):
         commit += "+uncommitted changes"
     try:
