@@ -128,7 +128,8 @@ def test_a_quiet_command_still_warns(tmp_path, capsys):
                      "--output", str(tmp_path / "v.npy")])
     err = capsys.readouterr().err
     assert code == 0 and (tmp_path / "v.npy").is_file()
-    assert "babelzoo encode: mbert_tiny has no pretrained weights; encoding with fresh weights (seed 0)\n" in err
+    assert ("babelzoo encode: mbert_tiny has no pretrained weights; encoding with fresh weights (seed 0) and the "
+            "tokenizer its config implies (trained on the embedded catalogs once a machine, then cached)\n") in err
     assert "sentences/s; wrote" not in err  # the summary is information: -q leaves it out
 
 

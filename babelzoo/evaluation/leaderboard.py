@@ -253,10 +253,9 @@ def provenance() -> dict[str, Any]:
     ``+uncommitted changes`` when its package differs from it; the version where it is not a
     checkout), the CPU and the threads."""
     import subprocess
+    from importlib.metadata import PackageNotFoundError, version
 
     import torch
-
-    from .. import __version__
 
     package = Path(__file__).resolve().parents[1]
 
@@ -277,7 +276,12 @@ def provenance() -> dict[str, Any]:
             cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
     except (OSError, StopIteration):
         cpu = platform.processor() or platform.machine()
-    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit or f"babelzoo {__version__}",
+    if not commit:
+        try:
+            commit = f"babelzoo {version('babelzoo')}"
+        except PackageNotFoundError:
+            commit = "babelzoo (version unknown)"
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
             "cpu": cpu, "threads": torch.get_num_threads()}
 
 
