@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .._files import read_json_object, replace_owned_folder, write_json_atomic
 from ..registry import Registry
 from .base import KBError
 
-KGE_MODELS: Registry[type["KGEModel"]] = Registry("KG embedding model")
+KGE_MODELS: Registry[type["KGEModel"]] = Registry(
+    "KG embedding model", builtin={"aligned_text_complex": "babelzoo.knowledge.multilingual"})
 
 
 @dataclass
@@ -141,6 +143,11 @@ class KGEModel(nn.Module, abc.ABC):
             return self._score(self.entity_vectors(candidates), self.relation(r)[:, None],
                                self.entity_vectors(t)[:, None])
         return self._heads(self.relation(r), self.entity_vectors(t), self.entity_vectors())
+
+    def one_vs_all_loss(self, e: torch.Tensor, r: torch.Tensor, answers: torch.Tensor,
+                        label_smoothing: float = 0.0) -> torch.Tensor:
+        """Cross-entropy of each tail question (e, r, ?)'s answer against every entity."""
+        return F.cross_entropy(self.score_tails(e, r), answers, label_smoothing=label_smoothing)
 
     def entity_embeddings(self) -> torch.Tensor:
         """[N, W] entity vectors (complex models: real parts then imaginary parts)."""

@@ -82,8 +82,8 @@ def negative_sampling_loss(positive: torch.Tensor, negative: torch.Tensor, loss:
 def _batch_loss(model: KGEModel, batch: torch.Tensor, config: KGETrainConfig) -> torch.Tensor:
     h, r, t = batch.unbind(1)
     if model.reciprocal and config.loss == "1vsall":  # both directions as tail questions, one scoring pass
-        scores = model.score_tails(torch.cat([h, t]), torch.cat([r, model.inverse(r)]))
-        loss = F.cross_entropy(scores, torch.cat([t, h]), label_smoothing=config.label_smoothing)
+        loss = model.one_vs_all_loss(torch.cat([h, t]), torch.cat([r, model.inverse(r)]), torch.cat([t, h]),
+                                     config.label_smoothing)
         if config.regularizer and config.regularization_weight:
             loss = loss + config.regularization_weight * model.regularizer(batch, config.regularizer)
         return loss

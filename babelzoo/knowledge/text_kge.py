@@ -52,10 +52,18 @@ logger = logging.getLogger(__name__)
 class GraphSource:
     """``path``: a graph folder in the KG-BERT layout (``entity2text.txt``, ``relation2text.txt``,
     ``train.tsv``, ``dev.tsv``, ``test.tsv``) or a registered knowledge base with splits and
-    entity text; ``lang``: the language of the text read."""
+    entity text; ``lang``: the language of the text read.
+
+    ``graphs``: several graphs of a DBP-5L folder at ``path`` trained as one model (their names
+    are their languages, and each graph's text is read in its own), the folder's seed alignments
+    tying their entities (:class:`~babelzoo.knowledge.multilingual.AlignedTextComplEx`);
+    ``valid_limit``: then the first that many valid triples of each graph choose the model
+    (None: all of them)."""
 
     path: str
     lang: str = "en"
+    graphs: list[str] = field(default_factory=list)
+    valid_limit: Optional[Annotated[int, Range(1)]] = None
 
     def __post_init__(self) -> None:
         check_fields(self, "kg")
@@ -211,6 +219,11 @@ class GraphRanker:
         record = read_json_object(record_file, KBError) if record_file.is_file() else {}
         texts, words = graph_texts(kb, data, lang)
         digest = graph_digest(data.entities, texts, data.relations, words)
+        if record.get("graphs"):  # one model over several graphs: this graph's part of it
+            from .multilingual import GraphView
+
+            return cls(GraphView.of_saved(folder, model, entities, relations, record, data, digest), data, texts,
+                       None, record)
         if entities != data.entities or relations != data.relations or (
                 record.get("graph_sha256") not in (None, digest)):
             raise KBError(f"{folder} was trained on the graph {record.get('kg', 'of its kge.json')!r} "
@@ -246,7 +259,8 @@ class GraphRanker:
 
     def settings(self) -> dict:
         """What ``babelzoo kb eval`` records beside the metrics."""
-        name = next(n for n in KGE_MODELS.list() if KGE_MODELS.get(n) is type(self.model))
+        scorer = getattr(self.model, "model", self.model)  # a graph's view of a model over several graphs
+        name = next(n for n in KGE_MODELS.list() if KGE_MODELS.get(n) is type(scorer))
         return {"scorer": name, "ranked_by": "exact inner-product memory" if self.searches else "scan of all entities",
                 "graph_sha256": self.record.get("graph_sha256"), "entities": self.data.num_entities,
                 "relations": self.data.num_relations, "encoder": self.record.get("encoder")}
@@ -280,6 +294,10 @@ def train_link_prediction(recipe: LinkPredictionRecipe, say: Optional[Callable[[
     from ..zoo.pretrained import save_pretrained
     from .base import load_kb
 
+    if recipe.kg.graphs:
+        from .multilingual import train_joint_link_prediction
+
+        return train_joint_link_prediction(recipe, say)
     say = say or logger.info
     output = Path(recipe.output_dir)
     model_folder = output / recipe.model_dir

@@ -333,3 +333,75 @@ def test_the_shipped_recipe_reads_and_another_graph_is_one_override_away():
     assert (shipped.kg.path, shipped.encoder.model, shipped.scorer.model) == ("/data/fb15k", "multilingual_e5_small",
                                                                                "text_complex")
     assert shipped.train.loss == "1vsall" and shipped.output_dir == "runs/fb"
+
+
+def write_two_graph_dbp5l(root: Path) -> Path:
+    """A DBP-5L folder with a Greek and an English graph of four entities each; el 0 ↔ en 1, el 2 ↔ en 3."""
+    el = [f"http://el.dbpedia.org/resource/{n}" for n in ("Alfa", "Beta", "Gamma", "Delta")]
+    en = [f"http://dbpedia.org/resource/{n}" for n in ("Kilo", "Alpha", "Lima", "Gamma_ray")]
+    files = {"entity/el.tsv": el, "entity/en.tsv": en,
+             "relations.txt": ["http://dbpedia.org/ontology/country", "http://dbpedia.org/ontology/birthPlace"],
+             "kg/el-train.tsv": ["0\t0\t1", "1\t1\t2", "2\t0\t3"], "kg/el-val.tsv": ["0\t1\t2"],
+             "kg/el-test.tsv": ["3\t0\t0"], "kg/en-train.tsv": ["1\t0\t0", "0\t1\t3", "3\t0\t2"],
+             "kg/en-val.tsv": ["2\t1\t1"], "kg/en-test.tsv": ["1\t1\t2"],
+             "seed_alignlinks/el-en.tsv": ["0.0\t1.0", "2.0\t3.0"]}
+    for name, lines in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return root
+
+
+def test_one_model_over_several_graphs_trains_from_a_recipe_and_kb_eval_ranks_each_graph(tmp_path, encoder, capsys):
+    root = write_two_graph_dbp5l(tmp_path / "dbp5l")
+    path = tmp_path / "joint.yaml"
+    path.write_text("kind: link_prediction\n"
+                    f"kg: {{path: {root}, graphs: [el, en], valid_limit: 1}}\n"
+                    f"encoder: {{model: {encoder}, prefix: 'passage: ', max_length: 24}}\n"
+                    "scorer: {model: aligned_text_complex, dim: 8, options: {dropout: 0.0}}\n"
+                    "train: {loss: 1vsall, lr: 0.01, batch_size: 4, epochs: 3, eval_every: 1}\n"
+                    f"output_dir: {tmp_path / 'run'}\n", encoding="utf-8")
+    assert main(["pretrain", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "graphs el, en as one: 8 entities in 6 clusters of aligned entities (2 seed pairs)" in out
+    folder = tmp_path / "run" / "model"
+    record = json.loads((folder / "link_prediction.json").read_text(encoding="utf-8"))
+    assert list(record["graphs"]) == ["el", "en"] and record["clusters"] == 6 and record["train"]["epochs_run"] == 3
+    model, entities, _ = load_kge(folder)
+    assert entities[:2] == ["el:0", "el:1"] and entities[4:6] == ["en:0", "en:1"]
+    assert model.cluster[0] == model.cluster[5] and model.cluster[2] == model.cluster[7]  # the seeds: one vector
+    for lang in ("el", "en"):
+        assert main(["kb", "eval", "--model", str(folder), "--kg", str(root / lang), "--split", "test",
+                     "--out", str(tmp_path / f"{lang}.json")]) == 0
+        metrics = json.loads((tmp_path / f"{lang}.json").read_text(encoding="utf-8"))["metrics"]
+        assert metrics["mrr"] == pytest.approx(record["graphs"][lang]["test"]["mrr"], abs=1e-6)
+    # the English test triple (1, birthPlace, 2), ranked by hand among the four English entities
+    kb = babelzoo.knowledge.load_kb(root / "en")
+    ranker = GraphRanker.from_folder(folder, kb, LinkPredictionData.from_kb(kb))
+    with torch.no_grad():
+        h, t = entities.index("en:1"), entities.index("en:2")
+        relation = torch.tensor([1])
+        tails = [float(model.score(torch.tensor([h]), relation, torch.tensor([4 + c]))) for c in range(4)]
+        assert ranker.score_tails(torch.tensor([1]), relation)[0].tolist() == pytest.approx(tails, abs=1e-5)
+        heads = [float(model.score(torch.tensor([t]), model.inverse(relation), torch.tensor([4 + c]))) for c in range(4)]
+        assert ranker.score_heads(relation, torch.tensor([2]))[0].tolist() == pytest.approx(heads, abs=1e-5)
+    capsys.readouterr()
+    write_graph(tmp_path / "graph")  # a graph the model was not trained on
+    assert main(["kb", "eval", "--model", str(folder), "--kg", str(tmp_path / "graph"), "--split", "test"]) == 2
+    assert "trained on the graphs el, en" in capsys.readouterr().err
+
+
+def test_several_graphs_need_a_dbp5l_folder_and_the_aligned_scorer(tmp_path, encoder):
+    import dataclasses
+
+    from babelzoo.knowledge.text_kge import train_link_prediction
+    from babelzoo.train.config import recipe_path
+
+    write_graph(tmp_path / "graph")
+    shipped = read_link_recipe(recipe_path("kgc_dbp5l_joint"), [f"kg.path={tmp_path / 'graph'}",
+                                                                f"output_dir={tmp_path / 'run'}"])
+    assert shipped.kg.graphs == ["el", "en", "es", "fr", "ja"] and shipped.scorer.model == "aligned_text_complex"
+    with pytest.raises(KBError, match="kg.graphs reads the graphs and seed alignments of a DBP-5L folder"):
+        train_link_prediction(shipped)
+    with pytest.raises(ConfigError, match="scorer.model must be aligned_text_complex"):
+        train_link_prediction(dataclasses.replace(shipped, scorer=dataclasses.replace(shipped.scorer,
+                                                                                      model="text_complex")))
