@@ -13,6 +13,7 @@ import torch
 
 import babelzoo
 from babelzoo.datasets.specials import SpecialIds
+from babelzoo.knowledge.facts import EntityExample
 from babelzoo.objectives import Pair
 
 LANGS = ("de", "fr", "es")
@@ -90,17 +91,21 @@ def word_starts(spm) -> torch.Tensor:
 
 @pytest.fixture(scope="session")
 def toy() -> tuple[SpecialIds, dict[str, list]]:
-    """A 64-token vocabulary and a small hand-made batch for every text objective."""
+    """A 64-token vocabulary and a small hand-made batch of each example type (an objective's
+    ``consumes``, one of :data:`babelzoo.datasets.sources.EXAMPLE_TYPES`) that a plain text
+    encoder reads; ``examples[OBJECTIVES.get(name).consumes]`` is objective ``name``'s batch."""
     specials = SpecialIds(pad=0, cls=1, sep=2, unk=3, mask=4, vocab_size=64, languages={"en": 0, "de": 1})
     sentences = [([10 + i, 11 + i, 12 + i, 13 + i, 14 + i, 15 + i, 16 + i], "en" if i % 2 else "de")
                  for i in range(8)]
     pairs = [Pair([10 + i, 11 + i, 12 + i, 13 + i], [30 + i, 31 + i, 32 + i], "en", "de") for i in range(8)]
-    documents = [[sentences[i], sentences[i + 1], sentences[i + 2]] for i in range(6)]
-    examples = {"mlm": sentences, "mmlm": sentences, "clm": sentences, "rtd": sentences, "tlm": pairs,
-                "clwr": pairs, "clpc": pairs, "xlco": pairs, "translation_ranking": pairs, "nsp": documents,
-                "sop": documents, "clmlm": [pairs[0:3], pairs[3:6], pairs[5:8]], "unilm": documents,
-                "glm": sentences, "skip_thoughts": documents, "quick_thoughts": documents, "infersent": pairs,
-                "segment_mlm": documents, "segment_clm": documents}
+    examples = {
+        "sentence": sentences,
+        "pair": pairs,
+        "document": [[sentences[i], sentences[i + 1], sentences[i + 2]] for i in range(6)],
+        "parallel_document": [pairs[0:3], pairs[3:6], pairs[5:8]],
+        # two mentions a sentence: the first two tokens and the last three
+        "entity_mentions": [EntityExample(ids[:6], [(0, 2), (3, 6)], lang) for ids, lang in sentences],
+    }
     return specials, examples
 
 
