@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from babelzoo._files import read_json_object, write_json_atomic, write_text_atomic
+from babelzoo._provenance import checkout_commit, cpu_name
 from babelzoo.errors import InputError
 
 from ._suites import REPO, SUITES, Suite
@@ -53,12 +54,12 @@ def gpu_tag(device_name: str) -> str:
 
 
 def _cpuinfo() -> tuple[str, list[str]]:
+    """The CPU's name and its flags."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return platform.processor() or platform.machine(), []
-    fields = dict(re.findall(r"^(model name|flags)\s*:\s*(.*)$", text, flags=re.M))
-    return fields.get("model name", platform.machine()), fields.get("flags", "").split()
+        return cpu_name(), []
+    return cpu_name(), next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
 
 
 def _gpu_name() -> Optional[str]:
@@ -92,18 +93,10 @@ def default_out(suite: str, gpu: bool = False) -> Path:
     return suite_file(suite, current_machine(gpu=gpu)["tag"])
 
 
-def _git(*args: str) -> str:
-    done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
-    return done.stdout.strip()
-
-
 def commit() -> Optional[str]:
-    """HEAD, marked when the package's code differs from it (the results may not be HEAD's)."""
-    head = _git("rev-parse", "--short", "HEAD")
-    if not head:
-        return None
-    changed = _git("status", "--porcelain", "--", "babelzoo", "benchmarks/*.py")
-    return f"{head} + uncommitted changes" if changed else head
+    """HEAD, marked when the package's or the benchmarks' code differs from it (the results may
+    not be HEAD's)."""
+    return checkout_commit(("babelzoo", "benchmarks/*.py"), short=True) or None
 
 
 def command_line(argv: Sequence[str] = ()) -> str:

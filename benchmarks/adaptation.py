@@ -75,6 +75,7 @@ if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
 from babelzoo._files import write_json_atomic  # noqa: E402
+from babelzoo._provenance import checkout_commit  # noqa: E402
 from benchmarks._results import default_out, write_results  # noqa: E402
 
 RECIPE = "adapt_e5_small"
@@ -858,21 +859,11 @@ def machine(threads: int) -> dict[str, Any]:
     import sentence_transformers
     import transformers
 
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor() or platform.machine()
+    from babelzoo._provenance import cpu_name
+
     return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
             "sentence_transformers": sentence_transformers.__version__, "threads": threads, "cpus": os.cpu_count(),
-            "cpu": cpu, "platform": platform.platform()}
-
-
-def head_commit() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
-
-    return git("rev-parse", "HEAD") + ("+uncommitted changes" if git("status", "--porcelain", "--", "babelzoo") else "")
+            "cpu": cpu_name(), "platform": platform.platform()}
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -940,7 +931,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     report: dict[str, Any] = {
         "suite": "adaptation",
         "command": shlex.join(["python", "benchmarks/adaptation.py", *(sys.argv[1:] if argv is None else argv)]),
-        "commit": head_commit(), "machine": machine(args.threads),
+        "commit": checkout_commit(), "machine": machine(args.threads),
         "settings": {"recipe": RECIPE, "max_steps": args.max_steps or cfg.max_steps, "train_only": args.train_only, "batch_size": cfg.batch_size, "lr": cfg.lr,
                      "warmup_steps": cfg.warmup_steps, "max_length": cfg.objectives[OBJECTIVE].get("max_length"),
                      "init": cfg.init, "langs": args.langs, "other_limit": args.other_limit, "sib200": args.sib200,

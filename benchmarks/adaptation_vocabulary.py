@@ -44,7 +44,6 @@ import dataclasses
 import datetime
 import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
@@ -53,6 +52,7 @@ if str(REPO) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
 import babelzoo  # noqa: E402
+from babelzoo._provenance import checkout_commit  # noqa: E402
 from babelzoo.compression import add_pieces, fragmentation, learn_pieces  # noqa: E402
 from babelzoo.compression.extension import MARGIN  # noqa: E402
 from babelzoo.datasets.heldout import HeldOutSentences  # noqa: E402
@@ -66,16 +66,6 @@ SOURCE = {f.name: f.default for f in dataclasses.fields(AdaptationPairs)
 PACKAGES = tuple(AdaptationPairs.__dataclass_fields__["packages"].default_factory())
 # the packages a run read before its report recorded them: the defaults of that time
 EARLIER_PACKAGES = ("gramps", "django", "pycountry")
-
-
-def head_commit() -> str:
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    # the code this script runs: the package's modules and the script itself (not recipes)
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "babelzoo/*.py",
-                            "benchmarks/" + Path(__file__).name], capture_output=True, text=True).stdout.split()
-    changed = [path for path in dirty if path.endswith(".py")]
-    return commit + (f"+uncommitted changes to {', '.join(changed)}" if changed else "")
 
 
 def machine() -> str:
@@ -228,7 +218,7 @@ def main(argv=None) -> None:
     report.update(settings={"pieces": args.pieces, "margin": args.margin, "heldout_percent": HELDOUT_PERCENT,
                             "packages": list(PACKAGES),
                             "seed": args.seed},
-                  machine=machine(), commit=head_commit(),
+                  machine=machine(), commit=checkout_commit(("babelzoo/*.py", "benchmarks/" + Path(__file__).name)),
                   date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                   command="python benchmarks/adaptation_vocabulary.py " + " ".join(
                       argv if argv is not None else sys.argv[1:]))

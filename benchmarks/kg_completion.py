@@ -82,23 +82,23 @@ def train_arm(arm: str, runs: Path, data: Path, minutes: float) -> dict:
     return train_recipe(overrides_for(arm, runs, data, minutes), arm)
 
 
-def train_recipe(overrides: list[str], label: str) -> dict:
-    """``babelzoo pretrain --config kgc_e5_small`` with ``overrides``, or the model it trained
-    before under the same settings; what the run records."""
+def train_recipe(overrides: list[str], label: str, name: str = "kgc_e5_small") -> dict:
+    """``babelzoo pretrain --config NAME`` with ``overrides``, or the model it trained before
+    under the same settings; what the run records."""
     from babelzoo.knowledge.text_kge import read_link_recipe
     from babelzoo.train.config import recipe_path
 
-    recipe = read_link_recipe(recipe_path("kgc_e5_small"), overrides)
+    recipe = read_link_recipe(recipe_path(name), overrides)
     model = Path(recipe.output_dir) / recipe.model_dir
     if trained_under(model, recipe):
         print(f"{label}: reusing {model}, trained under the same settings", flush=True)
     else:
-        argv = ["pretrain", "--config", "kgc_e5_small"]
+        argv = ["pretrain", "--config", name]
         for item in overrides:
             argv += ["--set", item]
         cli(argv)
     record = json.loads((model / "link_prediction.json").read_text(encoding="utf-8"))
-    return {"model": str(model), "command": "babelzoo pretrain --config kgc_e5_small " +
+    return {"model": str(model), "command": f"babelzoo pretrain --config {name} " +
             " ".join(f"--set '{o}'" for o in overrides), "train_cpu_seconds": round(record["train"]["seconds"], 1),
             "recipe_cpu_seconds": round(record["cpu_seconds"], 1), "best_epoch": record["train"]["best_epoch"],
             "epochs": record["train"]["epochs_run"], "valid": record["valid"], "scorer": record["scorer"]}

@@ -12,6 +12,13 @@ set to ``DBP5L/LANG``; every arm under the same CPU budget):
   graph's question is also asked of the others that know its entity; the weight is chosen on the
   first 2,000 triples of the asking graph's valid split. Each scorer scores every entity directly
   rather than through its memory search (the same ranks, ``tests/knowledge/test_text_kge.py``).
+- ``joint``: one model over the five graphs, the shipped ``kgc_dbp5l_joint`` recipe (the
+  ``text_structure`` scorer with the structure vector shared by the entities every seed alignment
+  ties), under the five ``text_structure`` budgets together; each graph ranked among its own
+  entities (``babelzoo kb eval --model runs/joint/model --kg DBP5L/LANG``).
+
+``--reuse FILE`` carries the arms not run now from an earlier results file (each such row keeps
+that run's commit and date, and the Markdown says so).
 
 Two protocols, both on the test split: babelzoo's (filtered over every known triple, head and tail
 prediction averaged, ties at the mean rank; as ``babelzoo kb eval``) and KEnS's (tail prediction
@@ -49,7 +56,7 @@ TRAINED = {  # arm: recipe overrides
                   "train.regularizer=n3", "train.regularization_weight=0.005"],
     "text_only": ["scorer.options={dropout: 0.1, structure: false}"],
 }
-ARMS = (*TRAINED, "together")
+ARMS = (*TRAINED, "together", "joint")
 VALID_LIMIT = 2000  # valid triples the ensemble weight is chosen on
 # Numbers from secondary sources, not yet checked against the papers' tables: marked as such
 SECONDARY = {
@@ -123,6 +130,17 @@ def link_prediction(args, arms: Sequence[str]) -> dict:
                                       "test": both_protocols(ensemble, graphs[lang]),
                                       "eval_cpu_seconds": round(time.process_time() - start, 1)}
             print(f"together {lang}: weight {weight:g}, {json.dumps(rows[lang]['together']['test'])}", flush=True)
+    if "joint" in arms:
+        overrides = [f"kg.path={args.data_dir}", f"output_dir={args.runs / 'joint'}",
+                     f"cache_dir={args.runs / 'cache_joint'}", f"train.max_seconds={args.joint_minutes * 60:g}"]
+        row = train_recipe(overrides, "joint", "kgc_dbp5l_joint")
+        for lang in LANGS:
+            start = time.process_time()
+            ranker = GraphRanker.from_folder(row["model"], kbs[lang], graphs[lang])
+            rows[lang]["joint"] = {"test": both_protocols(ranker, graphs[lang]),
+                                   "eval_cpu_seconds": round(time.process_time() - start, 1)}
+            print(f"joint {lang}: {json.dumps(rows[lang]['joint']['test'])}", flush=True)
+        args.joint_row = row
     return rows
 
 
@@ -168,6 +186,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--ablation-minutes", type=float, default=4.0,
                         help="the structure and text_only arms' budget in CPU minutes, per graph (default 4)")
     parser.add_argument("--epochs", type=int, default=60, help="each arm's most epochs (default 60)")
+    parser.add_argument("--joint-minutes", type=float, default=40.0,
+                        help="the joint arm's budget in CPU minutes (default 40: five text + structure budgets)")
+    parser.add_argument("--reuse", type=Path, default=None,
+                        help="an earlier results file of this suite: its arms not run now are carried over")
     parser.add_argument("--out", default=None, help="results JSON; Markdown beside it")
     args = parser.parse_args(argv)
     args.data_dir = args.data_dir or Path(os.environ.get("BABELZOO_DATA_DIR", "../shared/data")) / "dbp5l"
@@ -176,6 +198,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if unknown:
         raise SystemExit(f"unknown arm(s) {unknown}; known: {', '.join(ARMS)}")
     args.runs.mkdir(parents=True, exist_ok=True)
+    args.joint_row = None
     report = {"benchmark": "DBP-5L multilingual link prediction and entity alignment", "data": str(args.data_dir),
               "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
               "budget_cpu_minutes": {"text_structure": args.minutes, "structure": args.ablation_minutes,
@@ -183,14 +206,42 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
               "link_prediction": link_prediction(args, arms),
               "alignment": {} if args.no_alignment else alignment(args),
               "secondary": {k: {"hits@1": v[0], "source": v[1]} for k, v in SECONDARY.items()}}
+    if args.joint_row:
+        report["budget_cpu_minutes"]["joint"] = args.joint_minutes
+        report["joint"] = {k: v for k, v in args.joint_row.items() if k != "valid"}
+    if args.reuse:
+        carry_over(report, args.reuse, arms)
     print("\n" + markdown(report))
     if args.out:
         write_results(args.out, report, markdown, "kg_multilingual")
 
 
+def carry_over(report: dict, earlier: Path, arms: Sequence[str]) -> None:
+    """The arms of the results file ``earlier`` that this run did not run, copied into ``report``
+    with that file's commit and date (``carried``); its alignment table too when none ran now."""
+    old = json.loads(earlier.read_text(encoding="utf-8"))
+    source = {"file": str(earlier), "commit": old.get("commit"), "date": old.get("date")}
+    results = old["results"]
+    carried = sorted({arm for lang in LANGS for arm in results["link_prediction"].get(lang, {}) if arm not in arms})
+    for lang in LANGS:
+        for arm in carried:
+            if arm in results["link_prediction"].get(lang, {}):
+                report["link_prediction"][lang][arm] = results["link_prediction"][lang][arm]
+    for arm in carried:
+        if arm in results.get("budget_cpu_minutes", {}):
+            report["budget_cpu_minutes"][arm] = results["budget_cpu_minutes"][arm]
+    if "joint" in carried and "joint" in results:
+        report["joint"] = results["joint"]
+    if not report["alignment"] and results.get("alignment"):
+        report["alignment"] = results["alignment"]
+        carried.append("alignment")
+    report["carried"] = {"arms": carried, **source}
+
+
 LABELS = {"structure": "structure only: ComplEx", "text_only": "text only: frozen e5 + trained projection",
           "text_structure": "text + structure (kgc_e5_small), each graph alone",
-          "together": "all five together through the seed alignments"}
+          "together": "all five together through the seed alignments",
+          "joint": "one model over the five graphs (kgc_dbp5l_joint), structure shared through the seeds"}
 
 
 def _percent(value: Optional[float]) -> str:
@@ -222,8 +273,17 @@ def markdown(report: Mapping[str, Any]) -> str:
                      + " | ".join(f"{entry['hits@1'].get(lang, '–')}" for lang in LANGS) + " |")
     train = {arm: sum(lp[lang][arm].get("train_cpu_seconds", 0) for lang in LANGS if arm in lp[lang]) / 60
              for arm in TRAINED if arm in arms}
+    if "joint" in report:
+        train["joint"] = report["joint"]["train_cpu_seconds"] / 60
     lines += ["", "Training CPU minutes over the five graphs: "
               + ", ".join(f"{arm} {minutes:.1f}" for arm, minutes in train.items()) + "."]
+    if "joint" in report:
+        lines.append(f"The joint model: {report['joint']['epochs']} epochs (best {report['joint']['best_epoch']}), "
+                     f"`{report['joint']['command']}`.")
+    if report.get("carried"):
+        c = report["carried"]
+        lines.append(f"Carried over from `{c['file']}` (commit {str(c['commit'])[:12]}, {c['date']}), not run again: "
+                     + ", ".join(c["arms"]) + ".")
     if "together" in arms:
         lines.append("Ensemble weights (valid): " + ", ".join(f"{lang} {lp[lang]['together']['weight']:g}"
                                                               for lang in LANGS) + ".")

@@ -131,14 +131,6 @@ def run_worker(path: Path, args) -> dict:
     return result
 
 
-def head_commit() -> str:
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "babelzoo"],
-                           capture_output=True, text=True).stdout.strip()
-    return commit + ("+uncommitted changes" if dirty else "")
-
-
 def markdown(report: dict) -> str:
     impls = list(report["results"])
     lines = ["# Tokenizer batch-encode speed", "",
@@ -190,7 +182,9 @@ def main(argv=None) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             commits["baseline"] = export_revision(args.baseline_rev, Path(tmp))
             results["baseline"] = run_worker(Path(tmp), args)
-    commits["this tree"] = head_commit()
+    from babelzoo._provenance import checkout_commit
+
+    commits["this tree"] = checkout_commit()
     results["this tree"] = run_worker(REPO, args)
     if not args.no_transformers:
         results["transformers"] = measure("transformers", args.tokenizers, texts, args.repeats)

@@ -252,37 +252,20 @@ def provenance() -> dict[str, Any]:
     """Where and when numbers are made: the date (UTC), babelzoo's commit (with
     ``+uncommitted changes`` when its package differs from it; the version where it is not a
     checkout), the CPU and the threads."""
-    import subprocess
     from importlib.metadata import PackageNotFoundError, version
 
     import torch
 
-    package = Path(__file__).resolve().parents[1]
+    from .._provenance import checkout_commit, cpu_name
 
-    def git(*args: str) -> str:
-        try:
-            done = subprocess.run(["git", "-C", str(package), *args], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            return ""
-        return done.stdout.strip() if done.returncode == 0 else ""
-
-    # a checkout of babelzoo itself, not some repository an installed package happens to sit in
-    checkout = git("rev-parse", "--show-toplevel")
-    commit = git("rev-parse", "HEAD") if checkout and Path(checkout).resolve() == package.parent else ""
-    if commit and git("status", "--porcelain", "--", str(package)):
-        commit += "+uncommitted changes"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor() or platform.machine()
+    commit = checkout_commit()
     if not commit:
         try:
             commit = f"babelzoo {version('babelzoo')}"
         except PackageNotFoundError:
             commit = "babelzoo (version unknown)"
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
-            "cpu": cpu, "threads": torch.get_num_threads()}
+            "cpu": cpu_name(), "threads": torch.get_num_threads()}
 
 
 def provenance_line(meta: Mapping[str, Any]) -> str:
