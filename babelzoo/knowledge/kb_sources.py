@@ -4,10 +4,14 @@
 ``langs``: the codes the examples are tagged with, or a mapping from them to the knowledge
 base's label languages (``{zh-CN: zh}``). ``exclude_heldout`` leaves out the entities the
 leaderboard's knowledge tasks hold out (:func:`~babelzoo.knowledge.facts.is_heldout_entity`).
+``split``: the facts of a knowledge base with held-out splits (WN18RR, CoDEx, DBP-5L) come from
+its ``train`` split unless asked otherwise (``all``: every triple), so that pre-training on a
+graph's facts never reads the valid or test triples its link prediction is judged on.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -29,9 +33,27 @@ Langs = Union[list[str], dict[str, str]]
 
 
 @lru_cache(maxsize=8)
-def shared_kb(name: str):
-    """The knowledge base ``name``, loaded once for a recipe's data sources and its ``knowledge:`` section."""
-    return load_kb(name)
+def shared_kb(name: str, split: str = "all"):
+    """The knowledge base ``name``, loaded once for a recipe's data sources and its ``knowledge:``
+    section; with ``split``, only the triples of that split of a knowledge base that has splits
+    (every entity and name kept), see :func:`split_kb`."""
+    return split_kb(load_kb(name), split, name)
+
+
+def split_kb(kb, split: str, name: str = ""):
+    """``kb`` with only the triples of its ``split`` (``train``, ``valid``, ``test``), or ``kb``
+    itself for ``all`` or a knowledge base without splits."""
+    splits = getattr(kb, "splits", None)
+    if split == "all" or not splits:
+        return kb
+    if split not in splits:
+        raise ConfigError(f"knowledge base {name or kb.name!r} has the splits {', '.join(splits)}, not {split!r} "
+                          f"(or give split: all)")
+    view = copy.copy(kb)
+    view.graph = kb.graph.copy()
+    keep = {tuple(t) for t in splits[split]}
+    view.graph.remove_edges_from([(h, t, r) for h, t, r in kb.graph.edges(keys=True) if (h, r, t) not in keep])
+    return view
 
 
 def _langs(langs: Langs) -> dict[str, str]:
@@ -61,10 +83,11 @@ class _FactSource(DataSource):
     langs: Langs = field(default_factory=lambda: ["en"])
     exclude_heldout: bool = True
     relations: Optional[list[str]] = None
+    split: str = "train"
 
     def facts(self) -> list:
         if getattr(self, "_facts", None) is None:
-            facts, self.report = kb_facts(shared_kb(self.kb), _langs(self.langs),
+            facts, self.report = kb_facts(shared_kb(self.kb, self.split), _langs(self.langs),
                                           exclude=is_heldout_entity if self.exclude_heldout else None,
                                           relations=self.relations)
             if not facts:
@@ -96,7 +119,7 @@ class KBFacts(_FactSource):
     def dataset(self, context: BuildContext) -> Dataset:
         data = FactDataset(self.facts(), context.tokenizer)
         return _Examples(data.examples, _identity("kb_facts", self.kb, self.langs, self.exclude_heldout,
-                                                  self.relations, context.fingerprint))
+                                                  self.relations, context.fingerprint, self.split))
 
 
 @register_source
@@ -130,7 +153,7 @@ class KBAlignedFacts(_FactSource):
                 entities[start] = index[entity]
             examples.append({"input_ids": example.ids, "entities": entities})
         return _Examples(examples, _identity("kb_aligned_facts", self.kb, self.langs, self.exclude_heldout,
-                                             self.relations, context.fingerprint, len(index)))
+                                             self.relations, context.fingerprint, len(index), self.split))
 
 
 @register_source
@@ -254,6 +277,7 @@ class KBTrees(DataSource):
     max_length: int = 128
     linked_only: bool = False
     limit: Optional[int] = None
+    split: str = "train"
 
     def inner(self) -> DataSource:
         if getattr(self, "_inner", None) is None:
@@ -270,7 +294,7 @@ class KBTrees(DataSource):
         tokenizer, specials = context.tokenizer, context.tokenizer.specials
         examples = []
         for lang, sentences in self.texts(context).items():
-            injector = KBertInjector(shared_kb(self.kb), lambda text: tokenizer.encode(text, add_special_tokens=False),
+            injector = KBertInjector(shared_kb(self.kb, self.split), lambda text: tokenizer.encode(text, add_special_tokens=False),
                                      lang=self.kb_langs.get(lang, lang), max_branches=self.max_branches,
                                      max_length=self.max_length, cls_id=specials.cls, sep_id=specials.sep,
                                      pad_id=specials.pad)
@@ -282,4 +306,5 @@ class KBTrees(DataSource):
         if not examples:
             raise ConfigError(f"{self.where}: no sentence tree (no sentence{' with a linked mention' * self.linked_only})")
         return _Examples(examples, _identity("kb_trees", self.kb, self.sentences, self.kb_langs, self.max_branches,
-                                             self.max_length, self.linked_only, self.limit, context.fingerprint))
+                                             self.max_length, self.linked_only, self.limit, context.fingerprint,
+                                             self.split))
