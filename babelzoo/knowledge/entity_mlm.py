@@ -106,7 +106,7 @@ class EntityMLM(MaskingObjective):
                                     s.mask, entities_only=self.units == "entities", rate=self.rate)
         batch = {"input_ids": masked, "attention_mask": attention_mask, "labels": labels,
                  "truncated": torch.tensor(truncated)}
-        if languages_known(langs, self.name):
+        if self.use_language_ids and languages_known(langs, self.name):
             lang = torch.tensor([language_index(s, x, f"example {i}") for i, x in enumerate(langs)])
             batch["language_ids"] = lang[:, None].expand_as(input_ids) * attention_mask
         return batch

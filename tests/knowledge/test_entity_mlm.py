@@ -157,3 +157,13 @@ def test_name_pairs_are_a_dictionary_of_the_kept_entities():
     assert ("Japan", "Japon") not in pairs["fr"]
     only = kb_name_pairs(_kb(), {"en": "en", "fr": "fr"}, types=["currency"])["fr"]
     assert sorted(only)[0] == ("Brazilian real", "réal brésilien") and len(only) == 6
+
+
+def test_language_ids_only_when_asked_for(tokenizer):
+    """A model without language embeddings (multilingual-e5) trains on facts tagged with their
+    language when the objective is told not to pass language ids."""
+    facts, _ = kb_facts(_kb(), ["en", "fr"])
+    examples = FactDataset(facts, tokenizer).examples[:4]
+    specials = tokenizer.specials
+    assert "language_ids" in EntityMLM(specials).prepare(examples)
+    assert "language_ids" not in EntityMLM(specials, use_language_ids=False).prepare(examples)
