@@ -185,7 +185,9 @@ def train_kge(model: KGEModel, data: LinkPredictionData, config: KGETrainConfig 
     (early stopping after ``patience`` evaluations without improvement, a time budget of
     ``max_seconds`` on ``clock``). The run (metrics, checkpoints, the best weights) goes to
     ``output_dir``, a temporary directory when None. Returns a summary: the best epoch, the
-    best validation metrics, the epochs run and the seconds spent."""
+    best validation metrics, the epochs run and the seconds spent. A run stopped by SIGTERM or
+    SIGINT raises :class:`~babelzoo.knowledge.base.KBError`, so that no caller saves the
+    half-trained model as a trained one."""
     from ..train import TrainConfig, Trainer
 
     batch_size = min(config.batch_size, len(data.train))  # a graph smaller than a batch: one batch of it all
@@ -203,6 +205,10 @@ def train_kge(model: KGEModel, data: LinkPredictionData, config: KGETrainConfig 
     with tempfile.TemporaryDirectory(prefix="kge-") as scratch:
         train.output_dir = str(output_dir if output_dir is not None else scratch)
         summary = Trainer(model, objective, Triples(data.train), train, evaluator=evaluator).fit()
+        if summary.get("stopped_by_signal"):  # a half-trained model is not handed on as a trained one
+            raise KBError(f"training stopped by {summary['stopped_by_signal']} at step {summary['steps']} of "
+                          f"{train.max_steps}: nothing is written (a KG embedding run does not resume; run the "
+                          f"command again)")
         best = Path(train.output_dir) / "best" / "model.safetensors"
         if summary["best_step"] is not None:
             model.load_state_dict(load_file(best), strict=True)

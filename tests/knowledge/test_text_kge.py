@@ -405,3 +405,25 @@ def test_several_graphs_need_a_dbp5l_folder_and_the_aligned_scorer(tmp_path, enc
     with pytest.raises(ConfigError, match="scorer.model must be aligned_text_complex"):
         train_link_prediction(dataclasses.replace(shipped, scorer=dataclasses.replace(shipped.scorer,
                                                                                       model="text_complex")))
+
+
+def test_a_run_stopped_by_a_signal_writes_no_model(tmp_path, encoder, capsys, monkeypatch):
+    """SIGTERM in the middle of training stops the run with an error and leaves no model folder
+    (a link-prediction run cannot resume, and a half-trained scorer is not a trained one)."""
+    import os
+    import signal
+
+    from babelzoo.knowledge import link_prediction
+
+    evaluate_valid = link_prediction.ValidationRanking.__call__
+
+    def then_stop(self, model):
+        metrics = evaluate_valid(self, model)
+        os.kill(os.getpid(), signal.SIGTERM)  # the trainer's handler stops the run after this step
+        return metrics
+
+    monkeypatch.setattr(link_prediction.ValidationRanking, "__call__", then_stop)
+    write_graph(tmp_path / "graph")
+    assert main(["pretrain", "--config", recipe(tmp_path, encoder)]) == 2
+    assert "training stopped by SIGTERM at step 2 of 6: nothing is written" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "model").exists()
