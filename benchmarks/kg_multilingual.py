@@ -322,11 +322,31 @@ def markdown(report: Mapping[str, Any]) -> str:
                      f"`{report['joint']['command']}`.")
     if report.get("carried"):
         c = report["carried"]
-        lines.append(f"Carried over from `{c['file']}` (commit {str(c['commit'])[:12]}, {c['date']}), not run again: "
+        lines.append(f"Carried over from `{c['file']}` (commit {c['commit']}, {c['date']}), not run again: "
                      + ", ".join(c["arms"]) + ".")
     if "together" in arms:
         lines.append("Ensemble weights (valid): " + ", ".join(f"{lang} {lp[lang]['together']['weight']:g}"
                                                               for lang in LANGS) + ".")
+    if any("by_part" in lp[lang].get("joint", {}) for lang in LANGS):
+        lines += ["", "## Facts another graph knows, and the rest (test split, Hits@1 %, KEnS's / babelzoo's protocol)",
+                  "", "A test fact is *known elsewhere* when another graph's training split holds the same relation "
+                  "between the seed-aligned counterparts of its entities: what a model of the five graphs can carry "
+                  "over. *New*: no other graph holds it.", "",
+                  "| graph | known elsewhere | alone, known | joint, known | alone, new | joint, new |",
+                  "|---|---|---|---|---|---|"]
+        for lang in LANGS:
+            joint = lp[lang].get("joint", {})
+            if "by_part" not in joint:
+                continue
+            alone = lp[lang].get("text_structure", {}).get("by_part", {})
+
+            def cell(parts: Mapping[str, Any], part: str) -> str:
+                t = parts.get(part)
+                return "–" if t is None else f"{_percent(t['kens']['hits@1'])} / {_percent(t['babelzoo']['hits@1'])}"
+
+            lines.append(f"| {lang} | {100 * joint['test_known_elsewhere']:.1f}% | {cell(alone, 'known_elsewhere')} | "
+                         f"{cell(joint['by_part'], 'known_elsewhere')} | {cell(alone, 'new')} | "
+                         f"{cell(joint['by_part'], 'new')} |")
     if report["alignment"]:
         lines += ["", "## Entity alignment (70% of the seed pairs held out; each ranked among the held-out targets)",
                   "", "| pair | seeds | test pairs | Hits@1 | Hits@10 | MRR | one-to-one Hits@1 | weight, rounds | CPU s |",
