@@ -100,6 +100,7 @@ SIB_TO_TATOEBA = {"arb": "ara", "zho": "cmn"}
 # --own-pairs languages (Flores-200 sentences, English and X aligned by index_id), in --work/OWN_PAIRS;
 # judged on the same languages' SIB-200 dev and test sentences, which no arm trains on
 OWN_PAIRS = "own_pairs"
+OWN_EXCLUDE = "own_exclude"  # the test-sentence folder of the +own arm (own_exclude)
 OWN_GAIN = 0.10  # held-out retrieval of every --own-pairs language over e5's
 # a recipe arm's training run, inside its folder (which holds the benchmark's own files beside it:
 # babelzoo pretrain writes only into a folder of its own)
@@ -129,10 +130,12 @@ def base_overrides(output_dir: str | Path, max_steps: Optional[int], langs: Opti
 
 
 def arm_overrides(arm: str, recipe: Mapping[str, Any], grown: Optional[Path] = None,
-                  own: Optional[Path] = None) -> list[str]:
+                  own: Optional[Path] = None, exclude: Optional[Path] = None) -> list[str]:
     """The ``--set`` overrides that turn the shipped recipe (its raw mapping) into ``arm``.
     Values are JSON, which the recipe loader reads as YAML. ``grown``: for ``+vocab``, the folder
-    of e5 with the learned pieces (:func:`grown_e5`); ``own``: for ``+own``, the pairs folder."""
+    of e5 with the learned pieces (:func:`grown_e5`); ``own``: for ``+own``, the pairs folder, and
+    ``exclude`` the test-sentence folder that holds no SIB-200 training sentences
+    (:func:`own_exclude`: the user's pairs are those sentences)."""
     if arm == "recipe":
         return []
     if arm not in RECIPE_ARMS:
@@ -152,7 +155,11 @@ def arm_overrides(arm: str, recipe: Mapping[str, Any], grown: Optional[Path] = N
     if arm == "+own":
         if own is None:
             raise ValueError("+own trains on a folder of the user's pairs: give it")
-        return [f"pairs_dir={json.dumps(str(own))}"]
+        overrides = [f"pairs_dir={json.dumps(str(own))}"]
+        if exclude is not None:
+            (source,) = recipe["data"][OBJECTIVE]["sources"]
+            overrides.append(f"data.{OBJECTIVE}.sources={json.dumps([{**source, 'exclude': str(exclude)}])}")
+        return overrides
     if arm == "distill":
         name, options = DISTILL
         return [f"objectives={json.dumps({name: options})}", f"data={json.dumps({name: recipe['data'][OBJECTIVE]})}"]
@@ -202,8 +209,9 @@ class Run:
     def overrides(self, arm: str, recipe: dict) -> list[str]:
         grown = self.work / VOCAB_INIT if arm == "+vocab" else None
         own = self.work / OWN_PAIRS if arm == "+own" else None
+        exclude = self.work / OWN_EXCLUDE if arm == "+own" else None
         return base_overrides(self.work / arm / RUN_FOLDER, self.args.max_steps, self.langs) + arm_overrides(
-            arm, recipe, grown, own)
+            arm, recipe, grown, own, exclude)
 
     def pairs(self):
         """(the recipe's pairs source after reading, its corpora with the prefix, α, config)."""
@@ -296,6 +304,7 @@ def train_recipe_arm(run: Run, arm: str) -> dict:
         grown_e5(run)
     if arm == "+own":
         own_pairs(run)
+        own_exclude(Path(run.data_dir), run.work / OWN_EXCLUDE)
     command = recipe_command(run, arm)
     settings_guard(folder, arm_settings(run, arm))
     done = trained(folder)
@@ -323,6 +332,27 @@ def own_pairs(run: Run) -> Path:
         pairs = parallel_pairs(english, sib200_rows(run, lang, ("train",)), SOURCE, lang)
         write_text_atomic(folder / f"{lang.split('_')[0]}.tsv", "".join(f"{en}\t{x}\n" for en, x in pairs))
     return folder
+
+
+def own_exclude(data_dir: Path, into: Path) -> Path:
+    """A copy of ``data_dir``'s tree made of links to its files, without SIB-200's training
+    files: the recipe's test-sentence filter reading it keeps SIB-200's dev and test sentences
+    (the +own arm's held-out text) out of training, and lets the user's pairs, which are
+    SIB-200's training sentences, in (read from ``data_dir`` itself, every one of them is
+    removed as a test sentence)."""
+    import shutil
+
+    if into.exists():
+        shutil.rmtree(into)
+    for folder, _, files in os.walk(data_dir):
+        relative = Path(folder).relative_to(data_dir)
+        for name in files:
+            if relative.parts[:1] == ("sib200",) and name.startswith("train"):
+                continue
+            target = into / relative / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(Path(folder) / name)
+    return into
 
 
 def sib200_rows(run: Run, lang: str, splits: Sequence[str]) -> dict:

@@ -214,6 +214,22 @@ def test_the_own_pairs_arm_adds_the_pairs_folder(tmp_path):
     assert cfg.pairs_dir == str(tmp_path / "own") and cfg.objectives == load_recipe(recipe_path(A.RECIPE)).objectives
     with pytest.raises(ValueError, match="give it"):
         A.arm_overrides("+own", A.read_shipped_recipe())
+    overrides = A.base_overrides(tmp_path / "+own", 7, ["bre"]) + A.arm_overrides(
+        "+own", A.read_shipped_recipe(), own=tmp_path / "own", exclude=tmp_path / "exclude")
+    (source,) = parse_data(load_recipe(recipe_path(A.RECIPE), overrides))["translation_ranking"][0]
+    assert source.exclude == str(tmp_path / "exclude") and source.prefix == "query: "
+
+
+def test_the_own_pairs_filter_reads_every_file_but_sib200s_training_sentences(tmp_path):
+    data = tmp_path / "data"
+    for name in ("sib200/yor_Latn/train.tsv", "sib200/yor_Latn/dev.tsv", "sib200/eng_Latn/train.tsv",
+                 "tatoeba/tatoeba.yor-eng.yor", "sib200/README.md"):
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text(name, encoding="utf-8")
+    mirror = A.own_exclude(data, tmp_path / "mirror")
+    files = sorted(str(p.relative_to(mirror)) for p in mirror.rglob("*") if p.is_file())
+    assert files == ["sib200/README.md", "sib200/yor_Latn/dev.tsv", "tatoeba/tatoeba.yor-eng.yor"]
+    assert (mirror / "sib200/yor_Latn/dev.tsv").read_text(encoding="utf-8") == "sib200/yor_Latn/dev.tsv"
 
 
 def test_own_pairs_target_and_table():
