@@ -125,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
     from .evaluation.tasks import TaskContext
     from .train.cli import build_run
     from .train.config import load_recipe, recipe_path
-    from .train.trainer import Trainer, finished_checkpoint
+    from .train.run_checkpoints import finished_checkpoint
+    from .train.trainer import Trainer
     from .zoo.factory import create_model
 
     start = time.perf_counter()

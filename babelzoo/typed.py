@@ -5,7 +5,7 @@ leaderboards, data sources).
 :func:`build` makes a dataclass from a mapping. An unknown key (with a close match and every
 valid key), a missing required field and a value of the wrong type are each a
 :class:`~babelzoo.errors.ConfigError` naming the key path, and the file and line when the
-mapping came from a YAML file (:func:`key_lines`)::
+mapping came from a YAML file (:func:`~babelzoo.yaml_files.key_lines`)::
 
     >>> build(TextSource, {"path": "de.txt", "lang": 3}, Where("data.mlm[0]", "r.yaml", key_lines(text)))
     ConfigError: r.yaml:14 data.mlm[0].lang=3 must be a string, got int
@@ -25,35 +25,26 @@ Numbers are held to what the code downstream can use, whatever the field: a ``fl
 (NaN or infinity in a learning rate trains to NaN weights, in a clipping norm switches clipping
 off) unless its annotation says ``Range(finite=False)``; an ``int`` fits in 64 bits (a tensor,
 numpy); a :data:`Seed` is one that torch and numpy both accept. A field's own bounds go in its
-annotation (``lr: Annotated[float, Range(0, low_open=True)]``) or in ``__post_init__``.
+annotation (``lr: Annotated[float, Range(0, low_open=True)]``) or in ``__post_init__``. A part of
+a config kept as the mapping it was written as is typed by ``Annotated[dict, Section(read)]``.
 
-Config files (recipes, leaderboards, KG embedding recipes) are read by one loader,
-:func:`load_config` (``--set`` overrides by :func:`set_keys`). A part of a config kept as the
-mapping it was written as is typed by ``Annotated[dict, Section(read)]``, and a function's keyword
-options (an objective's constructor) by :func:`options_class` / :func:`read_options`, with the
-same errors.
-
-YAML files given by users are read only through :func:`read_yaml` / :func:`load_yaml`: plain data
-(no ``!!python`` tags), and a document whose aliases would expand past :data:`MAX_ALIAS_VALUES`
-values (a "billion laughs" file), refers to itself, or nests deeper than :data:`MAX_DEPTH` is an
-error naming the file and line, found before anything is expanded.
+Built on this module: :mod:`babelzoo.yaml_files` reads the YAML files users give,
+:mod:`babelzoo.config_files` is the one loader of config files (``--set`` overrides included),
+and :mod:`babelzoo.options` types a function's keyword options and a command's number options,
+with the same errors.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import difflib
 import functools
-import inspect
 import math
 import re
 import types
 import typing
-from pathlib import Path
-from typing import Annotated, Any, Callable, Mapping, NamedTuple, Optional, Sequence
+from typing import Annotated, Any, Callable, Mapping, Optional, Sequence
 
-from ._files import read_utf8
 from .errors import ConfigError
 
 _KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list",
@@ -79,7 +70,7 @@ def unknown_key(key: str, valid: Sequence[str], what: str) -> str:
 class Where:
     """Where a value came from: its key path (``data.mlm[0].lang``), shown after ``label``
     (``TrainConfig.``); the file it was read from (or None) and the line of each key path
-    (:func:`key_lines`)."""
+    (:func:`~babelzoo.yaml_files.key_lines`)."""
 
     path: str = ""
     file: Optional[str] = None
@@ -181,32 +172,9 @@ def _real(value: int | float | str, where: Where, finite: bool) -> float:
     return number
 
 
-def option(hint: Any) -> Callable[[str], Any]:
-    """An ``argparse`` ``type=`` for a number option, held to what a config field annotated
-    ``hint`` (``float``, ``int``, ``Annotated[int, Range(1)]``, :data:`Seed`) is held to, so that
-    ``--lr nan`` or ``--top -5`` is refused by the parser, naming the option, before anything is
-    read: ``argument --lr: 'nan' must be a finite number``."""
-    import argparse
-
-    kind, *extras = typing.get_args(hint) if typing.get_origin(hint) is Annotated else (hint,)
-    ranges = [r for r in extras if isinstance(r, Range)]
-    finite = all(r.finite for r in ranges)
-
-    def parse(text: str) -> Any:
-        value = kind(text)  # a ValueError: argparse says "invalid int value: 'x'"
-        if kind is float and (math.isnan(value) or (finite and math.isinf(value))):
-            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
-        for bounds in ranges + ([INT64] if kind is int else []):  # the option's own range says more
-            if not bounds.holds(value):
-                raise argparse.ArgumentTypeError(f"{text!r} must be {bounds}")
-        return value
-
-    parse.__name__ = kind.__name__
-    return parse
-
-
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
+def field_hints(cls: type) -> dict[str, Any]:
+    """The annotation of each field of the dataclass ``cls``, ``Annotated`` extras kept."""
     hints = typing.get_type_hints(cls, include_extras=True)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
@@ -307,57 +275,12 @@ def check(value: Any, hint: Any, where: Where) -> Any:
     return _read(value, hint, where, strict=True)
 
 
-@functools.cache
-def options_class(func: Callable, name: str, skip: Optional[tuple[str, ...]] = None) -> type:
-    """The options of ``func`` (an objective's constructor, a tokenizer's ``train``, a KG
-    embedding model's constructor) as a frozen dataclass ``<name>Options``, made once: one field
-    per keyword-only parameter (given ``skip``, the names of the arguments the caller supplies,
-    per named parameter but those), typed by its annotation and defaulting to its default; a
-    parameter without a default is a required field. Annotations that do not resolve (a
-    plug-in's) leave their fields ``Any``."""
-    try:
-        hints = typing.get_type_hints(func, include_extras=True)
-    except (NameError, TypeError):
-        hints = {}
-    named = (inspect.Parameter.KEYWORD_ONLY,) if skip is None else \
-        (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    fields = []
-    for param in inspect.signature(func).parameters.values():
-        if param.kind not in named or param.name in (skip or ()) or param.name in ("self", "cls"):
-            continue
-        if param.default is inspect.Parameter.empty:
-            spec = dataclasses.field()
-        elif type(param.default).__hash__ is None:  # a mutable default: each instance its own copy
-            spec = dataclasses.field(default_factory=functools.partial(copy.deepcopy, param.default))
-        else:
-            spec = dataclasses.field(default=param.default)
-        fields.append((param.name, hints.get(param.name, Any), spec))
-    return dataclasses.make_dataclass(f"{name}Options", fields, frozen=True, kw_only=True)
-
-
-def read_options(func: Callable, options: Mapping[str, Any], where: Where, name: str,
-                 skip: Optional[tuple[str, ...]] = None) -> dict[str, Any]:
-    """``options`` read as :func:`options_class` fields of ``func`` (:func:`build`: an unknown
-    option with a close match, a wrong type, a missing required option, each naming ``where``
-    and the option): the options given, typed. When ``func`` takes ``**kwargs``, an option it
-    does not name is passed on as given."""
-    cls = options_class(func, name, skip)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(func).parameters.values()):
-        known = {f.name for f in dataclasses.fields(cls)}
-        extra = {key: value for key, value in options.items() if key not in known}
-        options = {key: value for key, value in options.items() if key in known}
-    else:
-        extra = {}
-    built = build(cls, options, where, what=f"{name} option")
-    return {**{key: getattr(built, key) for key in options}, **extra}
-
-
 def check_fields(obj: Any, label: Optional[str] = None, strict: bool = False) -> None:
     """Check (``strict``) or coerce every field of a dataclass instance against its annotation,
     in place (frozen dataclasses too): call it first in ``__post_init__``. Errors read
     ``<label>.<field>=<value> must be ...``; ``label`` defaults to the class name."""
     prefix = f"{label if label is not None else type(obj).__name__}."
-    for name, hint in _hints(type(obj)).items():
+    for name, hint in field_hints(type(obj)).items():
         where = Where(name, label=prefix)
         value = _read(getattr(obj, name), hint, where, strict)
         if not strict:
@@ -371,7 +294,7 @@ def build(cls: type, data: Any, where: Where = Where(), what: Optional[str] = No
     what = what or cls.__name__
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a mapping of {what} keys, got {type(data).__name__}")
-    hints = _hints(cls)
+    hints = field_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.init]
     for key in data:
         if key not in names:
@@ -390,236 +313,3 @@ def build(cls: type, data: Any, where: Where = Where(), what: Optional[str] = No
         if not location or str(err).startswith(location):
             raise
         raise (ConfigError if isinstance(err, TypeMismatch) else type(err))(f"{location}: {err}") from None
-
-
-# --- YAML files ------------------------------------------------------------------------------
-
-MAX_ALIAS_VALUES = 10_000  # values that aliases may add to one document (a shipped recipe adds < 100)
-MAX_DEPTH = 64  # nested mappings and lists in one document
-
-
-class YAMLRefused(ConfigError):
-    """A YAML text that is not valid, or not plain bounded data; ``reason`` without the place."""
-
-    def __init__(self, file: Optional[str], line: Optional[int], reason: str):
-        place = f"{file}:{line}" if file and line else file or (f"line {line}" if line else "")
-        super().__init__(f"{place}: {reason}" if place else reason)
-        self.file, self.line, self.reason = file, line, reason
-
-
-def _loader_class():
-    """A safe YAML loader that counts what aliases expand to as it composes the document, so a
-    file that would expand exponentially, or contains itself, is refused before any of it is
-    built (PyYAML itself would spend minutes and gigabytes, or recurse without end)."""
-    import yaml
-
-    class BoundedLoader(yaml.SafeLoader):
-        def __init__(self, text: str):
-            super().__init__(text)
-            self.open_anchors: set[str] = set()  # anchors of the collections being composed
-            self.values: dict[int, int] = {}  # id(node) -> values it stands for, aliases expanded
-            self.added = 0  # values the aliases so far add to the document
-            self.depth = 0
-
-        def compose_node(self, parent, index):
-            event = self.peek_event()
-            if isinstance(event, yaml.AliasEvent):
-                if event.anchor in self.open_anchors:
-                    raise YAMLRefused(None, event.start_mark.line + 1,
-                                      f"alias *{event.anchor} is inside its own anchor &{event.anchor} "
-                                      "(a recursive structure)")
-                node = super().compose_node(parent, index)
-                self.added += self.values[id(node)]
-                if self.added > MAX_ALIAS_VALUES:
-                    raise YAMLRefused(None, event.start_mark.line + 1,
-                                      f"aliases expand the document by more than {MAX_ALIAS_VALUES:,} values "
-                                      f"(at *{event.anchor}); write the values out, or repeat fewer of them")
-                return node
-            if self.depth >= MAX_DEPTH:
-                raise YAMLRefused(None, event.start_mark.line + 1,
-                                  f"mappings and lists nested more than {MAX_DEPTH} deep")
-            anchor = getattr(event, "anchor", None)
-            if anchor is not None:
-                self.open_anchors.add(anchor)
-            self.depth += 1
-            try:
-                node = super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-                self.open_anchors.discard(anchor)
-            children = [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else \
-                node.value if isinstance(node, yaml.SequenceNode) else []
-            self.values[id(node)] = 1 + sum(self.values[id(child)] for child in children)
-            return node
-
-    return BoundedLoader
-
-
-def _compose(text: str, file: Optional[str]):
-    """The node graph of ``text`` (None for an empty document), or a :class:`YAMLRefused`."""
-    import yaml
-
-    loader = _loader_class()(text)
-    try:
-        return loader, loader.get_single_node()
-    except YAMLRefused as err:
-        raise YAMLRefused(file, err.line, err.reason) from None
-    except yaml.YAMLError as err:
-        raise _invalid(err, file) from None
-
-
-def _invalid(err, file: Optional[str]) -> YAMLRefused:
-    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-    problem = getattr(err, "problem", None) or str(err)
-    return YAMLRefused(file, mark.line + 1 if mark is not None else None, f"invalid YAML ({problem})")
-
-
-def load_yaml(text: str, file: Optional[str] = None) -> tuple[Any, dict[str, int]]:
-    """The plain data of one YAML document and the line of each key path (:func:`key_lines`).
-    Tags beyond YAML's own (``!!python/object``), invalid YAML, a recursive alias and aliases
-    that expand past :data:`MAX_ALIAS_VALUES` values are a :class:`YAMLRefused` naming
-    ``file`` and the line."""
-    import yaml
-
-    loader, node = _compose(text, file)
-    try:
-        if node is None:
-            return None, {}
-        return loader.construct_document(node), _node_lines(node)
-    except yaml.YAMLError as err:
-        raise _invalid(err, file) from None
-    finally:
-        loader.dispose()
-
-
-def read_yaml(path: str | Path) -> tuple[Any, dict[str, int]]:
-    """:func:`load_yaml` of the file ``path``; text that is not UTF-8 is a ``ConfigError``
-    naming the file, the line and the byte. A missing file is an ``OSError`` naming it."""
-    return load_yaml(read_utf8(path, ConfigError), str(path))
-
-
-def key_lines(text: str) -> dict[str, int]:
-    """The 1-based line of every key of a YAML document, by dotted path (``data.mlm[0].path``);
-    top-level keys by their name."""
-    loader, node = _compose(text, None)
-    loader.dispose()
-    return _node_lines(node) if node is not None else {}
-
-
-def _node_lines(root) -> dict[str, int]:
-    import yaml
-
-    lines: dict[str, int] = {}
-
-    def walk(node, path: str) -> None:
-        if isinstance(node, yaml.MappingNode):
-            for key, child in node.value:
-                if isinstance(key, yaml.ScalarNode):
-                    name = f"{path}.{key.value}" if path else key.value
-                    lines.setdefault(name, key.start_mark.line + 1)
-                    walk(child, name)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, child in enumerate(node.value):
-                name = f"{path}[{i}]"
-                lines.setdefault(name, child.start_mark.line + 1)
-                walk(child, name)
-
-    walk(root, "")
-    return lines
-
-
-# --- the one loader of config files ----------------------------------------------------------
-
-class Loaded(NamedTuple):
-    """A config read by :func:`load_config`, and where each of its keys was read (``where.lines``
-    leaves out the keys a ``--set`` override changed: their values are not on the file's line)."""
-
-    config: Any
-    where: Where
-
-
-def load_config(cls: type, path: str | Path, overrides: Sequence[str] = (), *, what: Optional[str] = None,
-                kind: str = "config", label: Optional[str] = None) -> Loaded:
-    """The one loader of YAML config files (pre-training and fine-tuning recipes, leaderboards,
-    KG embedding recipes): the file read by :func:`read_yaml`, ``key=value`` ``overrides``
-    applied (:func:`set_keys`), and the result built into ``cls`` by :func:`build`, every
-    section typed. A mistake in the file is an error naming the file, the line and the key path
-    (``r.yaml:7 TrainConfig.data.mlm[0].lang=3 must be a string, got int``); one in an override
-    names the key. ``kind`` names the file in messages (``recipe``), ``what`` its keys
-    (``TrainConfig``), ``label`` the start of each key path (by default, the class name)."""
-    what = what or cls.__name__
-    data, lines = read_mapping(path, what, kind)
-    where = Where(file=str(path), lines=lines, label=f"{label or cls.__name__}.")
-    config = build(cls, data, where, what=what)  # the file's own mistakes, with their lines
-    if not overrides:
-        return Loaded(config, where)
-    changed = [item.split("=", 1)[0].strip() for item in overrides]
-    kept = {key: line for key, line in lines.items()
-            if not any(key == c or key.startswith((f"{c}.", f"{c}[")) for c in changed)}
-    where = dataclasses.replace(where, lines=kept)
-    return Loaded(build(cls, set_keys(cls, data, overrides, what), where, what=what), where)
-
-
-def read_mapping(path: str | Path, what: str, kind: str = "config") -> tuple[dict[str, Any], dict[str, int]]:
-    """The raw mapping of a YAML config file (an empty file: ``{}``) and the line of each key
-    path (:func:`read_yaml`); a missing file or a document that is not a mapping is an error."""
-    path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"{path}: a folder; a {kind} is a YAML file")
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such {kind} file")
-    data, lines = read_yaml(path)
-    data = {} if data is None else data
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a {kind} must be a mapping of {what} keys, got {type(data).__name__}")
-    return data, lines
-
-
-def set_keys(cls: type, data: Mapping[str, Any], overrides: Sequence[str], what: Optional[str] = None) -> dict:
-    """``data`` (a mapping of ``cls`` fields) with ``key=value`` strings applied: values parsed
-    as YAML (``lr=5e-4``, ``betas=[0.9,0.98]``, ``progress=false``); ``a.b.c=v`` sets a key
-    inside the field ``a`` when ``a`` is a mapping or a typed section
-    (``objectives.mlm.masking.probability=0.2``)."""
-    what = what or cls.__name__
-    data, hints = dict(data), _hints(cls)
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        key, raw = item.split("=", 1)
-        key = key.strip()
-        try:
-            value = load_yaml(raw)[0] if raw.strip() else ""
-        except YAMLRefused as err:
-            raise ConfigError(f"--set {item!r}: {err.reason}") from None
-        top, *rest = key.split(".")
-        if top not in hints:
-            raise ConfigError(f"--set {item!r}: {unknown_key(top, list(hints), what)}")
-        if not rest:
-            data[top] = value
-            continue
-        if not _holds_keys(hints[top]):
-            raise ConfigError(f"--set {item!r}: {what}.{top} is not a mapping, so {key!r} cannot be set")
-        target = data[top] = _copy_mapping(data.get(top) or {})
-        for part in rest[:-1]:
-            child = target.get(part)
-            if child is None:
-                child = target[part] = {}
-            elif not isinstance(child, dict):
-                raise ConfigError(f"--set {item!r}: {part!r} holds {child!r}, not a mapping")
-            target = child
-        target[rest[-1]] = value
-    return data
-
-
-def _holds_keys(hint: Any) -> bool:
-    """A field a dotted ``--set`` key reaches into: a mapping or a dataclass (or Optional one)."""
-    if typing.get_origin(hint) is Annotated:
-        return _holds_keys(typing.get_args(hint)[0])
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return any(_holds_keys(a) for a in typing.get_args(hint) if a is not type(None))
-    kind = typing.get_origin(hint) or hint
-    return kind in (dict, Mapping, typing.Mapping) or (isinstance(hint, type) and dataclasses.is_dataclass(hint))
-
-
-def _copy_mapping(value: Mapping) -> dict:
-    return {k: _copy_mapping(v) if isinstance(v, Mapping) else v for k, v in value.items()}

@@ -80,9 +80,9 @@ def full_disk_on_save_best(monkeypatch):
     """``install(*numbers)``: the trainer's ``save_best`` raises a full disk on its calls of those
     numbers (1-based) and writes ``best/`` on the others; returns the list of calls made."""
     def install(*failing: int) -> list:
-        import babelzoo.train.trainer as trainer_module
+        import babelzoo.train.run_selection as run_selection
 
-        real, calls = trainer_module.save_best, []
+        real, calls = run_selection.save_best, []
 
         def save_best(directory, write):
             calls.append(directory)
@@ -90,7 +90,7 @@ def full_disk_on_save_best(monkeypatch):
                 raise OSError(28, "No space left on device", str(directory))
             return real(directory, write)
 
-        monkeypatch.setattr(trainer_module, "save_best", save_best)
+        monkeypatch.setattr(run_selection, "save_best", save_best)
         return calls
 
     return install

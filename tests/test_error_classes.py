@@ -137,8 +137,8 @@ def test_a_model_given_inputs_it_has_no_part_for_raises_input_error():
 
     model = create_model("xlmr_tiny")
     with pytest.raises(InputError) as err:
-        model(torch.tensor([[0, 5, 6, 2]]), pixel_values=torch.zeros(1, 3, 8, 8))
-    assert str(err.value) == "pixel_values given, but model 'xlmr_tiny' has no vision part"
+        model(torch.tensor([[0, 5, 6, 2]]), entities=torch.zeros(1, 4, dtype=torch.long))
+    assert str(err.value) == "entities given, but model 'xlmr_tiny' has no knowledge part"
     assert isinstance(err.value, BabelzooError) and isinstance(err.value, ValueError)
 
 
@@ -156,9 +156,9 @@ def test_run_command_reports_a_library_input_error_as_one_line_and_exit_2(capsys
     from babelzoo.zoo.factory import create_model
 
     def main(argv):
-        create_model(argv[0])(torch.tensor([[0, 5, 2]]), audio_features=torch.zeros(1, 4, 80))
+        create_model(argv[0])(torch.tensor([[0, 5, 2]]), entities=torch.zeros(1, 3, dtype=torch.long))
 
     assert run_command("demo", main, ["mbert_tiny"]) == USER_ERROR == 2
     captured = capsys.readouterr()
-    assert captured.err == "babelzoo demo: audio_features given, but model 'mbert_tiny' has no audio part\n"
+    assert captured.err == "babelzoo demo: entities given, but model 'mbert_tiny' has no knowledge part\n"
     assert captured.out == ""

@@ -2,7 +2,8 @@
 
 Order, lowest first (a module may import from its own layer and from those below it):
 
-1. ``errors``, ``registry``, ``_lazy``, ``typed``, ``_files``, ``_threads``: the base every part shares;
+1. ``errors``, ``registry``, ``_lazy``, ``typed``, ``yaml_files``, ``config_files``, ``options``, ``_files``,
+   ``_threads``, ``_provenance``: the base every part shares;
 2. ``datasets``: text, tokenizers, media and corpora (reads model configs, never imports them);
 3. ``zoo``: configs, layers, families, models, checkpoints, conversion;
    ``compression``: pruning, quantization, vocabulary trimming and extension;
@@ -41,7 +42,9 @@ from pathlib import Path
 import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parents[1] / "babelzoo"
-LAYERS = [("errors", "registry", "_lazy", "typed", "_files", "_threads"), ("datasets",), ("zoo",), ("compression",), ("deploy",), ("objectives",), ("train",), ("knowledge",),
+LAYERS = [("errors", "registry", "_lazy", "typed", "yaml_files", "config_files", "options", "_files", "_threads",
+           "_provenance"),
+          ("datasets",), ("zoo",), ("compression",), ("deploy",), ("objectives",), ("train",), ("knowledge",),
           ("finetune",), ("evaluation",), ("offline",), ("cli", "demo", "encode", "hub", "__main__", "")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

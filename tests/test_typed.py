@@ -6,7 +6,8 @@ from typing import Annotated, Literal, Optional, Union
 import pytest
 
 from babelzoo.errors import ConfigError
-from babelzoo.typed import Section, Where, build, check, check_fields, coerce, key_lines
+from babelzoo.typed import Section, Where, build, check, check_fields, coerce
+from babelzoo.yaml_files import key_lines
 
 
 @dataclass
@@ -85,30 +86,7 @@ def test_a_dataclass_built_in_python_is_held_to_its_types():
         Outer(3)
 
 
-# --- options of a function, sections kept as written, the one loader ------------------------
-
-def train(corpus, vocab_size: int, alpha: float = 0.3, *, seed: int = 0, langs: list = ["en"], **extra):
-    """A function with keyword options (as a tokenizer's ``train``)."""
-
-
-def test_a_functions_options_are_a_dataclass_made_once():
-    from dataclasses import MISSING, fields
-
-    from babelzoo.typed import options_class, read_options
-
-    cls = options_class(train, "train", skip=("corpus",))
-    assert cls is options_class(train, "train", skip=("corpus",))
-    assert [(f.name, f.default) for f in fields(cls)][:3] == [("vocab_size", MISSING), ("alpha", 0.3), ("seed", 0)]
-    assert cls(vocab_size=1).langs == ["en"] and cls(vocab_size=1).langs is not cls(vocab_size=1).langs
-    assert [f.name for f in fields(options_class(train, "kw"))] == ["seed", "langs"]  # keyword-only by default
-    given = read_options(train, {"vocab_size": 8.0, "alpha": "0.5", "byte_fallback": True}, Where("t"), "train",
-                         skip=("corpus",))
-    assert given == {"vocab_size": 8, "alpha": 0.5, "byte_fallback": True}  # **extra takes what it does not name
-    with pytest.raises(ConfigError, match=r"^t.alpha='x' must be a number, got str$"):
-        read_options(train, {"vocab_size": 8, "alpha": "x"}, Where("t"), "train", skip=("corpus",))
-    with pytest.raises(ConfigError, match=r"^t: train option needs vocab_size$"):
-        read_options(train, {}, Where("t"), "train", skip=("corpus",))
-
+# --- sections kept as written, read by the one loader ------------------------------------
 
 def _positive_keys(value, where):
     for key, number in value.items():
@@ -125,7 +103,7 @@ class WithSection:
 
 
 def test_a_section_is_kept_as_written_and_read_whenever_the_config_is_built(tmp_path):
-    from babelzoo.typed import load_config
+    from babelzoo.config_files import load_config
 
     assert WithSection({"a": 1}).part == {"a": 1}
     with pytest.raises(ConfigError, match=r"^WithSection.part.b=0 must be positive$"):

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._files import read_json_object
-from .tokenizer import Tokenizer, TokenizerError, write_atomic
+from .tokenizer import Tokenizer, TokenizerError
+from .tokenizer_files import write_atomic
 
 if TYPE_CHECKING:
     import tokenizers

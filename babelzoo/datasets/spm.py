@@ -32,7 +32,8 @@ from .specials import (BOS, EOS, MASK, PAD, SPECIAL_TOKENS, UNK, SpecialIds, lan
                        sentinel_token)
 from .fast import FastTokenizer
 from .spm_train import Source, train_model
-from .tokenizer import PAIR_STYLES, TokenizerError, write_atomic
+from .tokenizer import PAIR_STYLES, TokenizerError
+from .tokenizer_files import write_atomic
 
 MODEL_FILE = "sentencepiece.model"
 XLMR_MODEL_FILE = "sentencepiece.bpe.model"

@@ -6,16 +6,10 @@ Backends: :class:`~babelzoo.datasets.wordpiece.WordPieceTokenizer` (BERT ``vocab
 e.g. multilingual-e5's) and :class:`~babelzoo.datasets.bpe.BPETokenizer` (pieces and merges), all
 run by the Rust ``tokenizers`` library, and
 :class:`~babelzoo.datasets.spm.SentencePieceTokenizer` (unigram or BPE, trained by babelzoo, or
-imported from XLM-R or ALBERT). A saved tokenizer is the backend's own files, babelzoo's
-metadata in ``babelzoo_tokenizer.json``::
-
-    {"format": "babelzoo-tokenizer", "version": 1, "type": "sentencepiece",
-     "specials": {"pad": 0, "cls": 1, ...}, "languages": ["de", "en"], "options": {...}}
-
-and the files ``transformers.AutoTokenizer.from_pretrained(directory)`` loads and encodes with
-the same ids: ``tokenizer.json`` (the ``tokenizers`` pipeline with the special tokens and the
-framing), ``tokenizer_config.json`` and ``special_tokens_map.json``. Directories saved before
-kept the metadata in ``tokenizer.json``; they load as before.
+imported from XLM-R or ALBERT). :func:`load_tokenizer` reads a tokenizer saved by
+:meth:`~babelzoo.datasets.tokenizer_files.TokenizerFiles.save` (the files are described in
+:mod:`babelzoo.datasets.tokenizer_files`; directories saved before kept the metadata in
+``tokenizer.json``, and they load as before) or a Hugging Face tokenizer directory.
 
     >>> tok = load_tokenizer("checkpoints/xlm_tiny")
     >>> batch = tok.batch_encode(["Hallo Welt", "Bonjour"], langs=["de", "fr"], max_length=32)
@@ -26,33 +20,26 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import re
 import warnings
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Union
+from typing import ClassVar, Optional, Sequence, Union
 
 import torch
 
-from .._files import writing
 from ..errors import BabelzooError, InputTypeError
 from ._batching import as_list as _as_list
+from ._batching import check_options as _check_options
 from ._batching import check_texts as _check_texts
 from ._batching import expand_langs as _expand_langs
-from ._batching import truncate as _truncate
+from ._batching import framed_rows as _framed_rows
+from ._batching import padded as _padded
+from ._batching import single_rows as _single_rows
 from .specials import SpecialIds, language_tag
+from .tokenizer_files import FORMAT, HF_TOKENIZER_FILE, META_FILE, VERSION, TokenizerFiles
 
-if TYPE_CHECKING:
-    import tokenizers
-
-META_FILE = "babelzoo_tokenizer.json"
 LEGACY_META_FILE = "tokenizer.json"  # where directories saved before kept the metadata
-HF_TOKENIZER_FILE = "tokenizer.json"
-HF_CONFIG_FILE = "tokenizer_config.json"
-HF_SPECIALS_FILE = "special_tokens_map.json"
-FORMAT = "babelzoo-tokenizer"
-VERSION = 1
 # backend type (the "type" field of the metadata) -> "module:class", imported on demand
 BACKENDS = {
     "sentencepiece": "babelzoo.datasets.spm:SentencePieceTokenizer",
@@ -74,9 +61,10 @@ class TrimmedVocabularyWarning(UserWarning):
     outside the pieces it kept and became ``<unk>``."""
 
 
-class Tokenizer(ABC):
+class Tokenizer(TokenizerFiles):
     """Base class: subclasses provide the vocabulary and the text → piece step; framing,
-    batching, truncation, padding and decoding of special tokens live here, once.
+    batching, truncation, padding and decoding of special tokens live here, once, and saving in
+    :class:`~babelzoo.datasets.tokenizer_files.TokenizerFiles`.
 
     Framing (``pair_style``):
 
@@ -132,10 +120,6 @@ class Tokenizer(ABC):
     @abstractmethod
     def _word_start_flags(self) -> list[bool]:
         ...
-
-    @abstractmethod
-    def _save_backend(self, directory: Path) -> dict:
-        """Write the backend's files; return the options the metadata records."""
 
     @classmethod
     @abstractmethod
@@ -323,91 +307,19 @@ class Tokenizer(ABC):
             pairs = _check_texts(pairs, "pairs")
             if len(pairs) != len(texts):
                 raise TokenizerError(f"texts has {len(texts)} entries but pairs has {len(pairs)}")
-        if padding not in (True, False, "longest", "max_length", "do_not_pad"):
-            raise TokenizerError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
-        if padding == "max_length" and max_length is None:
-            raise TokenizerError("padding='max_length' needs max_length")
-        if return_tensors not in (None, "pt"):
-            raise TokenizerError(f"return_tensors must be 'pt' or None, got {return_tensors!r}")
+        _check_options(padding, max_length, return_tensors)
         lang_pairs = _expand_langs(langs, len(texts), pairs is not None)
 
         ids_a = self._content_ids(texts)
         ids_b = self._content_ids(pairs) if pairs is not None else [None] * len(texts)
         self._warn_unknown(ids_a + ids_b)
         if pairs is None and langs is None and add_special_tokens:
-            rows, segs, lang_rows = self._single_rows(ids_a, max_length, truncation), None, None
+            rows, segs, lang_rows = _single_rows(self, ids_a, max_length, truncation), None, None
         else:
-            rows, segs, lang_rows = self._rows(ids_a, ids_b, lang_pairs, max_length, truncation, add_special_tokens)
-
-        if padding in (True, "longest"):
-            width = max((len(r) for r in rows), default=0)
-        elif padding == "max_length":
-            width = max_length
-        else:
-            width = None
-        pad = self.specials.pad
-        out = {"input_ids": [], "attention_mask": [], "segment_ids": []}
-        if langs is not None:
-            out["language_ids"] = []
-        for n, ids in enumerate(rows):
-            extra = 0 if width is None else width - len(ids)
-            out["input_ids"].append(ids + [pad] * extra)
-            out["attention_mask"].append([1] * len(ids) + [0] * extra)
-            out["segment_ids"].append([0] * (len(ids) + extra) if segs is None else segs[n] + [0] * extra)
-            if langs is not None:  # XLM fills a row's padding with its (last) language too
-                lid = lang_rows[n]
-                out["language_ids"].append(lid + [lid[-1] if lid else 0] * extra)
-        if return_tensors is None:
-            return out
-        lengths = {len(r) for r in out["input_ids"]}
-        if len(lengths) > 1:
-            raise TokenizerError("rows have different lengths; use padding=True or return_tensors=None")
-        columns = len(out["input_ids"][0]) if rows else (width or 0)
-        return {k: torch.tensor(v, dtype=torch.long).reshape(len(rows), columns) for k, v in out.items()}
-
-    def _single_rows(self, ids_a: list[list[int]], max_length: Optional[int], truncation: bool) -> list[list[int]]:
-        """``[CLS] A [SEP]`` rows of single texts without languages (the common case, one pass)."""
-        cls, sep = self.specials.cls, self.specials.sep
-        if max_length is not None and truncation:
-            budget = max_length - 2
-            if budget < 0:
-                raise TokenizerError(f"max_length={max_length} leaves no room for the special tokens")
-            return [[cls, *a[:budget], sep] for a in ids_a]
-        rows = [[cls, *a, sep] for a in ids_a]
-        for i, ids in enumerate(rows):
-            if max_length is not None and len(ids) > max_length:
-                raise TokenizerError(f"row {i} has {len(ids)} tokens > max_length={max_length}; "
-                                     "pass truncation=True")
-        return rows
-
-    def _rows(self, ids_a, ids_b, lang_pairs, max_length: Optional[int], truncation: bool,
-              add_special_tokens: bool) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
-        """Framed (or bare) rows with their segment ids and language ids."""
-        rows, segs, lang_rows = [], [], []
-        for i, (a, b, (la, lb)) in enumerate(zip(ids_a, ids_b, lang_pairs)):
-            if add_special_tokens:
-                if max_length is not None and truncation:
-                    budget = max_length - self.num_special_tokens(b is not None, (la, lb))
-                    if budget < 0:
-                        raise TokenizerError(f"max_length={max_length} leaves no room for the special tokens")
-                    a, b = _truncate(a, b, budget)
-                ids, seg, lid = self._frame(a, b, la, lb)
-            else:
-                ids = a + (b or [])
-                if max_length is not None and truncation:
-                    ids = ids[:max_length]
-                seg = [0] * len(a) + [1] * (len(ids) - len(a))
-                seg = seg[:len(ids)]
-                la_i = self._language_index(la) if la is not None else 0
-                lb_i = self._language_index(lb) if lb is not None else la_i
-                lid = ([la_i] * len(a) + [lb_i] * len(ids))[:len(ids)]
-            if max_length is not None and len(ids) > max_length:
-                raise TokenizerError(f"row {i} has {len(ids)} tokens > max_length={max_length}; "
-                                     "pass truncation=True")
-            rows.append(ids)
-            segs.append(seg)
-            lang_rows.append(lid)
-        return rows, segs, lang_rows
+            rows, segs, lang_rows = _framed_rows(self, ids_a, ids_b, lang_pairs, max_length, truncation,
+                                                 add_special_tokens)
+        return _padded(rows, segs, lang_rows if langs is not None else None, padding, max_length,
+                       self.specials.pad, return_tensors)
 
     # ---- ids → text ---------------------------------------------------------------------------
 
@@ -446,91 +358,12 @@ class Tokenizer(ABC):
             self._word_starts = cached
         return cached
 
-    # ---- persistence -----------------------------------------------------------------------------
-
-    @abstractmethod
-    def hf_pipeline(self) -> "tokenizers.Tokenizer":
-        """A ``tokenizers.Tokenizer`` that gives this tokenizer's content ids (no special tokens,
-        no framing): :meth:`hf_tokenizer` adds those."""
-
-    def _hf_options(self) -> dict:
-        """Extra ``tokenizer_config.json`` entries (e.g. WordPiece's ``do_lower_case``)."""
-        return {}
-
-    def _special_strings(self) -> dict[str, str]:
-        s = self.specials
-        return {name: self.id_to_token(i) for name, i in
-                (("cls", s.cls), ("sep", s.sep), ("pad", s.pad), ("unk", s.unk), ("mask", s.mask))}
-
-    def hf_tokenizer(self) -> "tokenizers.Tokenizer":
-        """The ``tokenizers.Tokenizer`` saved as ``tokenizer.json``: the content pipeline plus
-        every special token (matched whole in text, never split) and the framing of
-        ``pair_style`` as a template, so that it encodes texts and pairs with this tokenizer's
-        ids. Language tags are special tokens there too, but no tag is inserted."""
-        from tokenizers import AddedToken
-        from tokenizers.processors import TemplateProcessing
-
-        tok = self.hf_pipeline()
-        special = dict(self.special_tokens())
-        special.update({t: self.token_to_id(t) for t in self._special_strings().values()})
-        tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
-                                for t in sorted(special, key=special.__getitem__)])
-        cls, sep = self.id_to_token(self.specials.cls), self.id_to_token(self.specials.sep)
-        pair = (f"{cls} $A:0 {sep}:0 {sep}:0 $B:0 {sep}:0" if self.pair_style == "roberta"
-                else f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1")
-        tok.post_processor = TemplateProcessing(single=f"{cls}:0 $A:0 {sep}:0", pair=pair,
-                                                special_tokens=[(cls, self.specials.cls), (sep, self.specials.sep)])
-        return tok
-
-    def _save_hf(self, directory: Path) -> None:
-        strings = self._special_strings()
-        tags = [t for t in self.special_tokens() if t not in strings.values()]
-        specials = {f"{k}_token": v for k, v in strings.items()}
-        if self.pair_style == "roberta":
-            specials.update(bos_token=strings["cls"], eos_token=strings["sep"])
-        if tags:
-            specials["additional_special_tokens"] = tags
-        config = {"tokenizer_class": self.hf_class, **specials, **self._hf_options()}
-        max_length = getattr(self, "max_length", None)
-        if max_length is not None:
-            config["model_max_length"] = max_length
-        write_atomic(directory / HF_TOKENIZER_FILE, self.hf_tokenizer().to_str(pretty=True))
-        write_atomic(directory / HF_CONFIG_FILE, json.dumps(config, indent=2, ensure_ascii=False))
-        write_atomic(directory / HF_SPECIALS_FILE, json.dumps(specials, indent=2, ensure_ascii=False))
-
-    def save(self, directory: Union[str, Path]) -> Path:
-        """Write the backend's files, ``babelzoo_tokenizer.json`` and the Hugging Face files
-        (``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        options = self._save_backend(directory)
-        s = self.specials
-        meta = {
-            "format": FORMAT, "version": VERSION, "type": self.kind,
-            "specials": {"pad": s.pad, "cls": s.cls, "sep": s.sep, "unk": s.unk, "mask": s.mask,
-                         "vocab_size": s.vocab_size},
-            "languages": list(self.languages),
-            "options": {"pair_style": self.pair_style, "prefix_language_tag": self.prefix_language_tag,
-                        **options, **({"trimmed_from": self.trimmed_from} if self.trimmed_from else {})},
-        }
-        # metadata first: over a directory saved before, its tokenizer.json (the old metadata)
-        # is replaced by the Hugging Face file only once babelzoo_tokenizer.json exists
-        write_atomic(directory / META_FILE, json.dumps(meta, indent=2, ensure_ascii=False))
-        self._save_hf(directory)
-        return directory
-
-    def save_hf(self, directory: Union[str, Path]) -> Path:
-        """Write only what Hugging Face reads: the backend's files (``vocab.txt``, a sentencepiece
-        model), ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json``."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        self._save_backend(directory)
-        self._save_hf(directory)
-        return directory
+    # ---- loading ------------------------------------------------------------------------------
 
     @classmethod
     def load(cls, directory: Union[str, Path]) -> "Tokenizer":
-        """Load a tokenizer saved by :meth:`save` (or a Hugging Face tokenizer directory)."""
+        """Load a tokenizer saved by :meth:`~babelzoo.datasets.tokenizer_files.TokenizerFiles.save` (or a
+        Hugging Face tokenizer directory)."""
         tokenizer = load_tokenizer(directory)
         if tokenizer is None:
             raise TokenizerError(f"{directory}: no tokenizer files ({META_FILE}, vocab.txt, "
@@ -548,17 +381,6 @@ class Tokenizer(ABC):
         if wrong:
             detail = ", ".join(f"{k}: file says {a}, backend has {b}" for k, (a, b) in wrong.items())
             raise TokenizerError(f"{meta_path}: specials do not match the vocabulary ({detail})")
-
-
-def write_atomic(path: Path, data: Union[str, bytes]) -> None:
-    """Write ``data`` (text as UTF-8 with a final newline) beside ``path``, then rename it into place."""
-    tmp = path.with_name(path.name + ".tmp")
-    with writing(path):
-        if isinstance(data, bytes):
-            tmp.write_bytes(data)
-        else:
-            tmp.write_text(data if data.endswith("\n") else data + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _read_meta(path: Path) -> Optional[dict]:

@@ -20,7 +20,8 @@ from typing import Optional, Sequence, Union
 from .._files import read_json
 from .fast import FastTokenizer
 from .specials import SpecialIds
-from .tokenizer import TokenizerError, check_subset, write_atomic
+from .tokenizer import TokenizerError, check_subset
+from .tokenizer_files import write_atomic
 
 VOCAB_FILE = "vocab.txt"
 HF_CONFIG = "tokenizer_config.json"

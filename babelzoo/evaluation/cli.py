@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Annotated, Optional, Sequence
 
 from .._files import expand_path
+from ..config_files import load_config as load_typed
 from ..errors import ArgumentParser, UsageError, command
-from ..typed import Range, Section, Seed, Where, check_fields, option
-from ..typed import load_config as load_typed
+from ..options import option
+from ..typed import Range, Section, Seed, Where, check_fields
 from ..zoo.config import ConfigError
 from .leaderboard import ModelSpec, run_matrix, write_outputs
 from .tasks import TaskContext
@@ -58,7 +59,7 @@ class LeaderboardConfig:
 
 
 def load_config(path: Path) -> LeaderboardConfig:
-    """Read a leaderboard YAML (:func:`~babelzoo.typed.load_config`); mistakes, in its models too,
+    """Read a leaderboard YAML (:func:`~babelzoo.config_files.load_config`); mistakes, in its models too,
     are errors naming the file, line and key."""
     return load_typed(LeaderboardConfig, path, what="leaderboard config", kind="leaderboard config").config
 

@@ -81,7 +81,8 @@ class ModelSpec:
 
 def _tokenizer_from(source: Optional[str], model: str):
     """The tokenizer ``tokenizer:`` names for ``model``: a zoo model's, or a folder's."""
-    from ..datasets.tokenizer import META_FILE, TokenizerError, load_tokenizer
+    from ..datasets.tokenizer import TokenizerError, load_tokenizer
+    from ..datasets.tokenizer_files import META_FILE
     from ..zoo.factory import create_model, list_models
 
     if not source:

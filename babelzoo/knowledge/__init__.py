@@ -15,8 +15,8 @@ from .._lazy import lazy_getattr
 _API = {
     "KnowledgeBase": "base", "KBError": "base", "Triple": "base", "KNOWLEDGE_BASES": "base",
     "register_kb": "base", "load_kb": "base", "list_kbs": "base", "discover_entry_points": "base",
-    "GraphKB": "graph", "read_kb": "graph", "read_triples": "graph", "read_names": "graph",
-    "read_openke": "graph",
+    "GraphKB": "graph", "read_kb": "kb_layouts", "read_triples": "graph_files", "read_names": "graph_files",
+    "read_openke": "openke",
     "load_cldr": "cldr", "build_cldr_kb": "cldr",
     "load_codex": "codex", "read_codex": "codex",
     "read_text_kg": "text_kg", "load_wn18rr": "text_kg", "download_wn18rr": "text_kg",

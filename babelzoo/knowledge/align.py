@@ -40,7 +40,7 @@ def read_pairs(path: str | Path, kb_a, kb_b) -> list[tuple[str, str]]:
     """Entity pairs of a file, ``id in A<TAB>id in B`` a line (more fields, e.g. a score, are
     ignored; an index written as a float, ``12.0``, names entity ``12``). An id neither graph
     knows is refused by file and line."""
-    from .graph import _lines
+    from .graph_files import _lines
 
     path = Path(path)
     if not path.is_file():

@@ -17,7 +17,7 @@ or ship it as a package by declaring an entry point (``pyproject.toml``)::
     my-graph = "my_package.kb:my_graph"
 
 Then ``load_kb("my-graph")`` builds it, and ``load_kb("path/to/folder")`` reads any of the file
-layouts documented in :mod:`babelzoo.knowledge.graph`.
+layouts documented in :mod:`babelzoo.knowledge.kb_layouts`.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def list_kbs(pattern: Optional[str] = None) -> list[str]:
 
 def load_kb(path_or_name: str | Path, **kwargs: Any) -> KnowledgeBase:
     """Build a registered knowledge base by name (``"cldr"``, ``"codex-s"``, an installed
-    plug-in) or read one from a file or folder (see :func:`babelzoo.knowledge.graph.read_kb`).
+    plug-in) or read one from a file or folder (see :func:`babelzoo.knowledge.kb_layouts.read_kb`).
     Keyword arguments go to the backend."""
     name = str(path_or_name)
     discover_entry_points()
@@ -134,7 +134,7 @@ def load_kb(path_or_name: str | Path, **kwargs: Any) -> KnowledgeBase:
     from .id_graphs import is_id_graph
 
     if path.exists() or is_dbp5l_graph(path) or is_id_graph(path):
-        from .graph import read_kb
+        from .kb_layouts import read_kb
 
         return read_kb(path, **kwargs)
     raise RegistryError(f"{KNOWLEDGE_BASES.unknown_message(name)}; and {name!r} is no file or folder")

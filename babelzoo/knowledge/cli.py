@@ -11,7 +11,7 @@
 
 A knowledge base is a registered name (``cldr``, ``codex-s``, an installed plug-in: see
 ``babelzoo.knowledge.base``) or a file or folder in one of the layouts of
-:mod:`babelzoo.knowledge.graph`.
+:mod:`babelzoo.knowledge.kb_layouts`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from collections import Counter
 from typing import Annotated, Optional, Sequence
 
 from ..errors import ArgumentParser, UsageError, command
-from ..typed import Range, Seed, option
+from ..options import option
+from ..typed import Range, Seed
 
 # the numbers the options take, refused by the parser otherwise (before a knowledge base is read)
 COUNT = option(Annotated[int, Range(1)])

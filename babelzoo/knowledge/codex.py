@@ -22,7 +22,8 @@ from typing import Iterable, Optional
 
 from .._files import read_json_object
 from .base import KBError
-from .graph import SPLITS, GraphKB, read_triples
+from .graph import SPLITS, GraphKB
+from .graph_files import read_triples
 
 UPSTREAM = "https://raw.githubusercontent.com/tsafavi/codex/master/data"
 LANGUAGES = ("ar", "de", "en", "es", "ru", "zh")

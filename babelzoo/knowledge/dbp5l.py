@@ -29,7 +29,8 @@ from typing import Optional
 from urllib.parse import unquote
 
 from .base import KBError, Triple
-from .graph import GraphKB, _lines
+from .graph import GraphKB
+from .graph_files import _lines
 
 LANGUAGES = ("el", "en", "es", "fr", "ja")
 SPLIT_FILES = {"train": "train", "valid": "val", "test": "test"}

@@ -21,7 +21,8 @@ from typing import Optional
 
 from .base import KBError
 from .dbp5l import readable, relation_words
-from .graph import GraphKB, _lines
+from .graph import GraphKB
+from .graph_files import _lines
 
 
 def is_id_graph(path: str | Path) -> bool:

@@ -1,7 +1,7 @@
 """KG embedding recipes: YAML files (``babelzoo/recipes/kge/*.yaml``, the settings for CoDEx-S
 chosen on its validation split under a CPU budget; ``benchmarks/codex_link_prediction.py``
 gives the resulting test numbers) read by the loader every recipe goes through
-(:func:`babelzoo.typed.load_config`) into a typed :class:`KGERecipe`, and one function that
+(:func:`babelzoo.config_files.load_config`) into a typed :class:`KGERecipe`, and one function that
 trains a model by recipe::
 
     # babelzoo/recipes/kge/transe.yaml
@@ -21,7 +21,9 @@ from typing import Annotated, Any, Callable, Optional
 import torch
 
 from .._files import expand_path
-from ..typed import Range, check_fields, load_config, read_options
+from ..config_files import load_config
+from ..options import read_options
+from ..typed import Range, check_fields
 from ..zoo.config import ConfigError
 from .kge import KGE_MODELS, KGEModel, LinkPredictionData, create_kge
 from .link_prediction import KGETrainConfig, train_kge

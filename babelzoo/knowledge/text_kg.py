@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Optional
 
 from .base import KBError
-from .graph import GraphKB, _lines, read_triples
+from .graph import GraphKB
+from .graph_files import _lines, read_triples
 
 ENTITY_TEXT, ENTITY_TEXT_LONG, RELATION_TEXT = "entity2text.txt", "entity2textlong.txt", "relation2text.txt"
 SPLIT_FILES = {"train": "train.tsv", "valid": "dev.tsv", "test": "test.tsv"}

@@ -36,8 +36,10 @@ import numpy as np
 import torch
 
 from .._files import check_replaceable, expand_path, read_json_object
+from ..config_files import load_config, read_mapping
 from ..errors import ConfigError
-from ..typed import Range, check_fields, load_config, read_mapping, read_options
+from ..options import read_options
+from ..typed import Range, check_fields
 from .base import KBError
 from .kge import KGE_MODELS, KGEModel, LinkPredictionData, create_kge, load_kge, write_kge
 from .link_prediction import KGETrainConfig, KnownTriples, evaluate, train_kge

@@ -13,7 +13,7 @@ from torch import nn
 
 from ..errors import InputError
 from ..registry import Registry
-from ..typed import options_class
+from ..options import options_class
 
 
 @dataclass
@@ -48,7 +48,7 @@ class Objective(nn.Module, abc.ABC):
     def options(cls) -> type:
         """The dataclass of this objective's options (what a recipe's ``objectives.<name>`` may
         set): one field per keyword-only parameter of its constructor, typed by its annotation,
-        with its default; made once (:func:`babelzoo.typed.options_class`). An objective may
+        with its default; made once (:func:`babelzoo.options.options_class`). An objective may
         declare its own by overriding this."""
         return options_class(cls.__init__, cls.name or cls.__name__)
 

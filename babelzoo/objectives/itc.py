@@ -24,6 +24,7 @@ from torch import nn
 from ..datasets.multimodal import collate_multimodal
 from ..datasets.multimodal_media import SpecAugment
 from ..datasets.specials import SpecialIds
+from ..errors import InputError
 from .base import Loss, Objective, register_objective
 from .batching import encoder_inputs, unwrap
 from .examples import ExampleError
@@ -39,6 +40,18 @@ def modality_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     if "audio_features" in batch:
         return {"audio_features": batch["audio_features"], "audio_mask": batch.get("audio_mask")}
     raise ExampleError("batch has neither pixel_values nor audio_features")
+
+
+def fusion_model(model: nn.Module, objective: str) -> nn.Module:
+    """The fusion model (unwrapped) that an image–text or speech–text ``objective`` trains. A
+    text model takes no ``pixel_values`` or ``audio_features``: it is refused here by name,
+    with the fix, rather than by its forward's unknown keyword."""
+    core = unwrap(model)
+    if core.config.fusion is None:
+        raise InputError(f"{objective} reads images or speech with their text, but model "
+                         f"{core.config.architecture!r} is a text model (no vision or audio part); train a fusion "
+                         f"model such as 'vl_fusion_tiny' or 'speech_text_tiny'")
+    return core
 
 
 def positives(groups: Optional[torch.Tensor], all_groups: Optional[torch.Tensor], batch: int, total: int,
@@ -97,9 +110,10 @@ class ITC(Objective):
         return collate_multimodal(examples, self.specials, self.max_length, self.spec_augment)
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> Loss:
+        core = fusion_model(model, self.name)
         # Through the (possibly DDP-wrapped) model's forward, so gradient synchronisation sees it.
         out = model(**encoder_inputs(model, batch), unimodal=True, **modality_inputs(batch))
-        scale = unwrap(model).logit_scale.clamp(0.0, self.max_logit_scale)
+        scale = core.logit_scale.clamp(0.0, self.max_logit_scale)
         loss, metrics = contrastive_loss(out.modality_embeds, out.text_embeds, scale, batch.get("group_ids"))
         metrics["skipped_media"] = batch.get("skipped", 0)
         return Loss(loss, metrics, batch["attention_mask"].sum())

@@ -23,8 +23,8 @@ from ..datasets.specials import SpecialIds
 from ..errors import InputError
 from ..zoo.config import EncoderConfig, ModelConfig
 from .base import Loss, Objective, register_objective
-from .batching import encoder_inputs, unwrap
-from .itc import MAX_LOGIT_SCALE, modality_inputs
+from .batching import encoder_inputs
+from .itc import MAX_LOGIT_SCALE, fusion_model, modality_inputs
 
 
 def sample_hard_negatives(similarity: torch.Tensor, positive: torch.Tensor,
@@ -65,7 +65,7 @@ class ITM(Objective):
         return collate_multimodal(examples, self.specials, self.max_length, self.spec_augment)
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> Loss:
-        core = unwrap(model)
+        core = fusion_model(model, self.name)
         if not core.has_joint_encoder:
             raise InputError(f"ITM needs a joint encoder; model {core.config.architecture!r} is a dual encoder "
                              f"(fusion.mode='dual'): train it with ITC")

@@ -20,8 +20,7 @@ from ..datasets.multimodal_media import SpecAugment
 from ..datasets.specials import SpecialIds
 from ..errors import InputError
 from .base import Loss, register_objective
-from .batching import unwrap
-from .itc import modality_inputs
+from .itc import fusion_model, modality_inputs
 from .masking import MaskingConfig
 from .mlm import MaskingObjective
 
@@ -49,7 +48,7 @@ class ConditionedMLM(MaskingObjective):
         return batch
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> Loss:
-        core = unwrap(model)
+        core = fusion_model(model, self.name)
         if not core.has_joint_encoder:
             raise InputError(f"conditioned MLM needs a joint encoder; model {core.config.architecture!r} is a dual "
                              f"encoder (fusion.mode='dual')")

@@ -2,7 +2,7 @@
 and train it.
 
 A recipe is a :class:`~babelzoo.train.config.TrainConfig` in YAML, read by the one loader of
-config files (:func:`babelzoo.typed.load_config`). Besides the training settings, these fields
+config files (:func:`babelzoo.config_files.load_config`). Besides the training settings, these fields
 describe what to train; each is typed when the recipe loads (a wrong key or type is an error
 naming the file, the line and the key):
 

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Annotated, Any, Mapping, Optional, Sequence
 
 from .._files import inside_folder
-from ..typed import (Loaded, Section, Seed, Where, build, check_fields, coerce, load_config, read_mapping,
-                     read_options, set_keys, unknown_key)
+from ..config_files import Loaded, load_config, read_mapping, set_keys
+from ..options import read_options
+from ..typed import Section, Seed, Where, build, check_fields, coerce, unknown_key
 from ..zoo.config import ConfigError
 
 OPTIMIZERS = ("lamb", "adamw")
@@ -200,7 +201,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "", lines: Optional[Mapping[str, int]] = None
                   ) -> "TrainConfig":
-        """From a recipe mapping; ``where`` (the file) and ``lines`` (:func:`babelzoo.typed.key_lines`)
+        """From a recipe mapping; ``where`` (the file) and ``lines`` (:func:`babelzoo.yaml_files.key_lines`)
         put the file and line in every error."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where or 'recipe'}: expected a mapping of TrainConfig keys, got {type(data).__name__}")
@@ -363,7 +364,7 @@ def read_knowledge(value: Mapping[str, Any], where: Where) -> Optional[Knowledge
 # --- recipes -----------------------------------------------------------------------------------
 
 def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Apply ``key=value`` strings to a recipe mapping (:func:`babelzoo.typed.set_keys`): values
+    """Apply ``key=value`` strings to a recipe mapping (:func:`babelzoo.config_files.set_keys`): values
     parsed as YAML (``lr=5e-4``, ``betas=[0.9,0.98]``, ``progress=false``); ``a.b.c=v`` sets a
     key inside the section ``a`` (``model_overrides.hidden_size=64``,
     ``objectives.mlm.masking.probability=0.2``)."""
@@ -371,7 +372,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
 
 
 def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """The raw mapping of a YAML recipe and the line of each key path (:func:`babelzoo.typed.read_yaml`:
+    """The raw mapping of a YAML recipe and the line of each key path (:func:`babelzoo.yaml_files.read_yaml`:
     plain, bounded data in UTF-8)."""
     return read_mapping(path, "TrainConfig", "recipe")
 
@@ -384,7 +385,7 @@ def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
 def read_recipe_config(path: str | Path, overrides: Sequence[str] = ()) -> Loaded:
     """:func:`load_recipe`'s TrainConfig, and where each of its keys was read, for the sections
     an upper layer reads (a fine-tuning ``task``): the recipe read by
-    :func:`babelzoo.typed.load_config`, the loader of every config file."""
+    :func:`babelzoo.config_files.load_config`, the loader of every config file."""
     return load_config(TrainConfig, path, overrides, what="TrainConfig", kind="recipe")
 
 

@@ -13,6 +13,7 @@ import torch
 from ..zoo.config import ConfigError, ModelConfig
 from ..zoo.pretrained import slice_names
 from .checkpoint import (
+    CheckpointManager,
     read_model,
     read_part,
     read_trainer_state,
@@ -21,9 +22,22 @@ from .checkpoint import (
     single_process_quiet,
     write_slices,
 )
+from .config import TrainConfig
 from .identity import ResumeMismatch, check_same_run, data_identity, objective_identity, saved_model_config
 
 OPTIMIZER_PREFIX = "optimizer."  # the optimizer's tensors among a sharded checkpoint's slices
+
+
+def finished_checkpoint(config: TrainConfig) -> Optional[Path]:
+    """The newest checkpoint in ``config.output_dir`` when it has already reached
+    ``config.max_steps`` (resuming it trains nothing), else None."""
+    if not config.resume:
+        return None
+    path = CheckpointManager(Path(config.output_dir) / "checkpoints", config.keep_checkpoints).latest()
+    if path is None:
+        return None
+    step = read_part(path, "trainer").get("step")
+    return path if isinstance(step, int) and step >= config.max_steps else None
 
 
 class RunCheckpoints:

@@ -19,6 +19,10 @@ same masks, same dropout.
 :class:`~babelzoo.objectives.mixture.Mixture`, a dict ``{name: dataset}`` keyed like the
 mixture's objectives; every micro-batch is collated by ``objectives.prepare(examples)`` (a list,
 or ``{name: list}``) in DataLoader workers and scored by ``objectives(model, batch)``.
+
+What the trainer trains is a :class:`~babelzoo.train.train_module.TrainModule`; its checkpoints
+and resume are :class:`~babelzoo.train.run_checkpoints.RunCheckpoints`, its evaluations and
+model selection :class:`~babelzoo.train.run_selection.RunSelection`.
 """
 
 from __future__ import annotations
@@ -37,15 +41,10 @@ import torch
 from torch import nn
 
 from .._threads import choose_threads, cpu_threads
-from ..errors import CheckpointError
-from ..zoo.config import ConfigError, ModelConfig
+from ..zoo.config import ConfigError
 from . import distributed as D
 from .allocator import cpu_buffers_kept
-from .checkpoint import (
-    CheckpointManager,
-    read_part,
-    rng_kept,
-)
+from .checkpoint import CheckpointManager, rng_kept
 from .config import TrainConfig
 from .data import DataStream
 from .flops import count_flops, measure_matmul_peak
@@ -53,32 +52,11 @@ from .logging import RunLogger
 from .trackers import build_trackers
 from .optim import build_optimizer, build_schedule
 from .run_checkpoints import RunCheckpoints
+from .run_selection import RunSelection
 from .run_folder import claim_output_dir
 from .precision import Precision
-from .selection import BEST_DIR, Evaluator, Selection, best_saved, save_best
-
-
-class TrainModule(nn.Module):
-    """The model and the objectives' heads as one module, so that DDP/FSDP, the optimizer and
-    checkpoints see every trained parameter (a head tied to the word embeddings counts once)."""
-
-    def __init__(self, model: nn.Module, objectives: nn.Module):
-        super().__init__()
-        self.model = model
-        self.objectives = objectives
-        self.last = None  # the last Loss (metrics, token count) for logging
-        # What the objectives call: the model, or a compiled wrapper of it. Kept in a tuple so
-        # that it is not a submodule (the state-dict keys stay the model's own).
-        self._runner: tuple[nn.Module] = (model,)
-
-    def compile_model(self) -> None:
-        """Route the objectives' calls of the model through ``torch.compile``; the model
-        itself is wrapped, not changed, so the caller's module stays eager."""
-        self._runner = (torch.compile(self.model),)
-
-    def forward(self, batch: Any) -> torch.Tensor:
-        self.last = self.objectives(self._runner[0], batch)
-        return self.last.value
+from .selection import Evaluator, Selection
+from .train_module import TrainModule
 
 
 def _to_device(value: Any, device: torch.device) -> Any:
@@ -89,20 +67,6 @@ def _to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(_to_device(v, device) for v in value)
     return value
-
-
-def _aliases(module: nn.Module) -> dict[str, str]:
-    """State-dict keys whose tensor is the same object as an earlier key's (tied weights)."""
-    first: dict[int, str] = {}
-    alias: dict[str, str] = {}
-    for key, tensor in module.state_dict(keep_vars=True).items():
-        if id(tensor) in first:
-            alias[key] = first[id(tensor)]
-        else:
-            first[id(tensor)] = key
-    return alias
-
-
 
 
 def check_lengths(model: nn.Module, objectives: nn.Module) -> None:
@@ -120,19 +84,7 @@ def check_lengths(model: nn.Module, objectives: nn.Module) -> None:
                               f"max_positions={text.max_positions}; lower max_length or use a model with more positions")
 
 
-def finished_checkpoint(config: TrainConfig) -> Optional[Path]:
-    """The newest checkpoint in ``config.output_dir`` when it has already reached
-    ``config.max_steps`` (resuming it trains nothing), else None."""
-    if not config.resume:
-        return None
-    path = CheckpointManager(Path(config.output_dir) / "checkpoints", config.keep_checkpoints).latest()
-    if path is None:
-        return None
-    step = read_part(path, "trainer").get("step")
-    return path if isinstance(step, int) and step >= config.max_steps else None
-
-
-class Trainer(RunCheckpoints):
+class Trainer(RunCheckpoints, RunSelection):
     """Train ``model`` with ``objectives`` (an :class:`~babelzoo.objectives.base.Objective` or a
     mixture of them) on ``data`` under ``config``. See the module docstring. A ``tokenizer``
     (anything with ``save(directory)``) is saved into every checkpoint, so that a checkpoint
@@ -162,7 +114,7 @@ class Trainer(RunCheckpoints):
         self.module = TrainModule(self.model, self.objectives).to(self.device)
         self.precision = Precision(cfg.precision, self.device)
         self.precision.check_master_params(self.module)
-        self.alias = _aliases(self.module)
+        self.alias = self.module.tied_keys()
         self.strategy = D.choose_strategy(cfg.distributed, self.info)
         self.wrapped = D.wrap(self.module, self.strategy, self.info, cfg.find_unused_parameters)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
@@ -290,93 +242,13 @@ class Trainer(RunCheckpoints):
                 r["mfu"] = r["flops"] / r["step_time"] / (self.peak * world)
         return records
 
-    # --- evaluation and model selection --------------------------------------------------------
-    @property
-    def _stopped_early(self) -> bool:
-        return self.selection is not None and self.selection.should_stop
-
+    # --- the time budget -----------------------------------------------------------------------
     def _out_of_time(self) -> bool:
         """Has the run used its ``max_seconds`` on any rank's clock (every rank gets the same answer)?"""
         cfg = self.config
         if cfg.max_seconds is None:
             return False
         return D.any_rank(self._clock() - self._clock_start > cfg.max_seconds)
-
-    def evaluate(self) -> dict[str, float]:
-        """Run the evaluator on the model (eval mode, no autograd, the run's precision), update
-        the selection and, on a new best, write the model to ``output_dir/best``. Every rank
-        evaluates the same data (so every rank agrees when to stop); rank 0 writes."""
-        was_training = self.wrapped.training
-        self.model.eval()
-        if self.strategy == "fsdp":
-            # The evaluator calls the model, not the sharded root: gather the root's own
-            # parameters (embeddings, heads); each block gathers its own when it runs.
-            self.module.unshard()
-        try:
-            with torch.no_grad(), self.precision.autocast():
-                metrics = {k: float(v) for k, v in self.evaluator(self.model).items()}
-        finally:
-            if self.strategy == "fsdp":
-                self.module.reshard()
-            self.wrapped.train(was_training)
-        before = self.selection.state_dict()
-        if self.selection.update(self.step, metrics):
-            try:
-                self._save_best()
-            except BaseException:
-                # The best step recorded is the one best/ holds: after a failed save the selection
-                # (and the checkpoint written after the failure) is as before this evaluation, so
-                # a resumed run evaluates this step again.
-                self.selection.load_state_dict(before)
-                raise
-        return {**metrics, f"best {self.selection.metric}": self.selection.best}
-
-    def _save_best(self) -> None:
-        state = self._full_state()  # a collective under FSDP: every rank takes part
-        if not self.info.is_main:
-            return
-        from ..zoo.pretrained import CONFIG_NAME, WEIGHTS_NAME, save_weights
-
-        model = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.") and k not in self.alias}
-        config = getattr(self.model, "config", None)
-
-        def write(directory: Path) -> None:
-            save_weights(model, directory / WEIGHTS_NAME)
-            if isinstance(config, ModelConfig):
-                config.to_json(directory / CONFIG_NAME)
-            if self.tokenizer is not None:
-                self.tokenizer.save(directory)
-
-        save_best(self.output_dir / BEST_DIR, write)
-
-    def _complete_selection(self) -> Optional[Path]:
-        """After resuming: make ``best/`` hold the best step the checkpoint records, and evaluate
-        the step resumed at when it was due and not done (the evaluation, or the save of its best
-        model, failed before the checkpoint after it). Returns the checkpoint then written, if any."""
-        s, cfg = self.selection, self.config
-        if s is None:
-            return None
-        best = self.output_dir / BEST_DIR
-        if D.broadcast_object(s.best_step is not None and not best_saved(best) if self.info.is_main else None):
-            if s.best_step != self.step:
-                raise CheckpointError(
-                    f"{best}: holds no saved model, but the checkpoint resumed records step {s.best_step} as the best "
-                    f"(its save failed, or the folder was removed); the weights of that step are not kept. To "
-                    f"finish the run, train it again: remove {self.checkpoints.root} (or choose a new output_dir)")
-            self._save_best()  # the weights resumed are those of the best step
-        due = self.step == cfg.max_steps or bool(cfg.eval_every and self.step % cfg.eval_every == 0)
-        if not due or any(e.get("step") == self.step for e in s.history):
-            return None
-        self.evaluate()
-        return self.save_checkpoint()
-
-    def _selection_summary(self) -> dict[str, Any]:
-        s = self.selection
-        if s is None:
-            return {}
-        return {"selection_metric": s.metric, "best": s.best, "best_step": s.best_step,
-                "best_dir": str(self.output_dir / BEST_DIR) if s.best_step is not None else None,
-                "stopped_early": s.should_stop, "evaluations": s.history}
 
     def fit(self) -> dict[str, Any]:
         """Train to ``max_steps`` (or until a signal); return the run summary. What the run

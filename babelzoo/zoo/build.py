@@ -16,9 +16,12 @@ from .sentences import share_tokenizer
 def build_model(config: ModelConfig):
     """The module for a config: a fusion model when the config has a fusion part, otherwise the
     model class of the text config's family (a :class:`BabelModel` whose parts come from the
-    family; an encoder–decoder family's own model)."""
+    family; an encoder–decoder family's own model). A vision or audio part without a fusion
+    part is a :class:`~babelzoo.errors.ConfigError`
+    (:meth:`~babelzoo.zoo.config.ModelConfig.check_towers`)."""
     if config.fusion is not None:
         return FusionModel(config)
+    config.check_towers()
     return family_of(config.text).model_class()(config)
 
 

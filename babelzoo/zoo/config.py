@@ -467,6 +467,20 @@ class ModelConfig:
         if self.fusion is not None:
             raise ConfigError("ModelConfig.head: task heads sit on text encoders; this model has a fusion part")
 
+    def check_towers(self) -> None:
+        """Refuse a vision or audio part without a fusion part: only a fusion model reads images
+        or speech, and a text model built from such a config would drop them. Checked when a
+        model is built (not on construction: an override may add the tower and the fusion part
+        one after the other)."""
+        if self.fusion is not None:
+            return
+        for part, inputs in (("vision", "pixel_values"), ("audio", "audio_features")):
+            if getattr(self, part) is not None:
+                raise ConfigError(f"ModelConfig.{part}: model {self.architecture!r} has a {part} part but no fusion "
+                                  f"part, so nothing would read its {inputs}; add a fusion part (e.g. "
+                                  f"fusion={{'mode': 'single_stream'}}; modes: single_stream, cross_attention, "
+                                  f"dual) or remove {part}")
+
     # --- serialisation -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"architecture": self.architecture}

@@ -42,6 +42,7 @@ class BabelModel(ReadsText, Checkpointed, nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
+        config.check_towers()
         self.config = config
         text = config.text
         # Drawn before any module is built, whose constructors draw from the global RNG too.
@@ -115,8 +116,6 @@ class BabelModel(ReadsText, Checkpointed, nn.Module):
                 position_ids: Optional[torch.Tensor] = None,
                 segment_ids: Optional[torch.Tensor] = None,
                 language_ids: Optional[torch.Tensor] = None,
-                pixel_values: Optional[torch.Tensor] = None,
-                audio_features: Optional[torch.Tensor] = None,
                 entities: Optional[torch.Tensor] = None,
                 inputs_embeds: Optional[torch.Tensor] = None,
                 causal: bool = False,
@@ -144,11 +143,8 @@ class BabelModel(ReadsText, Checkpointed, nn.Module):
         pays for its tokens, not for its padding; the states at padding positions are then zeros
         rather than the (meaningless) values a padded pass gives them.
         """
-        for name, value, part in (("pixel_values", pixel_values, "vision"),
-                                  ("audio_features", audio_features, "audio"),
-                                  ("entities", entities, "knowledge")):
-            if value is not None and getattr(self.config, part) is None:
-                raise InputError(f"{name} given, but model {self.config.architecture!r} has no {part} part")
+        if entities is not None and self.config.knowledge is None:
+            raise InputError(f"entities given, but model {self.config.architecture!r} has no knowledge part")
         if input_ids is None and inputs_embeds is None:
             raise InputError("give input_ids or inputs_embeds")
         if output_positions is not None and output_hidden_states:
@@ -161,22 +157,24 @@ class BabelModel(ReadsText, Checkpointed, nn.Module):
         if entities is not None and self.knowledge is None:
             raise InputError(f"entities given, but model {self.config.architecture!r} has no fusion layers "
                              f"(knowledge fusion={self.config.knowledge.fusion!r}); use attach_knowledge")
-        segments = {"segment_ids": segment_ids} if self.encoder_reads_segments else {}
+        packing = None
         if entities is None and isinstance(self.encoder, LayerStack) and self.encoder.packs(attention_mask, unpad):
             packing = Packing(attention_mask)
             x = self._embed_packed(packing, input_ids, position_ids, segment_ids, language_ids, inputs_embeds)
-            hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states, output_positions,
-                                          unpad, position_ids, **segments, packing=packing)
-            pooled = self.pooler(hidden) if self.pooler is not None and output_positions is None else None
-            return EncoderOutput(hidden, states, pooled, attention_mask)
-        x = self.embeddings(input_ids, position_ids, segment_ids, language_ids, inputs_embeds)
+        else:
+            x = self.embeddings(input_ids, position_ids, segment_ids, language_ids, inputs_embeds)
+        options = dict(attention_mask=attention_mask, visible=visible, causal=causal,
+                       output_hidden_states=output_hidden_states, output_positions=output_positions, unpad=unpad,
+                       position_ids=position_ids)
+        if self.encoder_reads_segments:
+            options["segment_ids"] = segment_ids
+        if packing is not None:  # x holds the real tokens only
+            options["packing"] = packing
         if entities is not None:
             with self.knowledge.bind(entities):
-                hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states,
-                                              output_positions, unpad, position_ids, **segments)
+                hidden, states = self.encoder(x, **options)
         else:
-            hidden, states = self.encoder(x, attention_mask, visible, causal, output_hidden_states, output_positions,
-                                          unpad, position_ids, **segments)
+            hidden, states = self.encoder(x, **options)
         pooled = self.pooler(hidden) if self.pooler is not None and output_positions is None else None
         return EncoderOutput(hidden, states, pooled, attention_mask)
 

@@ -61,16 +61,16 @@ class ModernBertEncoder(LayerStack):
         window = sliding_window_visibility(length, self.config.local_window // 2, device)
         local_visible = window if visible is None else visible.bool() & window
         return StackState(
-            LayerState(build_attention_mask(attention_mask, visible, causal, length, device),
+            LayerState(mask=build_attention_mask(attention_mask, visible, causal, length, device),
                        rotary=self.global_rotary(position_ids)),
-            LayerState(build_attention_mask(attention_mask, local_visible, causal, length, device),
+            LayerState(mask=build_attention_mask(attention_mask, local_visible, causal, length, device),
                        rotary=self.local_rotary(position_ids)))
 
     def layer_state(self, state: StackState, index: int, rows: Optional[torch.Tensor],
                     packing: Optional[Packing]) -> LayerState:
         # ``rows`` never come (can_select_rows is False): every layer computes every position.
         kind = state.global_ if self.config.is_global(index) else state.local
-        return kind if packing is None else LayerState(kind.mask, packing=packing, rotary=kind.rotary)
+        return kind if packing is None else LayerState(mask=kind.mask, packing=packing, rotary=kind.rotary)
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         return self.final_norm(x)

@@ -97,10 +97,10 @@ class CrossAttentionBlock(nn.Module):
     def forward(self, x: torch.Tensor, state: "FusionState") -> torch.Tensor:
         mask, context, context_mask = state.mask, state.context, state.context_mask
         if self.pre_norm:
-            x = x + self.dropout(self.attention(self.attention_norm(x), mask))
+            x = x + self.dropout(self.attention(self.attention_norm(x), mask=mask))
             x = x + self.dropout(self.cross(self.cross_norm(x), context, context_mask))
             return x + self.dropout(self.ffn(self.ffn_norm(x)))
-        x = self.attention_norm(x + self.dropout(self.attention(x, mask)))
+        x = self.attention_norm(x + self.dropout(self.attention(x, mask=mask)))
         x = self.cross_norm(x + self.dropout(self.cross(x, context, context_mask)))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
@@ -260,7 +260,7 @@ class FusionModel(ReadsText, Checkpointed, nn.Module):
 
     def _run_layers(self, x: torch.Tensor, mask: torch.Tensor, start: int) -> torch.Tensor:
         """Run text-encoder layers ``start..num_layers-1`` (shared by both modalities)."""
-        return self.stack.finish(self.stack.run(x, self.stack.prepare(mask, x.shape[1]), start))
+        return self.stack.finish(self.stack.run(x, self.stack.prepare(mask, x.shape[1]), start=start))
 
     def encode_text(self, input_ids: Optional[torch.Tensor] = None, attention_mask: Optional[torch.Tensor] = None,
                     **kwargs) -> EncoderOutput:
@@ -391,14 +391,14 @@ class FusionModel(ReadsText, Checkpointed, nn.Module):
         fused = pixel_values is not None or audio_features is not None
         start = text_cfg.num_layers - self.config.fusion.num_layers if fused else text_cfg.num_layers
         states = [x] if output_hidden_states else None
-        x = stack.run(x, stack.prepare(attention_mask, length), 0, start, states=states)
+        x = stack.run(x, stack.prepare(attention_mask, length), end=start, states=states)
         other, other_mask = None, None
         if fused:
             other, other_mask = self._modality_inputs(pixel_values, audio_features, audio_mask)
             x = torch.cat([x, other], dim=1)
             joint_mask = torch.cat([attention_mask.to(other_mask.dtype), other_mask], dim=1)
             joint = [] if states is not None else None
-            x = stack.run(x, stack.prepare(joint_mask, x.shape[1]), start, states=joint)
+            x = stack.run(x, stack.prepare(joint_mask, x.shape[1]), start=start, states=joint)
             if states is not None:
                 states.extend(s[:, :length] for s in joint)
         x = stack.finish(x)

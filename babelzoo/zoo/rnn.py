@@ -33,7 +33,7 @@ class RNNEncoder(nn.Module):
                        batch_first=True, bidirectional=config.bidirectional,
                        dropout=config.dropout if config.num_layers > 1 else 0.0)
 
-    def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+    def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None, *,
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
                 output_hidden_states: bool = False,
                 output_positions: Optional[torch.Tensor] = None,

@@ -126,7 +126,7 @@ class Seq2SeqEncoder(_Stack, LayerStack):
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
                 position_ids: Optional[torch.Tensor] = None) -> LayerState:
         bias = self.relative_bias(length) if self.relative_bias is not None else None
-        return LayerState(build_attention_mask(attention_mask, visible, causal, length), bias)
+        return LayerState(mask=build_attention_mask(attention_mask, visible, causal, length), bias=bias)
 
     def forward(self, words: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
         """The source's states [B, S, H] from its word vectors ``words`` [B, S, H]."""
@@ -193,7 +193,8 @@ class Seq2SeqDecoder(_Stack, LayerStack):
 
     def layer_state(self, state: DecoderState, index: int, rows, packing) -> DecoderLayerState:
         cache = None if state.cache is None else state.cache.layer(index)
-        return DecoderLayerState(state.mask, state.bias, state.memory[index], state.memory_mask, cache)
+        return DecoderLayerState(mask=state.mask, bias=state.bias, memory=state.memory[index],
+                                 memory_mask=state.memory_mask, cache=cache)
 
 
 def key_mask(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:

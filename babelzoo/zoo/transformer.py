@@ -72,13 +72,13 @@ class TransformerEncoder(LayerStack):
                                     next(self.parameters()).device)
         bias = self.t5_bias(length) if self.t5_bias is not None else None
         relative = self.nezha(length) if self.nezha is not None else None
-        return LayerState(mask, bias, relative)
+        return LayerState(mask=mask, bias=bias, relative=relative)
 
     def layer_state(self, state: LayerState, index: int, rows: Optional[torch.Tensor],
                     packing: Optional[Packing]) -> LayerState:
         if rows is None and packing is None:
             return state
-        return LayerState(state.mask, state.bias, state.relative, rows, packing)
+        return LayerState(mask=state.mask, bias=state.bias, relative=state.relative, rows=rows, packing=packing)
 
     def skips(self, index: int, rows: Optional[torch.Tensor]) -> bool:
         # LayerDrop: a dropped layer passes its input on; a call that selects rows runs them all

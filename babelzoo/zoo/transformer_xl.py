@@ -147,7 +147,7 @@ class TransformerXLEncoder(LayerStack):
         the new memory, the hidden states: embeddings then every layer's output)."""
         if memory is not None:
             self.check_memory(memory, x)
-        state = self.prepare(attention_mask, x.shape[1], visible, causal, memory=memory)
+        state = self.prepare(attention_mask, x.shape[1], visible=visible, causal=causal, memory=memory)
         states = [x]
         x = self.run(x, state, states=states)
         return x, Memory.extend(memory, states[:-1], attention_mask, mem_len), tuple(states)

@@ -187,7 +187,7 @@ class XLNetEncoder(LayerStack):
             states: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
         if rows is not None or packing is not None:
             raise InputError("XLNet layers compute every position (no row selection, no packing)")
-        return super().run(x, state, start, end, states=states)
+        return super().run(x, state, start=start, end=end, states=states)
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(x)
@@ -219,7 +219,7 @@ class XLNetEncoder(LayerStack):
         length = x.shape[1]
         visible = visible.bool()
         eye = torch.eye(length, dtype=torch.bool, device=x.device)
-        state = self.prepare(attention_mask, length, visible | eye, segment_ids=segment_ids)
+        state = self.prepare(attention_mask, length, visible=visible | eye, segment_ids=segment_ids)
         state.query = QueryStream(build_attention_mask(attention_mask, visible, False, length),
                                   target_mapping.to(x.dtype))
         g = self.dropout(self.mask_embedding.expand(x.shape[0], target_mapping.shape[1], -1))

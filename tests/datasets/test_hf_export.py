@@ -17,7 +17,8 @@ import pytest
 
 from babelzoo.datasets.bpe import BPETokenizer
 from babelzoo.datasets.spm import SentencePieceTokenizer
-from babelzoo.datasets.tokenizer import META_FILE, TokenizerError, load_tokenizer
+from babelzoo.datasets.tokenizer import TokenizerError, load_tokenizer
+from babelzoo.datasets.tokenizer_files import META_FILE
 
 transformers = pytest.importorskip("transformers")
 

@@ -8,7 +8,8 @@ import pytest
 from babelzoo.datasets.sources import BuildContext, chunk_documents, parse_source
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.errors import ConfigError
-from babelzoo.typed import Where, key_lines
+from babelzoo.typed import Where
+from babelzoo.yaml_files import key_lines
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e", "f"]
 

@@ -168,7 +168,7 @@ def test_generation_options_refuse_values_that_change_results_silently(field, va
 def test_a_number_option_is_read_as_a_field_of_its_type():
     import argparse
 
-    from babelzoo.typed import option
+    from babelzoo.options import option
 
     assert option(float)("1e-3") == 1e-3 and option(Seed)("4294967295") == 4294967295
     for hint, text, message in [(float, "nan", "'nan' must be a finite number"),

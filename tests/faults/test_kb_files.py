@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from babelzoo.knowledge.base import KBError
-from babelzoo.knowledge.graph import GraphKB, read_kb, read_names, read_triples
+from babelzoo.knowledge.graph import GraphKB
+from babelzoo.knowledge.graph_files import read_names, read_triples
+from babelzoo.knowledge.kb_layouts import read_kb
 from babelzoo.knowledge.kge import create_kge
 from babelzoo.knowledge.memory import MemoryFormatError, RetrievalMemory
 

@@ -14,7 +14,7 @@ import yaml
 from babelzoo.cli import main
 from babelzoo.errors import ConfigError
 from babelzoo.train.config import load_recipe
-from babelzoo.typed import MAX_ALIAS_VALUES, MAX_DEPTH, load_yaml, read_yaml
+from babelzoo.yaml_files import MAX_ALIAS_VALUES, MAX_DEPTH, load_yaml, read_yaml
 
 RECIPES = Path(__file__).resolve().parents[2] / "babelzoo" / "recipes"
 CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "configs"

@@ -10,7 +10,8 @@ import torch
 import babelzoo
 from babelzoo.knowledge.knn import KNNLM, KNNAttention
 from babelzoo.knowledge.memory import RetrievalMemory
-from babelzoo.zoo.layers import SelfAttention
+from babelzoo.errors import InputError
+from babelzoo.zoo.layers import Packing, SelfAttention
 
 
 def test_knn_attention_matches_dense_attention_over_memory():
@@ -33,6 +34,18 @@ def test_knn_attention_matches_dense_attention_over_memory():
     expected = local.out((g * memory + (1 - g) * current).transpose(1, 2).reshape(1, 3, 16))
     assert torch.allclose(out, expected, atol=1e-5)
     assert layer.memory_size() == 8
+
+
+def test_knn_attention_runs_on_every_position_of_the_padded_batch_only():
+    layer = KNNAttention(8, 1)
+    x = torch.randn(1, 3, 8)
+    for mode, args in (("at_rows", (torch.tensor([[0]]),)), ("packed", (Packing(torch.ones(1, 3)),)),
+                       ("cached", (None,))):
+        with pytest.raises(InputError, match="kNN attention"):
+            getattr(layer, mode)(x, *args)
+    with pytest.raises(InputError, match="kNN attention takes no NEZHA or rotary positions"):
+        layer(x, relative=torch.zeros(3, 3, 8))
+    assert layer.memory_size() == 0
 
 
 def test_knn_attention_retrieves_the_top_k_by_inner_product():

@@ -106,3 +106,20 @@ def test_negatives_are_gathered_across_ranks(tmp_path):
         rows = slice(rank * 2, rank * 2 + 2)
         torch.testing.assert_close(results[rank][1], 2 * fv.grad[rows], rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(results[rank][2], 2 * ft.grad[rows], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["itc", "itm", "mlm_conditioned"])
+def test_image_text_objectives_refuse_a_text_model_by_name(name):
+    # A text model's forward takes no pixel_values: the objective names the problem and the fix.
+    from babelzoo.errors import InputError
+    from babelzoo.objectives.itm import ITM
+    from babelzoo.objectives.mlm_conditioned import ConditionedMLM
+
+    model = babelzoo.create_model("xlmr_tiny", vocab_size=8000)
+    objective = {"itc": lambda: ITC(specials()), "itm": lambda: ITM(specials(), model.config),
+                 "mlm_conditioned": lambda: ConditionedMLM(specials())}[name]()
+    with pytest.raises(InputError) as err:
+        objective(model, objective.prepare(examples()))
+    assert str(err.value) == (f"{name} reads images or speech with their text, but model 'xlmr_tiny' is a text model "
+                              "(no vision or audio part); train a fusion model such as 'vl_fusion_tiny' or "
+                              "'speech_text_tiny'")

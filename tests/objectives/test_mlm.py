@@ -117,12 +117,13 @@ def test_mlm_runs_the_last_layer_at_masked_positions_with_the_same_gradients():
     torch.manual_seed(1)
     batch = mlm.prepare([[10 + i for i in range(12)], [30 + i for i in range(7)], [50, 51, 52, 53, 54, 55]])
     calls = []
-    hook = model.encoder.register_forward_hook(lambda module, args, out: calls.append((args, out)))
+    hook = model.encoder.register_forward_hook(lambda module, args, kwargs, out: calls.append((kwargs, out)),
+                                               with_kwargs=True)
     fast = mlm(model, batch).value
     hook.remove()
-    (args, (last, _)), = calls
+    (kwargs, (last, _)), = calls
     where = batch["labels"].ne(IGNORE)
-    assert torch.equal(args[5], where) and last.shape == (int(where.sum()), model.config.text.hidden_size)
+    assert torch.equal(kwargs["output_positions"], where) and last.shape == (int(where.sum()), model.config.text.hidden_size)
     fast.backward()
     fast_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()

@@ -13,7 +13,7 @@ import yaml
 
 from babelzoo.train.cli import build_run, pretrain_main
 from babelzoo.train.config import load_recipe
-from babelzoo.typed import key_lines
+from babelzoo.yaml_files import key_lines
 
 SHAPE = {"hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "max_positions": 64, "num_layers": 4}
 

@@ -14,7 +14,8 @@ from babelzoo.errors import CheckpointError
 from babelzoo.train.config import TrainConfig
 from babelzoo.train.optim import build_optimizer, layer_depth
 from babelzoo.train.selection import Selection
-from babelzoo.train.trainer import Trainer, TrainModule
+from babelzoo.train.train_module import TrainModule
+from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.pretrained import read_weights
 
 pytestmark = pytest.mark.usefixtures("one_thread")

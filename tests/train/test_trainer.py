@@ -10,7 +10,8 @@ import torch
 
 from babelzoo.objectives.base import Loss, Objective
 from babelzoo.train.config import TrainConfig
-from babelzoo.train.trainer import Trainer, finished_checkpoint
+from babelzoo.train.run_checkpoints import finished_checkpoint
+from babelzoo.train.trainer import Trainer
 from tiny_objectives import FixedMaskMLM, RandomMaskMLM, corpus, one_thread, tiny_model  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -1,12 +1,24 @@
 """The one attention path against hand-written attention: visibility matrices, causal and
-prefix masks, T5 buckets, NEZHA relative encodings."""
+prefix masks, T5 buckets, NEZHA relative encodings; the attention modes against each other."""
 
 import math
 
 import pytest
 import torch
 
-from babelzoo.zoo.layers import SelfAttention, build_attention_mask, causal_visibility, prefix_visibility
+from babelzoo.errors import InputError
+from babelzoo.zoo.layers import (
+    KVCache,
+    LayerState,
+    Packing,
+    RotaryEmbedding,
+    SelfAttention,
+    TransformerBlock,
+    build_attention_mask,
+    causal_visibility,
+    prefix_visibility,
+    select_rows,
+)
 from babelzoo.zoo.layers.positions import NezhaRelativePositions, sinusoidal_table, t5_relative_bucket
 
 
@@ -119,6 +131,40 @@ def test_additive_bias_with_padding():
     vis = pad.bool()[:, None, :].expand(2, 4, 4)
     torch.testing.assert_close(module(x, build_attention_mask(pad), bias=bias),
                                reference_attention(module, x, vis, bias=bias), atol=1e-5, rtol=1e-5)
+
+
+def test_each_attention_mode_equals_the_full_pass_where_they_meet():
+    # at_rows, packed and cached compute a part of what forward computes on the padded batch.
+    torch.manual_seed(0)
+    module = SelfAttention(16, 2).eval()
+    x = torch.randn(2, 5, 16)
+    pad = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    mask, bias = build_attention_mask(pad), torch.randn(1, 2, 5, 5)
+    full, biased = module(x, mask), module(x, mask, bias=bias)
+    picked = torch.tensor([[0, 1, 0, 1, 0], [1, 0, 1, 0, 0]], dtype=torch.bool)
+    rows, valid = select_rows(picked)
+    torch.testing.assert_close(module.at_rows(x, rows, mask=mask)[valid], full[picked])
+    torch.testing.assert_close(module.at_rows(x, rows, mask=mask, bias=bias)[valid], biased[picked])
+    packing = Packing(pad)  # segment by segment without a bias, on the padded layout with one
+    torch.testing.assert_close(module.packed(packing.pack(x), packing, mask=mask), full[pad.bool()])
+    torch.testing.assert_close(module.packed(packing.pack(x), packing, mask=mask, bias=bias), biased[pad.bool()])
+    causal = module(x, build_attention_mask(causal=True, length=5))
+    cache = KVCache(1, 2, 2, 5, 8)
+    first = module.cached(x[:, :3], cache.layer(0), mask=build_attention_mask(causal=True, length=3))
+    cache.advance(3)
+    keys, queries = torch.arange(5), 3 + torch.arange(2)
+    second = module.cached(x[:, 3:], cache.layer(0), mask=(keys[None, :] <= queries[:, None])[None, None])
+    torch.testing.assert_close(torch.cat([first, second], dim=1), causal)
+
+
+def test_a_block_refuses_state_its_attention_modes_do_not_combine():
+    block = TransformerBlock(16, 2, 32).eval()
+    x, rows = torch.randn(1, 4, 16), torch.tensor([[1, 2]])
+    with pytest.raises(InputError, match="query rows and packed tokens cannot be combined"):
+        block(x, LayerState(rows=rows, packing=Packing(torch.ones(1, 4))))
+    rotary = RotaryEmbedding(8)(torch.arange(4)[None])
+    with pytest.raises(InputError, match="query rows cannot be combined with NEZHA relative or rotary"):
+        block(x, LayerState(rows=rows, rotary=rotary))
 
 
 def test_sinusoidal_table_formula():

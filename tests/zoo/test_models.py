@@ -147,10 +147,32 @@ def test_mlm_logits_at_positions_equal_full_logits():
     torch.testing.assert_close(model.mlm_logits(hidden, picked), full[picked])
 
 
-def test_fusion_inputs_need_that_part():
+def test_a_text_model_takes_no_images_or_speech():
+    # Only a fusion model's forward names them; a text model's refuses them as any unknown keyword.
     model = babelzoo.create_model("xlm_tiny")
-    with pytest.raises(ValueError, match="pixel_values given, but model 'xlm_tiny' has no vision part"):
-        model(torch.ones(1, 3, dtype=torch.long), pixel_values=torch.zeros(1, 3, 8, 8))
+    ids = torch.ones(1, 3, dtype=torch.long)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'pixel_values'"):
+        model(ids, pixel_values=torch.zeros(1, 3, 8, 8))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'audio_features'"):
+        model(ids, audio_features=torch.zeros(1, 4, 80))
+
+
+@pytest.mark.parametrize("part", ["vision", "audio"])
+def test_a_tower_without_a_fusion_part_is_refused_when_the_model_is_built(part):
+    from babelzoo.errors import ConfigError
+    from babelzoo.zoo.model import BabelModel
+
+    config = model_config("xlm_tiny", **{part: {}})  # the override itself is allowed: a fusion part may follow
+    inputs = {"vision": "pixel_values", "audio": "audio_features"}[part]
+    message = (f"ModelConfig.{part}: model 'xlm_tiny' has a {part} part but no fusion part, so nothing would read "
+               f"its {inputs}; add a fusion part (e.g. fusion={{'mode': 'single_stream'}}; modes: single_stream, "
+               f"cross_attention, dual) or remove {part}")
+    for build in (build_model, BabelModel, lambda _: babelzoo.create_model("xlm_tiny", **{part: {}})):
+        with pytest.raises(ConfigError) as err:
+            build(config)
+        assert str(err.value) == message
+    fused = build_model(config.override(fusion={"num_layers": 1, "projection_dim": 8}))
+    assert type(fused).__name__ == "FusionModel" and getattr(fused.config, part) is not None
 
 
 def test_build_model_from_plain_config():

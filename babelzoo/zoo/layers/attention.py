@@ -17,7 +17,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...errors import InputError
 from .dropout import dropout as drop
 from .linear import Linear
 from .positions import apply_rotary
@@ -108,7 +107,7 @@ class Packing:
         self.index = attention_mask.reshape(-1).nonzero().squeeze(1)
         lengths = attention_mask.sum(dim=1)
         # Rows padded on the right only: the packed tokens are each row's prefix, one segment per
-        # row, and attention can run segment by segment on them (:meth:`SelfAttention.forward`).
+        # row, and attention can run segment by segment on them (:meth:`SelfAttention.packed`).
         prefix = torch.arange(self.length, device=attention_mask.device)[None, :] < lengths[:, None]
         self.lengths = lengths.tolist() if bool((prefix == attention_mask.bool()).all()) else None
         self.runs = _runs(self.lengths) if self.lengths is not None else None
@@ -126,7 +125,13 @@ class SelfAttention(nn.Module):
     either projection, as in ModernBERT). ``head_dim`` (default ``hidden_size // num_heads``)
     lets a layer keep fewer heads than ``hidden_size`` holds (heads pruned away): queries, keys
     and values are then ``num_heads · head_dim`` wide. ``scale`` multiplies q·kᵀ (default
-    1/√head_dim; T5's attention is unscaled)."""
+    1/√head_dim; T5's attention is unscaled).
+
+    One method per mode: :meth:`forward` (every position of a padded batch), :meth:`at_rows`
+    (queries at selected positions only), :meth:`packed` (the real tokens of a
+    :class:`Packing`) and :meth:`cached` (a decoder's new positions after its cached ones). In
+    each, ``mask`` is a bool SDPA mask (True = attend) and ``bias`` an additive score bias
+    (T5 buckets), both broadcastable to [B, heads, queries, keys]."""
 
     def __init__(self, hidden_size: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  head_dim: Optional[int] = None, scale: Optional[float] = None):
@@ -139,63 +144,74 @@ class SelfAttention(nn.Module):
         self.qkv = Linear(hidden_size, 3 * self.inner, bias=bias)
         self.out = Linear(self.inner, hidden_size, bias=bias)
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None, *,
                 bias: Optional[torch.Tensor] = None,
                 relative: Optional[torch.Tensor] = None,
-                rows: Optional[torch.Tensor] = None,
-                packing: Optional["Packing"] = None,
-                rotary: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
-                cache: Optional["LayerCache"] = None) -> torch.Tensor:
-        """``relative`` is NEZHA's [L, L, D] table a_ij, added to keys and values. ``rows``
-        ([B, K] positions, see :func:`select_rows`) computes queries, and so outputs [B, K, H],
-        at those positions only; keys and values still come from every position. With
-        ``packing``, ``x`` is [N, H], the real tokens only (see :class:`Packing`): the
-        projections run on them, attention on the padded layout. ``rotary`` (cos, sin) from
-        :class:`~babelzoo.zoo.layers.positions.RotaryEmbedding` rotates queries and keys. With
-        ``cache`` (a decoder's :class:`~babelzoo.zoo.layers.cache.LayerCache`), ``x`` holds the
-        new positions only: their keys and values are appended to the cache and the queries
-        attend over every cached position (``mask`` and ``bias`` then span all of them)."""
-        if packing is not None:
-            if rows is not None:
-                raise InputError("query rows and packed tokens cannot be combined")
-            if packing.lengths is not None and bias is None and relative is None and (mask is None or
-                                                                                      mask.shape[-2] == 1):
-                return self.out(self._segments(x, packing, rotary))
-            width = self.inner
-            qkv = packing.unpack(self.qkv(x)).view(packing.batch, packing.length, 3, self.num_heads, self.head_dim)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4)
-            if rotary is not None:
-                q, k = apply_rotary(q, rotary), apply_rotary(k, rotary)
-            if relative is not None:
-                rel_scores = torch.einsum("bhid,ijd->bhij", q, relative.to(q.dtype)) / math.sqrt(self.head_dim)
-                bias = rel_scores if bias is None else bias + rel_scores
-            context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0, self.scale)
-            return self.out(packing.pack(context.transpose(1, 2).reshape(packing.batch, packing.length, width)))
+                rotary: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+        """Every position of ``x`` [B, L, H] attends. ``relative`` is NEZHA's [L, L, D] table
+        a_ij, added to keys and values; ``rotary`` (cos, sin) from
+        :class:`~babelzoo.zoo.layers.positions.RotaryEmbedding` rotates queries and keys."""
+        q, k, v = self._heads(self.qkv(x), rotary)
+        return self.out(self._merge(self._context(q, k, v, mask, bias, relative)))
+
+    def at_rows(self, x: torch.Tensor, rows: torch.Tensor, *, mask: Optional[torch.Tensor] = None,
+                bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Queries, and so outputs [B, K, H], at the positions ``rows`` [B, K] only (see
+        :func:`select_rows`); keys and values still come from every position of ``x``
+        [B, L, H]. ``mask`` and ``bias`` span every query position; the rows are taken here."""
         b, length = x.shape[:2]
         width = self.inner
-        if rows is None:
-            queries = length
-            q, k, v = self.qkv(x).view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-            if rotary is not None:
-                q, k = apply_rotary(q, rotary), apply_rotary(k, rotary)
-            if cache is not None:
-                k, v = cache.append(k, v)
-        else:
-            if relative is not None or rotary is not None or cache is not None:
-                raise InputError("query rows cannot be combined with NEZHA relative or rotary positions or a cache")
-            queries = rows.shape[1]
-            weight, qkv_bias = self.qkv.weight, self.qkv.bias
-            q = F.linear(take_rows(x, rows), weight[:width], None if qkv_bias is None else qkv_bias[:width])
-            q = q.view(b, queries, self.num_heads, self.head_dim).transpose(1, 2)
-            kv = F.linear(x, weight[width:], None if qkv_bias is None else qkv_bias[width:])
-            k, v = kv.view(b, length, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-            mask, bias = take_rows(mask, rows, dim=2), take_rows(bias, rows, dim=2)
+        weight, qkv_bias = self.qkv.weight, self.qkv.bias
+        q = F.linear(take_rows(x, rows), weight[:width], None if qkv_bias is None else qkv_bias[:width])
+        q = q.view(b, rows.shape[1], self.num_heads, self.head_dim).transpose(1, 2)
+        kv = F.linear(x, weight[width:], None if qkv_bias is None else qkv_bias[width:])
+        k, v = kv.view(b, length, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        mask, bias = take_rows(mask, rows, dim=2), take_rows(bias, rows, dim=2)
+        return self.out(self._merge(self._context(q, k, v, mask, bias, None)))
+
+    def packed(self, x: torch.Tensor, packing: "Packing", *, mask: Optional[torch.Tensor] = None,
+               bias: Optional[torch.Tensor] = None, relative: Optional[torch.Tensor] = None,
+               rotary: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+        """``x`` [N, H] holds the real tokens of ``packing`` only, and so does the output: the
+        projections run on them, attention on the padded layout (segment by segment where the
+        rows are padded on the right and only padding is masked, see :meth:`_segments`)."""
+        if packing.lengths is not None and bias is None and relative is None and (mask is None or
+                                                                                  mask.shape[-2] == 1):
+            return self.out(self._segments(x, packing, rotary))
+        q, k, v = self._heads(packing.unpack(self.qkv(x)), rotary)
+        return self.out(packing.pack(self._merge(self._context(q, k, v, mask, bias, relative))))
+
+    def cached(self, x: torch.Tensor, cache: "LayerCache", *, mask: Optional[torch.Tensor] = None,
+               bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``x`` [B, l, H] holds a decoder's new positions only: their keys and values are
+        appended to ``cache`` (a :class:`~babelzoo.zoo.layers.cache.LayerCache`) and the queries
+        attend over every cached position (``mask`` and ``bias`` span all of them)."""
+        q, k, v = self._heads(self.qkv(x), None)
+        k, v = cache.append(k, v)
+        return self.out(self._merge(self._context(q, k, v, mask, bias, None)))
+
+    def _heads(self, qkv: torch.Tensor, rotary: Optional[tuple[torch.Tensor, torch.Tensor]]
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """[B, L, 3·inner] projections → q, k, v [B, heads, L, D], queries and keys rotated."""
+        b, length = qkv.shape[:2]
+        q, k, v = qkv.view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        if rotary is not None:
+            q, k = apply_rotary(q, rotary), apply_rotary(k, rotary)
+        return q, k, v
+
+    def _context(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor],
+                 bias: Optional[torch.Tensor], relative: Optional[torch.Tensor]) -> torch.Tensor:
+        """The attention output [B, heads, queries, D] (NEZHA's ``relative`` table included)."""
         if relative is not None:
             # q_i·(k_j + a_ij) = q_i·k_j + q_i·a_ij: the second term is an additive score bias.
             rel_scores = torch.einsum("bhid,ijd->bhij", q, relative.to(q.dtype)) / math.sqrt(self.head_dim)
             bias = rel_scores if bias is None else bias + rel_scores
-        context = attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0, self.scale)
-        return self.out(context.transpose(1, 2).reshape(b, queries, width))
+        return attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0, self.scale)
+
+    def _merge(self, context: torch.Tensor) -> torch.Tensor:
+        """[B, heads, queries, D] → [B, queries, inner]."""
+        b, _, queries, _ = context.shape
+        return context.transpose(1, 2).reshape(b, queries, self.inner)
 
     def _segments(self, x: torch.Tensor, packing: "Packing", rotary) -> torch.Tensor:
         """Attention over packed tokens ``x`` [N, H] one segment at a time: a key mask that only

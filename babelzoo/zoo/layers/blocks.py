@@ -9,6 +9,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ...errors import InputError
 from .attention import Packing, SelfAttention, take_rows
 from .cache import LayerCache
 from .cross_attention import CrossAttention
@@ -17,12 +18,13 @@ from .ffn import FeedForward, GatedFeedForward
 from .norms import make_norm
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LayerState:
     """What one encoder block reads besides its input: the SDPA ``mask``, an additive score
     ``bias`` (T5 buckets), NEZHA's ``relative`` table, the ``rows`` whose output alone is wanted
     ([B, K] positions), the ``packing`` of a pass on real tokens only and ``rotary`` (cos, sin)
-    angles. A :class:`~babelzoo.zoo.layers.LayerStack` makes one per layer."""
+    angles. A :class:`~babelzoo.zoo.layers.LayerStack` makes one per layer; its fields are
+    given by name."""
 
     mask: Optional[torch.Tensor] = None
     bias: Optional[torch.Tensor] = None
@@ -32,7 +34,7 @@ class LayerState:
     rotary: Optional[tuple[torch.Tensor, torch.Tensor]] = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DecoderLayerState:
     """What one decoder block reads: self-attention's bool ``mask`` and additive ``bias`` over
     every key position, ``memory`` (:meth:`CrossAttention.memory` of the encoder's output for
@@ -89,16 +91,26 @@ class TransformerBlock(nn.Module):
         """``state.rows`` ([B, K] positions): the block's output [B, K, H] at those positions
         only (every position still serves as a key and value). ``state.packing``: ``x`` and the
         output are the real tokens only, [N, H]."""
-        rows = state.rows
-        residual = x if rows is None else take_rows(x, rows)
+        residual = x if state.rows is None else take_rows(x, state.rows)
         if self.pre_norm:
-            attended = self.attention(self.attention_norm(x), state.mask, state.bias, state.relative, rows,
-                                      state.packing, state.rotary)
-            x = residual + self.dropout(attended)
+            x = residual + self.dropout(self._attend(self.attention_norm(x), state))
             return x + self.dropout(self.ffn(self.ffn_norm(x)))
-        attended = self.attention(x, state.mask, state.bias, state.relative, rows, state.packing, state.rotary)
-        x = self.attention_norm(residual + self.dropout(attended))
+        x = self.attention_norm(residual + self.dropout(self._attend(x, state)))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
+
+    def _attend(self, x: torch.Tensor, state: LayerState) -> torch.Tensor:
+        """The attention mode ``state`` asks for: on packed tokens, at selected rows, or at every
+        position."""
+        if state.packing is not None:
+            if state.rows is not None:
+                raise InputError("query rows and packed tokens cannot be combined")
+            return self.attention.packed(x, state.packing, mask=state.mask, bias=state.bias,
+                                         relative=state.relative, rotary=state.rotary)
+        if state.rows is not None:
+            if state.relative is not None or state.rotary is not None:
+                raise InputError("query rows cannot be combined with NEZHA relative or rotary positions")
+            return self.attention.at_rows(x, state.rows, mask=state.mask, bias=state.bias)
+        return self.attention(x, mask=state.mask, bias=state.bias, relative=state.relative, rotary=state.rotary)
 
 
 class DecoderBlock(nn.Module):
@@ -126,10 +138,15 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, state: DecoderLayerState) -> torch.Tensor:
         """``x`` [B, L, H]: the decoder's states (the new positions only, with a cache)."""
-        x = self._sublayer(x, self.attention_norm,
-                           lambda h: self.attention(h, state.mask, state.bias, cache=state.cache))
+        x = self._sublayer(x, self.attention_norm, lambda h: self._self_attend(h, state))
         x = self._sublayer(x, self.cross_norm, lambda h: self.cross_attention(h, state.memory, state.memory_mask))
         return self._sublayer(x, self.ffn_norm, self.ffn)
+
+    def _self_attend(self, x: torch.Tensor, state: DecoderLayerState) -> torch.Tensor:
+        """Causal self-attention: over the cache and the new positions when decoding step by step."""
+        if state.cache is None:
+            return self.attention(x, mask=state.mask, bias=state.bias)
+        return self.attention.cached(x, state.cache, mask=state.mask, bias=state.bias)
 
     def _sublayer(self, x: torch.Tensor, norm: nn.Module, f) -> torch.Tensor:
         if self.pre_norm:

@@ -43,12 +43,11 @@ class KNNAttention(SelfAttention):
     def memory_size(self) -> int:
         return 0 if self.memory_keys is None else self.memory_keys.shape[1]
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None, *,
                 bias: Optional[torch.Tensor] = None, relative: Optional[torch.Tensor] = None,
-                rows: Optional[torch.Tensor] = None, packing=None,
                 rotary: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
-        if relative is not None or rows is not None or packing is not None or rotary is not None:
-            raise InputError("kNN attention takes no NEZHA or rotary positions, query rows or packed tokens")
+        if relative is not None or rotary is not None:
+            raise InputError("kNN attention takes no NEZHA or rotary positions")
         b, length, width = x.shape
         q, k, v = self.qkv(x).view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         context = attend(q, k, v, mask, bias, None, self.dropout if self.training else 0.0)
@@ -58,6 +57,16 @@ class KNNAttention(SelfAttention):
         if self.memorize:
             self.remember(k, v, mask)
         return self.out(context.transpose(1, 2).reshape(b, length, width))
+
+    # SelfAttention's other modes would run without the memory: refused, not inherited.
+    def at_rows(self, x, rows, **kwargs):
+        raise InputError("kNN attention computes every position (it memorises every key): no query rows")
+
+    def packed(self, x, packing, **kwargs):
+        raise InputError("kNN attention runs on the padded batch (its memory reads the mask): no packed tokens")
+
+    def cached(self, x, cache, **kwargs):
+        raise InputError("kNN attention is an encoder's: it takes no decoder cache")
 
     def retrieve(self, q: torch.Tensor) -> torch.Tensor:
         """Each query's attention over its head's k best memory entries (by q·k) → [B, H, L, D]."""

@@ -72,7 +72,8 @@ class LayerStack(nn.Module, metaclass=ABCMeta):
         end = self.num_layers if end is None else end
         for i in range(start, end):
             if not self.skips(i, rows):
-                x = self.layer(i)(x, self.layer_state(state, i, rows if i == end - 1 else None, packing))
+                layer_state = self.layer_state(state, i, rows=rows if i == end - 1 else None, packing=packing)
+                x = self.layer(i)(x, layer_state)
             if states is not None:
                 states.append(x)
         return x
@@ -93,7 +94,7 @@ class LayerStack(nn.Module, metaclass=ABCMeta):
         """Does an ``unpad`` pass over this mask run on the real tokens only?"""
         return unpad and attention_mask is not None and self.can_pack()
 
-    def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+    def forward(self, x: torch.Tensor, attention_mask: Optional[torch.Tensor] = None, *,
                 visible: Optional[torch.Tensor] = None, causal: bool = False,
                 output_hidden_states: bool = False,
                 output_positions: Optional[torch.Tensor] = None,
@@ -111,7 +112,8 @@ class LayerStack(nn.Module, metaclass=ABCMeta):
         (embedded packed, see :meth:`packs`), and the pass runs unpadded."""
         segments = {"segment_ids": segment_ids} if self.reads_segments else {}
         length = packing.length if packing is not None else x.shape[1]
-        state = self.prepare(attention_mask, length, visible, causal, position_ids, **segments)
+        state = self.prepare(attention_mask, length, visible=visible, causal=causal, position_ids=position_ids,
+                             **segments)
         last = self.num_layers - 1
         packed = packing is not None
         if not packed and self.packs(attention_mask, unpad):
@@ -126,8 +128,8 @@ class LayerStack(nn.Module, metaclass=ABCMeta):
         if packing is not None and not packed:
             x = packing.pack(x)
         states = [x] if output_hidden_states else None
-        x = self.run(x, state, 0, last, packing=packing, states=states)
-        x = self.finish(self.run(x, state, last, last + 1, rows=rows, packing=packing, states=states))
+        x = self.run(x, state, end=last, packing=packing, states=states)
+        x = self.finish(self.run(x, state, start=last, end=last + 1, rows=rows, packing=packing, states=states))
         if states is not None:
             states[-1] = x
         if packing is not None:
