@@ -297,7 +297,7 @@ def predict_main(args: argparse.Namespace, out=None) -> list:
 
 # the names the registries hold (checked against them by tests/test_cli.py), listed here so that
 # --help does not import torch
-KGE_NAMES = ("transe", "distmult", "complex", "text_complex", "rotate")
+KGE_NAMES = ("transe", "distmult", "complex", "text_complex", "aligned_text_complex", "rotate")
 LOSS_NAMES = ("self_adversarial", "uniform", "softmax", "1vsall")
 
 

@@ -21,7 +21,7 @@ def test_each_arm_is_the_shipped_recipe_on_one_graph(tmp_path):
     for arm in M.TRAINED:
         got = dataclasses.asdict(read_link_recipe(recipe_path("kgc_e5_small"),
                                                   M.overrides_for(arm, "ja", tmp_path, tmp_path / "dbp5l", 8, 60)))
-        assert got["kg"] == {"path": str(tmp_path / "dbp5l" / "ja"), "lang": "ja"}
+        assert got["kg"] == {"path": str(tmp_path / "dbp5l" / "ja"), "lang": "ja", "graphs": [], "valid_limit": None}
         assert (got["train"]["max_seconds"], got["train"]["epochs"]) == (480.0, 60)
         assert got["output_dir"] == str(tmp_path / f"{arm}_ja") and got["cache_dir"] == str(tmp_path / "cache_ja")
         assert got["encoder"] == shipped["encoder"]
