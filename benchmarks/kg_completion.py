@@ -13,6 +13,19 @@ the combinations are fitted on the valid split only:
 - ``rerank``: the best of the above with SimKGC's graph-neighbourhood re-ranking (2 hops, the
   bonus chosen on valid MRR).
 
+Knowledge injection: does pre-training the encoder on the graph's training facts first pay?
+Each ``inject_*`` arm pre-trains multilingual-e5-small with a shipped knowledge objective on the
+training split's facts (``babelzoo pretrain --config <objective's recipe>`` with ``--set``
+overrides; word embeddings and the tied LM head frozen, the same CPU budget for every arm), then
+trains the text-only scorer over the vectors of the pre-trained encoder; ``inject_none`` is the
+same scorer at the same budget over the frozen e5 vectors:
+
+- ``inject_entity_mlm``: ERNIE 1.0's entity-level masked LM over the verbalised facts (``kb_facts``);
+- ``inject_dea``: ERNIE's fusion layers, the entity table initialised from ComplEx vectors of the
+  graph (``babelzoo kb train-kge``, counted in the arm's pre-training time), trained with the
+  denoising entity auto-encoder on facts aligned to their entities (``kb_aligned_facts``) and
+  entity-level masked LM.
+
     python -m benchmarks run kg_completion --data-dir ../shared/data/wn18rr
 
 Training times are process CPU time over every thread (the recipe's budget clock); a rerun
@@ -48,7 +61,24 @@ TRAINED = {  # arm: (output folder under --runs, recipe overrides)
     "text_only": ("text_only", ["scorer.options={dropout: 0.1, structure: false}"]),
     "text_structure": ("kgc_e5_small", []),
 }
-ARMS = ("e5_zero_shot", *TRAINED, "ensemble", "rerank")
+E5_FOR_PRETRAINING = [  # multilingual-e5-small as the start of a pre-training recipe
+    "model=multilingual_e5_small", "init={pretrained: true, freeze: [embeddings.word.*]}",
+    "tokenizer={from_model: multilingual_e5_small}", "model_overrides={mlm_head: true}", "precision=fp32",
+    "lr=3e-5", "schedule=constant", "warmup_steps=20", "max_steps=1000000", "budget_clock=cpu",
+    "checkpoint_every=1000000", "keep_cpu_buffers=false", "model_dir=model"]
+FACTS = "[{kind: %s, kb: {data}, langs: [en]}]"  # the training split's facts
+INJECTION = {  # arm: (recipe, overrides; {data}: the graph, {kge}: the arm's ComplEx folder)
+    "inject_entity_mlm": ("entity_mlm_tiny", [
+        "data.entity_mlm=" + FACTS % "kb_facts",
+        "objectives.entity_mlm={max_length: 64, use_language_ids: false}"]),
+    "inject_dea": ("dea_tiny", [
+        "knowledge={kb: {data}, entity_embeddings: {kge}, fusion_layers: [10, 11]}",
+        "data.dea=" + FACTS % "kb_aligned_facts",
+        "data.entity_mlm=" + FACTS % "kb_facts",
+        "objectives={dea: {}, entity_mlm: {max_length: 64, use_language_ids: false}}"]),
+}
+INJECTION_KGE_MINUTES = 5.0  # the dea arm's ComplEx entity vectors, within its pre-training budget
+ARMS = ("e5_zero_shot", *TRAINED, "ensemble", "rerank", "inject_none", *INJECTION)
 
 
 def cli(argv: Sequence[str]) -> None:
@@ -120,6 +150,49 @@ def eval_arm(model: str, runs: Path, data: Path, name: str) -> dict:
             "eval_command": f"babelzoo kb eval --model {model} --kg {data} --split test"}
 
 
+def injection_arm(arm: str, runs: Path, data: Path, pretrain_minutes: float, scorer_minutes: float) -> dict:
+    """Pre-train e5-small on the graph's training facts with ``arm``'s objective (none for
+    ``inject_none``), then the text-only scorer over its entity vectors; what both runs record."""
+    folder = runs / arm
+    scorer = [f"kg.path={data}", f"output_dir={folder}", f"train.max_seconds={scorer_minutes * 60:g}",
+              "scorer.options={dropout: 0.1, structure: false}"]
+    if arm == "inject_none":
+        return train_recipe([*scorer, f"cache_dir={runs / 'cache'}"], arm)
+    recipe, extra = INJECTION[arm]
+    encoder = folder / "encoder"
+    kge = folder / "complex"
+    overrides = [*E5_FOR_PRETRAINING, f"output_dir={encoder}",
+                 *(o.replace("{data}", str(data)).replace("{kge}", str(kge)) for o in extra)]
+    budget = pretrain_minutes * 60
+    record_file = encoder / "injection.json"
+    record = json.loads(record_file.read_text(encoding="utf-8")) if record_file.is_file() else None
+    if record is not None and record["overrides"] == overrides and record["budget_cpu_seconds"] == budget \
+            and (encoder / "model").is_dir():
+        print(f"{arm}: reusing {encoder / 'model'}, pre-trained under the same settings", flush=True)
+    else:
+        start = time.process_time()
+        kge_seconds = 0.0
+        if "{kge}" in " ".join(extra):
+            cli(["kb", "train-kge", "--data", str(data), "--model", "complex", "--dim", "64", "--reciprocal",
+                 "--loss", "1vsall", "--regularizer", "n3", "--regularization-weight", "0.005",
+                 "--max-minutes", f"{INJECTION_KGE_MINUTES:g}", "--out", str(kge)])
+            kge_seconds = time.process_time() - start
+        left = budget - kge_seconds
+        cli(["pretrain", "--config", recipe, *[a for o in [*overrides, f"max_seconds={left:.0f}"]
+                                                 for a in ("--set", o)]])
+        summary = json.loads((encoder / "summary.json").read_text(encoding="utf-8"))
+        record = {"overrides": overrides, "budget_cpu_seconds": budget, "kge_cpu_seconds": round(kge_seconds, 1),
+                  "pretrain_cpu_seconds": round(time.process_time() - start, 1),
+                  "steps": summary.get("steps"), "tokens": summary.get("tokens"),
+                  "command": f"babelzoo pretrain --config {recipe} " + " ".join(
+                      f"--set '{o}'" for o in [*overrides, f"max_seconds={left:.0f}"])}
+        record_file.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    row = train_recipe([*scorer, f"encoder.model={encoder / 'model'}", f"cache_dir={folder / 'cache'}"], arm)
+    row["pretraining"] = {k: record[k] for k in ("command", "pretrain_cpu_seconds", "kge_cpu_seconds", "steps",
+                                                 "tokens")}
+    return row
+
+
 def combinations(rows: dict, runs: Path, data: Path, arms: Sequence[str]) -> None:
     """The ensemble and the re-ranking, fitted on valid, scored on test by the one evaluator."""
     from babelzoo.knowledge import LinkPredictionData, evaluate, load_kb
@@ -165,6 +238,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                              "the recipe's: 50 minutes of both cores)")
     parser.add_argument("--ablation-minutes", type=float, default=25.0,
                         help="the budget of the structure and text_only arms in CPU minutes (default 25)")
+    parser.add_argument("--injection-minutes", type=float, default=15.0,
+                        help="each knowledge-injection arm's pre-training budget in CPU minutes (default 15)")
+    parser.add_argument("--injection-scorer-minutes", type=float, default=10.0,
+                        help="the text-only scorer's budget after each injection arm, and of inject_none, in CPU "
+                             "minutes (default 10)")
     parser.add_argument("--out", default=None, help="results JSON; Markdown beside it")
     args = parser.parse_args(argv)
     data = args.data_dir or Path(os.environ.get("BABELZOO_DATA_DIR", "../shared/data")) / "wn18rr"
@@ -183,12 +261,18 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             rows[arm] = train_arm(arm, args.runs, data, minutes)
             rows[arm].update(eval_arm(rows[arm]["model"], args.runs, data, arm))
     combinations(rows, args.runs, data, arms)
+    for arm in ("inject_none", *INJECTION):
+        if arm in arms:
+            rows[arm] = injection_arm(arm, args.runs, data, args.injection_minutes, args.injection_scorer_minutes)
+            rows[arm].update(eval_arm(rows[arm]["model"], args.runs, data, arm))
     report = {"benchmark": "WN18RR link prediction", "data": str(data),
               "protocol": "filtered ranking over all 40,943 entities, head and tail prediction averaged, ties at the "
                           "mean rank; model selection and combination weights on the valid split only",
               "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
               "budgets_cpu_minutes": {"text_structure": args.max_minutes, "structure": args.ablation_minutes,
-                                      "text_only": args.ablation_minutes},
+                                      "text_only": args.ablation_minutes,
+                                      "injection pre-training": args.injection_minutes,
+                                      "scorer after injection": args.injection_scorer_minutes},
               "arms": rows, "published": {k: {"test": v[0], "source": v[1]} for k, v in PUBLISHED.items()}}
     print("\n" + markdown_table(report))
     if args.out:
@@ -197,7 +281,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 LABELS = {"e5_zero_shot": "e5-small zero-shot (text, no training)", "structure": "structure only: ComplEx",
           "text_only": "text only: frozen e5 + trained projection", "text_structure": "text + structure (kgc_e5_small)",
-          "ensemble": "text + structure + ComplEx, score ensemble", "rerank": "… + neighbourhood re-ranking"}
+          "ensemble": "text + structure + ComplEx, score ensemble", "rerank": "… + neighbourhood re-ranking",
+          "inject_none": "text only, short scorer budget (no injection)",
+          "inject_entity_mlm": "… after entity-level MLM on the facts (ERNIE 1.0)",
+          "inject_dea": "… after ERNIE fusion + dEA on the facts"}
 
 
 def _cell(value: Optional[float]) -> str:
@@ -209,6 +296,8 @@ def markdown_table(report: Mapping[str, Any]) -> str:
     for arm, row in report["arms"].items():
         t = row["test"]
         train = row.get("train_cpu_seconds")
+        if "pretraining" in row:  # the encoder's pre-training counts in the arm's training time
+            train += row["pretraining"]["pretrain_cpu_seconds"]
         lines.append(f"| {LABELS.get(arm, arm)} | {_cell(t['mrr'])} | {_cell(t['hits@1'])} | {_cell(t['hits@3'])} | "
                      f"{_cell(t['hits@10'])} | {'–' if train is None else f'{train / 60:.1f} min'} | "
                      f"{row['eval_cpu_seconds'] / 60:.1f} min |")
@@ -223,7 +312,14 @@ def markdown(report: Mapping[str, Any]) -> str:
     arms = report["arms"]
     notes = []
     for arm, row in arms.items():
-        if "command" in row:
+        if "pretraining" in row:
+            pre = row["pretraining"]
+            notes.append(f"- {arm}: pre-training `{pre['command']}` ({pre['steps']} steps, {pre['tokens']:,} tokens, "
+                         f"{pre['pretrain_cpu_seconds'] / 60:.1f} CPU min"
+                         + (f", of which ComplEx {pre['kge_cpu_seconds'] / 60:.1f}" if pre["kge_cpu_seconds"] else "")
+                         + f"); then `{row['command']}`; best epoch {row['best_epoch']} of {row['epochs']}, valid MRR "
+                         f"{row['valid']['mrr']:.4f}")
+        elif "command" in row:
             notes.append(f"- {arm}: `{row['command']}`; best epoch {row['best_epoch']} of {row['epochs']}, valid MRR "
                          f"{row['valid']['mrr']:.4f}")
         elif arm == "ensemble":

@@ -160,13 +160,24 @@ def encode_entities(model, texts: Sequence[str], encoder: EntityEncoder) -> torc
     return torch.as_tensor(np.asarray(vectors), dtype=torch.float32)
 
 
+def _weights_digest(source: str) -> Optional[str]:
+    """The sha256 of a model folder's weights (a folder trained again under the same path gives
+    other vectors); None for a zoo name, whose weights are pinned by the package."""
+    from ..datasets.download import sha256_of
+    from ..zoo.checkpoint_io import WEIGHTS_NAME
+
+    weights = Path(source) / WEIGHTS_NAME
+    return sha256_of(weights) if weights.is_file() else None
+
+
 def _cached_entity_vectors(model, texts: list[str], encoder: EntityEncoder, digest: str, cache: Path,
                            say: Callable[[str], None]) -> torch.Tensor:
     """The entity vectors, read from ``cache`` when it holds those of this encoder and graph
     (a rerun of the recipe does not read 40k texts again), else encoded and written there."""
     from safetensors.torch import load_file, save_file
 
-    key = json.dumps({**asdict(encoder), "batch_size": None, "graph_sha256": digest}, sort_keys=True)
+    key = json.dumps({**asdict(encoder), "batch_size": None, "graph_sha256": digest,
+                      "weights_sha256": _weights_digest(encoder.model)}, sort_keys=True)
     meta_file, vectors_file = cache / "entity_vectors.json", cache / "entity_vectors.safetensors"
     if meta_file.is_file() and vectors_file.is_file():
         try:

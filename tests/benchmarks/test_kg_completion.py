@@ -91,3 +91,17 @@ def test_the_benchmark_runs_the_arms_and_fits_the_combinations_on_valid(tmp_path
     assert by_weight[f"{arms['ensemble']['text_weight']:g}"] == max(by_weight.values())
     assert arms["rerank"]["of"] in ("structure", "text_structure", "ensemble")
     assert "| *SimKGC (BERT-base bi-encoder, GPU)* (published:" in out.with_suffix(".md").read_text(encoding="utf-8")
+
+
+def test_each_injection_arm_pretrains_e5_with_a_shipped_recipe_on_the_training_facts(tmp_path):
+    from babelzoo.train.config import load_recipe
+
+    for arm, (name, extra) in K.INJECTION.items():
+        overrides = [*K.E5_FOR_PRETRAINING, f"output_dir={tmp_path / arm}",
+                     *(o.replace("{data}", str(tmp_path / "kg")).replace("{kge}", str(tmp_path / "kge")) for o in extra)]
+        cfg = load_recipe(recipe_path(name), overrides)
+        assert cfg.model == "multilingual_e5_small" and cfg.budget_clock == "cpu" and cfg.lr == 3e-5
+        assert cfg.init["freeze"] == ["embeddings.word.*"]  # the tied LM head stays e5's word embeddings
+        sources = [s for specs in cfg.data.values() for s in specs]
+        assert sources and all(s["kb"] == str(tmp_path / "kg") and "split" not in s for s in sources), arm
+    assert K.INJECTION["inject_dea"][1][0].startswith("knowledge={kb: {data}, entity_embeddings: {kge}")

@@ -427,3 +427,26 @@ def test_a_run_stopped_by_a_signal_writes_no_model(tmp_path, encoder, capsys, mo
     assert main(["pretrain", "--config", recipe(tmp_path, encoder)]) == 2
     assert "training stopped by SIGTERM at step 2 of 6: nothing is written" in capsys.readouterr().err
     assert not (tmp_path / "run" / "model").exists()
+
+
+def test_an_encoder_folder_trained_again_under_the_same_path_is_encoded_again(tmp_path, encoder, capsys):
+    import shutil
+
+    write_graph(tmp_path / "graph")
+    folder = tmp_path / "encoder"
+    shutil.copytree(encoder, folder)
+    assert main(["pretrain", "--config", recipe(tmp_path, folder)]) == 0
+    first = json.loads((tmp_path / "run" / "model" / "link_prediction.json").read_text(encoding="utf-8"))
+    capsys.readouterr()
+    model = babelzoo.from_pretrained(folder)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.5)
+    model.save_pretrained(folder)  # new weights, same path: the cached vectors no longer hold
+    assert main(["pretrain", "--config", recipe(tmp_path, folder)]) == 0
+    out = capsys.readouterr().out
+    assert "entity vectors read from" not in out and "encoded 12 entity texts" in out
+    second = json.loads((tmp_path / "run" / "model" / "link_prediction.json").read_text(encoding="utf-8"))
+    assert second["valid"] != first["valid"] or second["test"] != first["test"]
+    assert main(["pretrain", "--config", recipe(tmp_path, folder)]) == 0  # unchanged weights: read back
+    assert "entity vectors read from" in capsys.readouterr().out
