@@ -28,6 +28,9 @@ same scorer at the same budget over the frozen e5 vectors:
 
     python -m benchmarks run kg_completion --data-dir ../shared/data/wn18rr
 
+``--reuse FILE`` carries the arms not run now from an earlier results file (each such row keeps
+that file's commit and date, said under the table).
+
 Training times are process CPU time over every thread (the recipe's budget clock); a rerun
 reuses an arm whose model folder was trained under the same settings.
 """
@@ -240,9 +243,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                         help="the budget of the structure and text_only arms in CPU minutes (default 25)")
     parser.add_argument("--injection-minutes", type=float, default=15.0,
                         help="each knowledge-injection arm's pre-training budget in CPU minutes (default 15)")
-    parser.add_argument("--injection-scorer-minutes", type=float, default=10.0,
+    parser.add_argument("--injection-scorer-minutes", type=float, default=25.0,
                         help="the text-only scorer's budget after each injection arm, and of inject_none, in CPU "
-                             "minutes (default 10)")
+                             "minutes (default 25, the text_only arm's)")
+    parser.add_argument("--reuse", type=Path, default=None,
+                        help="an earlier results file of this suite: its arms not run now are carried over")
     parser.add_argument("--out", default=None, help="results JSON; Markdown beside it")
     args = parser.parse_args(argv)
     data = args.data_dir or Path(os.environ.get("BABELZOO_DATA_DIR", "../shared/data")) / "wn18rr"
@@ -274,9 +279,25 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                                       "injection pre-training": args.injection_minutes,
                                       "scorer after injection": args.injection_scorer_minutes},
               "arms": rows, "published": {k: {"test": v[0], "source": v[1]} for k, v in PUBLISHED.items()}}
+    if args.reuse:
+        carry_over(report, args.reuse)
     print("\n" + markdown_table(report))
     if args.out:
         write_results(args.out, report, markdown, "kg_completion")
+
+
+def carry_over(report: dict, earlier: Path) -> None:
+    """The arms of the results file ``earlier`` that this run did not run, copied into ``report``
+    (in the order of :data:`ARMS`) with their budgets and that file's commit and date (``carried``)."""
+    old = json.loads(earlier.read_text(encoding="utf-8"))
+    results = old["results"]
+    carried = [arm for arm in results["arms"] if arm not in report["arms"]]
+    merged = {**results["arms"], **report["arms"]}
+    report["arms"] = {arm: merged[arm] for arm in sorted(merged, key=lambda a: ARMS.index(a) if a in ARMS else len(ARMS))}
+    for arm in carried:  # a carried arm keeps the budget it was trained under
+        if arm in results["budgets_cpu_minutes"]:
+            report["budgets_cpu_minutes"][arm] = results["budgets_cpu_minutes"][arm]
+    report["carried"] = {"arms": carried, "file": str(earlier), "commit": old.get("commit"), "date": old.get("date")}
 
 
 LABELS = {"e5_zero_shot": "e5-small zero-shot (text, no training)", "structure": "structure only: ComplEx",
@@ -331,12 +352,15 @@ def markdown(report: Mapping[str, Any]) -> str:
         else:
             notes.append(f"- {arm}: `{row['eval_command']}`")
     budgets = ", ".join(f"{k} {v:g}" for k, v in report["budgets_cpu_minutes"].items())
+    c = report.get("carried")
+    carried = (f"\nCarried over from `{c['file']}` (commit {c['commit']}, {c['date']}), not run again: "
+               + ", ".join(c["arms"]) + ".\n") if c and c["arms"] else ""
     return ("# WN18RR link prediction\n\n"
             f"Test split (3,134 triples), {report['protocol']}. CPU time is process time over every thread of a "
             f"{report['machine']['cpus']}-core CPU; training budgets in CPU minutes: {budgets}. Entity vectors "
             "(40,943 texts through the frozen e5-small encoder) are encoded once and shared by the text arms. "
             "Published numbers are from the papers named, on GPUs.\n\n"
-            + markdown_table(report) + "\n\nArms:\n\n" + "\n".join(notes) + "\n")
+            + markdown_table(report) + "\n\nArms:\n\n" + "\n".join(notes) + "\n" + carried)
 
 
 def plot(report: Mapping[str, Any], path: Path) -> None:

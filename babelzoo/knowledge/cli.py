@@ -25,6 +25,7 @@ from typing import Annotated, Optional, Sequence
 
 from ..errors import ArgumentParser, UsageError, command
 from ..options import option
+from ..registry import choices_hint, close_matches
 from ..typed import Range, Seed
 
 # the numbers the options take, refused by the parser otherwise (before a knowledge base is read)
@@ -232,6 +233,7 @@ def _text_model(source: str):
 def resolve(kb, value: str, kind: str) -> str:
     """An entity or relation of ``kb`` named by its id or, failing that, by its exact text."""
     ids = kb.entities() if kind == "entity" else kb.relations()
+    value = value.strip()  # a name copied from a file with CRLF line ends carries a '\r'
     if value in set(ids):
         return value
     label = kb.label if kind == "entity" else kb.relation_label
@@ -240,7 +242,12 @@ def resolve(kb, value: str, kind: str) -> str:
         return found[0]
     if found:
         raise UsageError(f"{kind} {value!r} names {len(found)} {kind}s ({', '.join(found[:5])}); give the id")
-    hint = f"; the relations: {', '.join(ids)}" if kind == "relation" else ""
+    names = [*ids, *(text for text in map(label, ids) if text)]
+    if kind == "relation":
+        hint = choices_hint(value, names, what="relation", listing="its relations", limit=20)
+    else:  # too many to list: the close ones only
+        close = close_matches(value, names)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
     raise UsageError(f"unknown {kind} {value!r}: no id or text of the graph matches it{hint}")
 
 

@@ -105,3 +105,23 @@ def test_each_injection_arm_pretrains_e5_with_a_shipped_recipe_on_the_training_f
         sources = [s for specs in cfg.data.values() for s in specs]
         assert sources and all(s["kb"] == str(tmp_path / "kg") and "split" not in s for s in sources), arm
     assert K.INJECTION["inject_dea"][1][0].startswith("knowledge={kb: {data}, entity_embeddings: {kge}")
+
+
+def test_arms_not_run_now_are_carried_from_an_earlier_results_file_with_its_commit(tmp_path):
+    test = {"mrr": 0.5, "hits@1": 0.4, "hits@3": 0.55, "hits@10": 0.6}
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"commit": "abc1234", "date": "2026-12-05 19:33 UTC", "results": {
+        "budgets_cpu_minutes": {"text_structure": 100, "structure": 25, "text_only": 25},
+        "arms": {"structure": {"test": test, "eval_cpu_seconds": 60.0, "eval_command": "babelzoo kb eval"},
+                 "inject_none": {"test": {**test, "mrr": 0.1}, "eval_cpu_seconds": 60.0}}}}), encoding="utf-8")
+    now = {**report({"inject_none": {"test": {**test, "mrr": 0.2}, "eval_cpu_seconds": 61.0, "eval_command": "e"},
+                     "e5_zero_shot": {"test": test, "eval_cpu_seconds": 600.0, "eval_command": "babelzoo kb eval"}}),
+           "budgets_cpu_minutes": {"text_structure": 60, "structure": 10, "inject_none": 10}}
+    K.carry_over(now, earlier)
+    assert list(now["arms"]) == ["e5_zero_shot", "structure", "inject_none"]  # the benchmark's order
+    assert now["arms"]["inject_none"]["test"]["mrr"] == 0.2  # what ran now wins
+    assert now["budgets_cpu_minutes"] == {"text_structure": 60, "structure": 25, "inject_none": 10}
+    assert now["carried"] == {"arms": ["structure"], "file": str(earlier), "commit": "abc1234",
+                              "date": "2026-12-05 19:33 UTC"}
+    assert "Carried over from" in K.markdown(now) and "(commit abc1234, 2026-12-05 19:33 UTC), not run again: structure." \
+        in K.markdown(now)

@@ -306,6 +306,13 @@ def test_a_model_trained_on_one_graph_refuses_another_and_bad_questions_are_name
     assert "unknown entity 'unicorn'" in capsys.readouterr().err
     assert main(["kb", "predict", "--model", folder, "--kg", str(tmp_path / "graph"), "00", "eats"]) == 2
     assert "unknown relation 'eats'" in capsys.readouterr().err
+    assert main(["kb", "predict", "--model", folder, "--kg", str(tmp_path / "graph"), "00", "hypernim"]) == 2
+    assert "unknown relation 'hypernim': no id or text of the graph matches it; did you mean 'hypernym', '_hypernym'? " \
+           "(its relations: _hypernym, _related, hypernym, related form)" in capsys.readouterr().err
+    assert main(["kb", "predict", "--model", folder, "--kg", str(tmp_path / "graph"), "oak, a tre", "hypernym"]) == 2
+    assert "did you mean 'oak, a tree', 'fir, a tree', 'dog, a pet'?" in capsys.readouterr().err
+    # a relation id copied from a file with CRLF line ends
+    assert main(["kb", "predict", "--model", folder, "--kg", str(tmp_path / "graph"), "00", "_hypernym\r"]) == 0
 
 
 def test_recipe_mistakes_name_the_file_line_and_key_and_a_foreign_folder_is_refused_before_training(
