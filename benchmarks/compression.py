@@ -58,7 +58,7 @@ from babelzoo.datasets.text import tatoeba_pairs  # noqa: E402
 from babelzoo.evaluation.encoders import BabelEncoder  # noqa: E402
 from babelzoo.evaluation.tasks import TaskContext, load_tasks  # noqa: E402
 from babelzoo.offline.embedded import aligned, embedded_corpus, split_rows  # noqa: E402
-from babelzoo.zoo.pretrained import WEIGHTS_NAME  # noqa: E402
+from babelzoo.zoo.checkpoint_io import WEIGHTS_NAME  # noqa: E402
 from benchmarks._results import write_results  # noqa: E402
 from benchmarks._speed.common import machine  # noqa: E402
 

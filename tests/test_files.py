@@ -15,7 +15,8 @@ from babelzoo._files import OWNED_MARKER, FolderNotOwned, check_replaceable
 from babelzoo.knowledge.kge import create_kge, save_kge
 from babelzoo.zoo.convert import export_hf
 from babelzoo.train.selection import save_best
-from babelzoo.zoo.pretrained import WEIGHTS_NAME, CheckpointError, model_state, save_weights
+from babelzoo.zoo.checkpoint_io import WEIGHTS_NAME, model_state, save_weights
+from babelzoo.errors import CheckpointError
 
 
 def tiny():

@@ -14,7 +14,8 @@ from babelzoo.evaluation.leaderboard import ModelSpec, build_encoder
 from babelzoo.evaluation.tasks import TASKS
 from babelzoo.objectives.base import OBJECTIVES
 from babelzoo.train.cli import MODEL_ATTACHMENTS
-from babelzoo.zoo.factory import WEIGHT_LOADERS, list_models, model_entry
+from babelzoo.zoo.entries import WEIGHT_LOADERS
+from babelzoo.zoo.factory import list_models, model_entry
 
 REGISTRIES = {registry.group: registry for registry in (SOURCES, PEERS, TASKS, OBJECTIVES, MODEL_ATTACHMENTS,
                                                          WEIGHT_LOADERS)}

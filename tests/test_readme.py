@@ -277,8 +277,15 @@ def test_layout_names_every_package_and_family():
     tree, _ = layout()
     folders = sorted(p.name for p in (REPO / "babelzoo").iterdir() if p.is_dir() and p.name != "__pycache__")
     assert [name for name in folders if f"\n  {name}/" not in tree] == []
-    listed = re.search(r"one pair of files per family\s+\(([^)]*)\)", tree).group(1)
+    listed = re.search(r"families/<name>/ \(config\.py \+ model\.py for each of\s+([^)]*)\)", tree).group(1)
     assert [name.strip() for name in listed.split(",")] == list(BUILTIN_FAMILIES)
+    # each family's two files sit together in its package, which is its entry point
+    families = REPO / "babelzoo" / "zoo" / "families"
+    assert sorted(p.name for p in families.iterdir() if p.is_dir() and p.name != "__pycache__") == \
+        sorted(BUILTIN_FAMILIES)
+    for name, module in BUILTIN_FAMILIES.items():
+        assert module == f"babelzoo.zoo.families.{name}.config"
+        assert (families / name / "config.py").is_file() and (families / name / "model.py").is_file()
 
 
 def test_layering_sentence_is_the_order_the_layering_test_checks():

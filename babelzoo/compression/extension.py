@@ -39,7 +39,7 @@ import torch
 from ..datasets.tokenizer import Tokenizer, TokenizerError
 from ..errors import InputError
 from ..zoo.factory import build_model
-from ..zoo.pretrained import load_state_strict
+from ..zoo.checkpoint_io import load_state_strict
 from .vocabulary import VOCABULARY_KEYS, Texts, text_list, texts_by_language
 
 logger = logging.getLogger(__name__)

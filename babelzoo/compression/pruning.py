@@ -31,7 +31,7 @@ from torch import nn
 
 from ..errors import InputError
 from ..zoo.factory import build_model
-from ..zoo.pretrained import load_state_strict
+from ..zoo.checkpoint_io import load_state_strict
 from ..zoo.sentences import share_tokenizer
 
 

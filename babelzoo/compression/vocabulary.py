@@ -28,7 +28,7 @@ import torch
 from ..datasets.tokenizer import Tokenizer
 from ..errors import InputError
 from ..zoo.factory import build_model
-from ..zoo.pretrained import load_state_strict
+from ..zoo.checkpoint_io import load_state_strict
 
 Texts = Union[Iterable[str], Mapping[str, Iterable[str]]]
 # the state-dict rows indexed by token id (tied decoders share the embedding's storage)

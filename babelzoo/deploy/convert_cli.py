@@ -139,7 +139,7 @@ def check_line(info: dict) -> str:
     number is: int8 rounding moves single values far more than it turns the sentence vectors."""
     precision = "int8" if info.get("parity_int8") else "fp32"
     parity, cosine = info[f"parity_{precision}"], info[f"sentence_cosine_{precision}"]
-    return (f"  checked against PyTorch (fp32) on a padded batch: largest |difference| of any output value "
+    return ("  checked against PyTorch (fp32) on a padded batch: largest |difference| of any output value "
             + ", ".join(f"{name} {value:.1e}" for name, value in parity.items())
             + f" ({precision} rounding); smallest cosine of a sentence vector to PyTorch's {cosine:.4f}")
 

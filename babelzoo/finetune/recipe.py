@@ -55,7 +55,7 @@ class TaskSpec:
     mapping, or a glob whose first ``*`` names the language); ``format``:
     ``tsv``/``jsonl`` (classification), ``conllu``/``bio`` (tagging), by suffix when omitted;
     ``init``: ``pretrained`` (the zoo entry's weights), ``random``, or a checkpoint directory;
-    ``head``: further :class:`~babelzoo.zoo.config.HeadConfig` fields; ``labels``: the label
+    ``head``: further :class:`~babelzoo.zoo.model_config.HeadConfig` fields; ``labels``: the label
     set (default: UPOS for CoNLL-U, a dataset's ``ClassLabel`` names, else the sorted labels of
     ``train``); ``words_column``: a dataset's list of words (tagging); ``epochs`` sets
     ``max_steps``, unless the recipe or a ``--set`` gives a smaller ``max_steps``, which caps the

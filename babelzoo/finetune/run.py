@@ -19,7 +19,8 @@ import torch
 from .._files import write_json_atomic
 from ..errors import BabelzooError
 from ..train.config import TrainConfig
-from ..zoo.config import ConfigError, HeadConfig
+from ..zoo.config import ConfigError
+from ..zoo.model_config import HeadConfig
 from .data import Split, digest_of, encode_rows, hold_out, label_set, read_rows
 from .evaluate import HeadEvaluator, accuracy, predict
 from .protocol import ZeroShot, certify
@@ -166,7 +167,7 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
     from ..objectives.classification import head_objective
     from ..train.run_folder import claim_output_dir
     from ..train.trainer import Trainer
-    from ..zoo.pretrained import WEIGHTS_NAME, load_state_strict, read_weights
+    from ..zoo.checkpoint_io import WEIGHTS_NAME, load_state_strict, read_weights
 
     spec = TaskSpec.from_dict(cfg.task).resolve(data_dir)
     if int(os.environ.get("RANK", 0)) == 0:
@@ -222,7 +223,7 @@ def run_inputs(spec: TaskSpec, digests: dict[str, str], tokenizer) -> dict[str, 
     files, the tokenizer's files and a checkpoint's weights started from. Resume compares it,
     so a file replaced under the same path is a different run."""
     from ..train.identity import tokenizer_identity
-    from ..zoo.pretrained import WEIGHTS_NAME
+    from ..zoo.checkpoint_io import WEIGHTS_NAME
 
     inputs: dict[str, Any] = {f"{role}_sha256": sha for role, sha in digests.items()}
     inputs["tokenizer_sha256"] = tokenizer_identity(tokenizer)

@@ -21,7 +21,8 @@ from torch import nn
 from .._files import expand_path
 from ..train.config import read_knowledge
 from ..typed import Where
-from ..zoo.config import ConfigError, KnowledgeConfig
+from ..zoo.config import ConfigError
+from ..zoo.model_config import KnowledgeConfig
 from ..zoo.factory import build_model
 from ..zoo.layers.entities import EntityFusion, EntityStream, ErnieFeedForward
 from ..zoo.sentences import share_tokenizer

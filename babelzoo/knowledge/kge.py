@@ -387,7 +387,7 @@ def save_kge(model: KGEModel, entities: Sequence[str], relations: Sequence[str],
 def write_kge(model: KGEModel, entities: Sequence[str], relations: Sequence[str], folder: Path, **extra) -> None:
     """Write ``kge.safetensors`` and ``kge.json`` into ``folder`` (a folder being filled, as
     :func:`save_kge` and a link-prediction model's folder do)."""
-    from ..zoo.pretrained import save_weights
+    from ..zoo.checkpoint_io import save_weights
 
     if len(entities) != model.num_entities or len(relations) != model.num_base_relations:
         raise KBError(f"{len(entities)} entities and {len(relations)} relations given for a model with "
@@ -403,7 +403,7 @@ def load_kge(directory) -> tuple[KGEModel, list[str], list[str]]:
     """Read what :func:`save_kge` wrote: (model, entity ids, relation ids). The model's rows
     follow the id lists, so ``attach_knowledge(model, kb, entity_embeddings=kge)`` needs a KB
     whose ``entities()`` come in the same order."""
-    from ..zoo.pretrained import load_state_strict, read_weights
+    from ..zoo.checkpoint_io import load_state_strict, read_weights
 
     directory = Path(directory)
     path = directory / KGE_CONFIG

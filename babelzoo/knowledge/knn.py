@@ -1,6 +1,6 @@
 """Reading a retrieval memory on top of the encoder (the memory inside it, kNN-augmented
 attention, is a block part: :mod:`babelzoo.zoo.layers.knn_attention`, chosen by
-``TextConfig.memory_layers`` and importable from here).
+``TransformerConfig.memory_layers`` and importable from here).
 
 - :class:`KNNLM` (Khandelwal et al., "Generalization through Memorization", ICLR 2020) for masked
   LM at inference: p(y | x) = λ p_kNN(y | x) + (1 − λ) p_LM(y | x), with

@@ -333,7 +333,7 @@ def train_joint_link_prediction(recipe, say: Optional[Callable[[str], None]] = N
     with each graph's metrics, a model card); returns that record."""
     from .._files import check_replaceable, expand_path
     from ..errors import ConfigError
-    from ..zoo.pretrained import save_pretrained
+    from ..zoo.checkpoint_io import save_pretrained
     from .dbp5l import dbp5l_seeds, is_dbp5l, read_dbp5l
     from .kge import create_kge, write_kge
     from .link_prediction import KnownTriples, evaluate, train_kge

@@ -304,7 +304,7 @@ def train_link_prediction(recipe: LinkPredictionRecipe, say: Optional[Callable[[
     ``output_dir``), train the scorer on the shared trainer with model selection on valid MRR,
     rank valid and test through the entity memory, and write ``output_dir/model_dir``. Returns
     the record written to ``link_prediction.json``."""
-    from ..zoo.pretrained import save_pretrained
+    from ..zoo.checkpoint_io import save_pretrained
     from .base import load_kb
 
     if recipe.kg.graphs:

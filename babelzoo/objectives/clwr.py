@@ -25,7 +25,8 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import EncoderConfig, ModelConfig
+from ..zoo.config import EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import Loss, Objective, register_objective
 from .batching import IGNORE, check_vocab, encoder_inputs, language_index, languages_known, pad, truncate, unwrap
 from .examples import ExampleError, as_pair, require_nonempty

@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import Loss, register_objective
 from .batching import IGNORE, encoder_inputs, unwrap
 from .masking import MaskingConfig

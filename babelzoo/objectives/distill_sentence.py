@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import Loss, register_objective
 from .contrastive import DualEncoderObjective
 from .teacher import TeacherMixin, TeacherSpec, text_config

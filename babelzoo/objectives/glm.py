@@ -51,7 +51,8 @@ from torch import nn
 
 from ..datasets.specials import SpecialIds
 from ..errors import InputError
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from ..zoo.layers.masks import prefix_visibility
 from .base import Loss, Objective, register_objective
 from .batching import IGNORE, check_vocab, encoder_inputs, language_index, languages_known, pad, truncate, unwrap

@@ -28,7 +28,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import EncoderConfig, ModelConfig
+from ..zoo.config import EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import Loss, register_objective
 from .contrastive import DualEncoderObjective
 from .examples import ExampleError, as_pair

@@ -21,7 +21,8 @@ from ..datasets.multimodal import collate_multimodal
 from ..datasets.multimodal_media import SpecAugment
 from ..datasets.specials import SpecialIds
 from ..errors import InputError
-from ..zoo.config import EncoderConfig, ModelConfig
+from ..zoo.config import EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import Loss, Objective, register_objective
 from .batching import encoder_inputs
 from .itc import MAX_LOGIT_SCALE, fusion_model, modality_inputs

@@ -26,7 +26,8 @@ from typing import Any, Optional, Sequence
 import torch
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import register_objective
 from .examples import ExampleError
 from .noising import mass_fragment

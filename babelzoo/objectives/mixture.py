@@ -24,7 +24,8 @@ from torch import nn
 
 from ..datasets.specials import SpecialIds
 from ..typed import Range, Where, build, coerce
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import OBJECTIVES, Loss, Objective
 from .examples import ExampleError
 

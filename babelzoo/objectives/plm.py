@@ -42,7 +42,8 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from ..zoo.layers import select_rows
 from .base import Loss, Objective, register_objective
 from .batching import IGNORE, encoder_inputs, frame_sentences, language_index, languages_known, unwrap

@@ -30,7 +30,8 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import EncoderConfig, ModelConfig
+from ..zoo.config import EncoderConfig
+from ..zoo.model_config import ModelConfig
 from ..zoo.family import family_of
 from .base import Loss, Objective, register_objective
 from .batching import encoder_inputs, sentence_batch, unwrap

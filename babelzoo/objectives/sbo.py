@@ -27,7 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import EncoderConfig, ModelConfig
+from ..zoo.config import EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import Loss, register_objective
 from .batching import IGNORE, encoder_inputs, unwrap
 from .masking import MaskingConfig

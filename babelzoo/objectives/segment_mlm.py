@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import EncoderConfig, ModelConfig
+from ..zoo.config import EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import Loss, register_objective
 from .batching import IGNORE
 from .masking import Masker, MaskingConfig

@@ -6,7 +6,7 @@
 A document becomes one token stream ``[CLS] s_1 [SEP] s_2 [SEP] … s_n [SEP]``, cut into
 segments of ``segment_length`` (the last one right-padded); a batch is [B, S, L] (documents,
 segments, positions), shorter documents padded with empty segments. The segments are encoded in
-order, each after the memory the previous ones left (:func:`babelzoo.zoo.transformer_xl.encode_segment`),
+order, each after the memory the previous ones left (:func:`babelzoo.zoo.families.transformer_xl.model.encode_segment`),
 so the loss of every segment back-propagates through its own segment only: the memory is
 stop-gradient, the paper's truncation of the gradient at segment boundaries. ``mem_len=0``
 encodes each segment alone through the model's ordinary forward, the same objective without
@@ -23,9 +23,10 @@ from torch import nn
 
 from ..datasets.specials import SpecialIds
 from ..errors import InputError
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from ..zoo.family import family_of
-from ..zoo.transformer_xl import encode_segment
+from ..zoo.families.transformer_xl.model import encode_segment
 from .base import Objective
 from .batching import check_vocab, encoder_inputs, language_index, languages_known, unwrap
 from .examples import as_document, require_nonempty
@@ -117,7 +118,7 @@ class SegmentObjective(Objective):
         """The last layer's states [B, L, H] of every segment, in order, the memory carried."""
         if self.mem_len > 0 and unwrap(model) is not model:
             raise InputError(f"{self.name}: with a memory (mem_len={self.mem_len}) the model runs segment by segment "
-                             "through babelzoo.zoo.transformer_xl.encode_segment, which a (Distributed)DataParallel "
+                             "through babelzoo.zoo.families.transformer_xl.model.encode_segment, which a (Distributed)DataParallel "
                              "wrapper does not see; train on one process or use mem_len=0")
         hidden, memory = [], None
         for s in range(batch["input_ids"].shape[1]):

@@ -26,7 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds, language_tag
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import Loss, Objective
 from .batching import IGNORE, check_vocab, pad, truncate, unwrap
 from .examples import ExampleError, as_sentence, require_nonempty

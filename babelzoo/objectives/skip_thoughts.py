@@ -45,7 +45,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import EncoderConfig, ModelConfig
+from ..zoo.config import EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import Loss, Objective, register_objective
 from .batching import IGNORE, encoder_inputs, pad, sentence_batch, truncate, unwrap
 from .examples import ExampleError, as_document, require_nonempty

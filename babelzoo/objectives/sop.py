@@ -28,7 +28,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import Loss, Objective, register_objective
 from .batching import check_vocab, encoder_inputs, language_index, languages_known, pad
 from .clpc import sentence_classifier_input

@@ -34,7 +34,8 @@ import torch
 
 from ..datasets.specials import SpecialIds
 from ..errors import InputError
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import register_objective
 from .examples import ExampleError
 from .noising import corrupt_spans, t5_noise_mask

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .batching import encoder_inputs
 
 TeacherSpec = Any  # str (zoo name or checkpoint directory), Path or nn.Module

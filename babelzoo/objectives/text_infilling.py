@@ -30,7 +30,8 @@ from typing import Any, Optional, Sequence
 import torch
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import register_objective
 from .examples import ExampleError, Sentence, as_document, require_nonempty
 from .noising import (draw_span_lengths, group_words, infill, noise_budget, permute_sentences, place_spans,

@@ -24,7 +24,8 @@ from typing import Any, Optional, Sequence
 import torch
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import EncoderConfig, ModelConfig
+from ..zoo.config import EncoderConfig
+from ..zoo.model_config import ModelConfig
 from .base import register_objective
 from .batching import truncate
 from .examples import ExampleError, Pair, as_pair, require_nonempty

@@ -46,7 +46,8 @@ import torch
 from torch import nn
 
 from ..datasets.specials import SpecialIds
-from ..zoo.config import ConfigError, EncoderConfig, ModelConfig
+from ..zoo.config import ConfigError, EncoderConfig
+from ..zoo.model_config import ModelConfig
 from ..zoo.layers.masks import causal_visibility, prefix_visibility
 from ..zoo.model import BabelModel
 from .base import Loss, register_objective

@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..zoo.config import ConfigError, ModelConfig
-from ..zoo.pretrained import CheckpointError
-from ..zoo.transformer_config import TextConfig
+from ..zoo.config import ConfigError
+from ..zoo.model_config import ModelConfig
+from ..errors import CheckpointError
+from ..zoo.families.transformer.config import TransformerConfig
 
 MAGIC = b"E5S1"
 VERSION = 1
@@ -241,7 +242,7 @@ def tensor(e5: E5File, name: str) -> torch.Tensor:
 def e5_config(header: E5Header, architecture: str = "multilingual_e5_small") -> ModelConfig:
     """The BabelModel config for a file header: BERT positions from 0 (no RoBERTa offset),
     token type 0 added to every token, XLM-R's pad id 1, no pooler or MLM head (not shipped)."""
-    return ModelConfig(architecture=architecture, text=TextConfig(
+    return ModelConfig(architecture=architecture, text=TransformerConfig(
         vocab_size=header.vocab_size, hidden_size=header.hidden_size, num_layers=header.num_layers,
         num_heads=header.num_heads, intermediate_size=header.intermediate_size,
         max_positions=header.max_positions, segment_vocab_size=header.type_vocab_size,

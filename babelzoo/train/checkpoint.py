@@ -287,7 +287,7 @@ def write_slices(tensors: Mapping[str, torch.Tensor], directory: Path) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint import HuggingFaceStorageWriter
 
-    from ..zoo.pretrained import SHARDED_DIR, SHARDED_SHAPES
+    from ..zoo.checkpoint_io import SHARDED_DIR, SHARDED_SHAPES
 
     folder = directory / SHARDED_DIR
     with single_process_quiet():

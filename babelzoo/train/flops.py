@@ -17,7 +17,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..zoo.config import EncoderConfig, ModelConfig
+from ..zoo.config import EncoderConfig
+from ..zoo.model_config import ModelConfig
 
 _PEAKS: dict[tuple[str, str, int], float] = {}
 

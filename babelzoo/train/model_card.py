@@ -55,7 +55,7 @@ def write_trained_model(model, tokenizer, cfg: TrainConfig, summary: Mapping[str
                         ) -> Path:
     """Write ``output_dir/<model_dir>``: weights, tokenizer, README.md and the sources' records
     (each with the run's facts under ``run``)."""
-    from ..zoo.pretrained import save_pretrained
+    from ..zoo.checkpoint_io import save_pretrained
 
     facts = run_facts(cfg, summary)
     extra = {name: json.dumps({**record, "run": facts}, indent=1, ensure_ascii=False) + "\n"

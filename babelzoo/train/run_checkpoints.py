@@ -10,8 +10,9 @@ from typing import Any, Optional
 
 import torch
 
-from ..zoo.config import ConfigError, ModelConfig
-from ..zoo.pretrained import slice_names
+from ..zoo.config import ConfigError
+from ..zoo.model_config import ModelConfig
+from ..zoo.checkpoint_io import slice_names
 from .checkpoint import (
     CheckpointManager,
     read_model,
@@ -134,7 +135,7 @@ class RunCheckpoints:
         from torch.distributed.checkpoint import HuggingFaceStorageReader
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
-        from ..zoo.pretrained import SHARDED_DIR
+        from ..zoo.checkpoint_io import SHARDED_DIR
 
         saved = slice_names(path / SHARDED_DIR)
         tensors, _ = self._sharded_state()  # creates optimizer state for every parameter, filled below

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import torch
 
 from ..errors import CheckpointError
-from ..zoo.config import ModelConfig
+from ..zoo.model_config import ModelConfig
 from . import distributed as D
 from .selection import BEST_DIR, best_saved, save_best
 
@@ -56,7 +56,7 @@ class RunSelection:
         state = self._full_state()  # a collective under FSDP: every rank takes part
         if not self.info.is_main:
             return
-        from ..zoo.pretrained import CONFIG_NAME, WEIGHTS_NAME, save_weights
+        from ..zoo.checkpoint_io import CONFIG_NAME, WEIGHTS_NAME, save_weights
 
         model = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.") and k not in self.alias}
         config = getattr(self.model, "config", None)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol
 
 from .._files import owned_entries
-from ..zoo.pretrained import WEIGHTS_NAME, replace_directory
+from ..zoo.checkpoint_io import WEIGHTS_NAME, replace_directory
 from .identity import ResumeMismatch
 
 BEST_DIR = "best"

@@ -7,11 +7,13 @@ from __future__ import annotations
 from .._lazy import lazy_getattr
 
 _API = {
-    **dict.fromkeys(["AudioConfig", "ConfigError", "EncoderConfig", "FusionConfig", "KnowledgeConfig", "ModelConfig",
-                     "VisionConfig"], "config"),
-    "TextConfig": "transformer_config",
-    **dict.fromkeys(["MODELS", "PretrainedWeights", "create_model", "list_models", "model_config",
-                     "register_model", "build_model"], "factory"),
+    "ConfigError": "config",
+    "EncoderConfig": "config",
+    **dict.fromkeys(["AudioConfig", "FusionConfig", "HeadConfig", "KnowledgeConfig", "ModelConfig", "VisionConfig"],
+                    "model_config"),
+    "TransformerConfig": "families.transformer.config",
+    **dict.fromkeys(["MODELS", "PretrainedWeights", "register_model"], "entries"),
+    **dict.fromkeys(["create_model", "list_models", "model_config", "build_model"], "factory"),
     **dict.fromkeys(["BabelModel", "EncoderOutput"], "model"),
 }
 

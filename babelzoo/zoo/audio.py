@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import InputError
-from .config import AudioConfig
+from .model_config import AudioConfig
 from .layers.positions import sinusoidal_table
 
 

@@ -7,7 +7,7 @@ class."""
 from __future__ import annotations
 
 from .checkpoint_io import load_state_strict, model_state
-from .config import HeadConfig, ModelConfig
+from .model_config import HeadConfig, ModelConfig
 from .family import family_of
 from .multimodal import FusionModel
 from .sentences import share_tokenizer
@@ -18,7 +18,7 @@ def build_model(config: ModelConfig):
     model class of the text config's family (a :class:`BabelModel` whose parts come from the
     family; an encoder–decoder family's own model). A vision or audio part without a fusion
     part is a :class:`~babelzoo.errors.ConfigError`
-    (:meth:`~babelzoo.zoo.config.ModelConfig.check_towers`)."""
+    (:meth:`~babelzoo.zoo.model_config.ModelConfig.check_towers`)."""
     if config.fusion is not None:
         return FusionModel(config)
     config.check_towers()

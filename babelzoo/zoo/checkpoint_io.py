@@ -25,9 +25,10 @@ from .._files import FolderNotOwned, atomic_write, read_json, read_json_object, 
 from ..datasets.download import download, fetch_directory, is_url, manifest_problem
 from ..datasets.tokenizer import load_tokenizer
 from ..errors import CheckpointError, InputError
-from .config import ConfigError, ModelConfig
+from .config import ConfigError
+from .model_config import ModelConfig
 from .family import family_of
-from .hub_ids import looks_like_hub_id, snapshot
+from ._hub_ids import looks_like_hub_id, snapshot
 from .layers.quantized import quantize_linears
 from .sentences import attached_tokenizer
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..registry import Registry
-from .config import ModelConfig
+from .model_config import ModelConfig
 from .family import BUILTIN_FAMILIES, ENTRY_POINT_GROUP
 
 # Functions that build a model from weights an installed package ships, by name: the offline
@@ -78,7 +78,7 @@ def register_model(fn: Callable[[], ModelConfig] | None = None, *, pretrained: P
         @register_model
         def my_tiny():
             \"\"\"Model card: what it is, the paper.\"\"\"
-            return ModelConfig(text=TextConfig(hidden_size=64, num_heads=2, num_layers=2))
+            return ModelConfig(text=TransformerConfig(hidden_size=64, num_heads=2, num_layers=2))
     """
 
     def add(f: Callable[[], ModelConfig]) -> Callable[[], ModelConfig]:

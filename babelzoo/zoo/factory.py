@@ -1,5 +1,5 @@
 """The model factory: ``list_models``, ``create_model``, ``load_model`` over the registry of
-:mod:`babelzoo.zoo.entries` (``@register_model``; found here too).
+:mod:`babelzoo.zoo.entries` (``@register_model``).
 
 An entry is a function, named after the model, that returns its :class:`ModelConfig`; its
 docstring is the model card. Pretrained weights, when an entry has them, are described by a
@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import CheckpointError, InputTypeError
-from .config import ConfigError, ModelConfig
-from .default_tokenizer import default_tokenizer_for
-from .entries import MODELS, TINY, WEIGHT_LOADERS, ModelEntry, PretrainedWeights, register_model  # noqa: F401
-from .hub_ids import looks_like_hub_id
+from .config import ConfigError
+from .model_config import ModelConfig
+from ._default_tokenizer import default_tokenizer_for
+from .entries import MODELS, ModelEntry
+from ._hub_ids import looks_like_hub_id
 
 
 def build_model(config: ModelConfig):
@@ -68,7 +69,7 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
     ``weights`` loads a checkpoint directory, file or URL instead. Loading is strict. A model
     with fresh weights has no tokenizer until one is attached, or until
     ``model.use_default_tokenizer()`` builds the one its config implies
-    (:mod:`babelzoo.zoo.default_tokenizer`); loaded weights come with their checkpoint's.
+    (:mod:`babelzoo.zoo._default_tokenizer`); loaded weights come with their checkpoint's.
 
     ``pretrained`` may also be a Hugging Face Hub id (``org/name``, at ``revision``, through the
     cache at ``cache_dir``; see :func:`~babelzoo.zoo.pretrained.from_pretrained`) or a checkpoint
@@ -88,7 +89,7 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
 
         model = create_model("vl_dual_tiny", text_tower="multilingual_e5_small")
     """
-    from .pretrained import load_weights_into, resolve_pretrained
+    from .checkpoint_io import load_weights_into, resolve_pretrained
 
     entry = model_entry(name)
     if "head" in overrides and (pretrained or weights is not None):
@@ -130,7 +131,7 @@ def create_model(name: str, pretrained: bool | str = False, weights: str | Path 
 
 def _give_default_tokenizer(model) -> None:
     """A model with fresh weights knows the tokenizer its config implies, built when asked for
-    (``model.use_default_tokenizer()``, :mod:`babelzoo.zoo.default_tokenizer`); trained weights
+    (``model.use_default_tokenizer()``, :mod:`babelzoo.zoo._default_tokenizer`); trained weights
     come with their own."""
     from .sentences import ReadsText
 
@@ -158,7 +159,8 @@ def _checkpoint_source(entry: ModelEntry, pretrained: bool | str | Path) -> str 
 def _from_checkpoint(entry: ModelEntry, source: str | Path, overrides: dict[str, Any],
                      revision: Optional[str], cache_dir: str | Path | None):
     """``entry`` (with ``overrides``) holding the weights of the checkpoint at ``source``."""
-    from .pretrained import from_pretrained, load_state_strict, model_state
+    from .pretrained import from_pretrained
+    from .checkpoint_io import load_state_strict, model_state
 
     found = from_pretrained(source, revision=revision, cache_dir=cache_dir)
     config = checkpoint_fit(entry, found.config, overrides, str(source))

@@ -1,6 +1,6 @@
 """Text encoder families: the seam a new family plugs into.
 
-A family is two modules under ``babelzoo/zoo/``: ``<name>_config.py``, which imports no torch
+A family is a package under ``babelzoo/zoo/families/``: its ``config.py``, which imports no torch
 (listing the zoo stays light), defines
 
 * its config, a subclass of :class:`~babelzoo.zoo.config.EncoderConfig` with a ``family`` name
@@ -13,8 +13,8 @@ A family is two modules under ``babelzoo/zoo/``: ``<name>_config.py``, which imp
   instead of testing the config's class;
 * its zoo entries (``@register_model``);
 
-and ``<name>.py``, its modules and that ``build`` function, composed from
-:mod:`babelzoo.zoo.layers`.
+and its ``model.py``, the family's modules and that ``build`` function, composed from
+:mod:`babelzoo.zoo.layers`. A plug-in family may lay out its two modules as it likes.
 
 :class:`~babelzoo.zoo.model.BabelModel` composes the parts and never looks at the family; an
 encoder that is a :class:`~babelzoo.zoo.layers.LayerStack` also serves fusion models. A family is
@@ -26,7 +26,8 @@ first asked. ``my_package/mine_config.py``::
     from dataclasses import dataclass
     from typing import ClassVar
 
-    from babelzoo.zoo.config import EncoderConfig, ModelConfig
+    from babelzoo.zoo.config import EncoderConfig
+    from babelzoo.zoo.model_config import ModelConfig
     from babelzoo.zoo.entries import register_model
     from babelzoo.zoo.family import TextFamily, register_family
 
@@ -58,13 +59,13 @@ from ..registry import Registry
 # babelzoo's families: name -> config module, the built-in entry points of FAMILIES and of the
 # model registry (imported when first asked for, so listing the zoo stays light).
 BUILTIN_FAMILIES = {
-    "transformer": "babelzoo.zoo.transformer_config",
-    "rnn": "babelzoo.zoo.rnn_config",
-    "modernbert": "babelzoo.zoo.modernbert_config",
-    "xlnet": "babelzoo.zoo.xlnet_config",
-    "transformer_xl": "babelzoo.zoo.transformer_xl_config",
-    "seq2seq": "babelzoo.zoo.seq2seq_config",
-    "cove": "babelzoo.zoo.cove_config",
+    "transformer": "babelzoo.zoo.families.transformer.config",
+    "rnn": "babelzoo.zoo.families.rnn.config",
+    "modernbert": "babelzoo.zoo.families.modernbert.config",
+    "xlnet": "babelzoo.zoo.families.xlnet.config",
+    "transformer_xl": "babelzoo.zoo.families.transformer_xl.config",
+    "seq2seq": "babelzoo.zoo.families.seq2seq.config",
+    "cove": "babelzoo.zoo.families.cove.config",
 }
 ENTRY_POINT_GROUP = "babelzoo.families"
 
@@ -88,7 +89,7 @@ class TextParts:
 class TextFamily:
     """``name`` (the config's ``family``), its ``config`` class, and the ``"module:function"``
     paths (imported when first used) of ``build(config, knowledge) -> TextParts`` (``knowledge``:
-    the model's :class:`~babelzoo.zoo.config.KnowledgeConfig` or None, already checked by the
+    the model's :class:`~babelzoo.zoo.model_config.KnowledgeConfig` or None, already checked by the
     text config's ``check_knowledge``) and of ``encoder(config)``, the encoder alone (an ELECTRA
     generator has no embeddings of its own). ``model`` is the model class a config of the family
     builds: :class:`~babelzoo.zoo.model.BabelModel` for an encoder, another class for a family
@@ -100,7 +101,7 @@ class TextFamily:
     a :class:`~babelzoo.zoo.multimodal.FusionModel` (the config has ``for_modality()`` and the
     Transformer fields a fusion layer is shaped by, and its stack runs [text; other] sequences);
     ``segment_memory``: its encoder carries a memory from segment to segment (the config's
-    ``mem_len``, :func:`~babelzoo.zoo.transformer_xl.encode_segment`)."""
+    ``mem_len``, :func:`~babelzoo.zoo.families.transformer_xl.model.encode_segment`)."""
 
     name: str
     config: type

@@ -24,7 +24,7 @@ NEG = -1.0e9  # a score that loses every comparison and stays finite in sums
 
 @dataclass(frozen=True)
 class GenerationSettings:
-    """The options of :meth:`~babelzoo.zoo.seq2seq.Seq2SeqModel.generate`, checked together."""
+    """The options of :meth:`~babelzoo.zoo.families.seq2seq.model.Seq2SeqModel.generate`, checked together."""
 
     max_new_tokens: int
     decoder_start_token_id: int

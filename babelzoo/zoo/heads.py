@@ -30,7 +30,8 @@ from torch import nn
 
 from ..errors import InputError
 from ..registry import Registry
-from .config import EncoderConfig, HeadConfig
+from .config import EncoderConfig
+from .model_config import HeadConfig
 from .layers import Dropout, pool
 
 HEADS: Registry[type["TaskHead"]] = Registry("head")

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError, InputError
-from .config import ModelConfig
+from .model_config import ModelConfig
 from .family import family_of
 from .heads import build_head
 from .layers import LayerStack, Packing, Pooler, init_weights, pool
@@ -34,7 +34,7 @@ class EncoderOutput:
 class BabelModel(ReadsText, Checkpointed, nn.Module):
     """A composed encoder. Build one with :func:`babelzoo.create_model` or from a config::
 
-        model = BabelModel(ModelConfig(text=TextConfig(hidden_size=256, num_heads=4)))
+        model = BabelModel(ModelConfig(text=TransformerConfig(hidden_size=256, num_heads=4)))
         out = model(input_ids, attention_mask=mask)
         out.last_hidden.shape   # [B, L, 256]
         vectors = model.encode(["Hello", "Bonjour"])   # with a tokenizer: [2, 256] (ReadsText.encode)

@@ -34,7 +34,8 @@ from torch import nn
 
 from ..errors import InputError
 from .checkpoint_io import CONFIG_NAME, Checkpointed, save_pretrained
-from .config import ConfigError, ModelConfig
+from .config import ConfigError
+from .model_config import ModelConfig
 from .family import family_names, family_of
 from .layers import Dropout, FeedForward, LayerStack, SelfAttention, attend, build_attention_mask
 from .model import BabelModel, EncoderOutput
@@ -168,7 +169,7 @@ class FusionModel(ReadsText, Checkpointed, nn.Module):
             raise ConfigError(f"ModelConfig.text is of family {text.family!r}: fusion needs a text tower of the "
                               f"{towers} family")
         if fusion.mode == "single_stream" and fusion.num_layers > text.num_layers:
-            raise ConfigError(f"FusionConfig.num_layers={fusion.num_layers} must be <= TextConfig.num_layers="
+            raise ConfigError(f"FusionConfig.num_layers={fusion.num_layers} must be <= TransformerConfig.num_layers="
                               f"{text.num_layers} for single_stream (it counts the top text layers run jointly)")
         self.config = config
         self.mode = fusion.mode

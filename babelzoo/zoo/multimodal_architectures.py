@@ -8,9 +8,9 @@ trains in seconds on a CPU; ``create_model(name, vision={"backbone": "resnet50",
 
 from __future__ import annotations
 
-from .config import AudioConfig, FusionConfig, ModelConfig, VisionConfig
+from .model_config import AudioConfig, FusionConfig, ModelConfig, VisionConfig
 from .entries import TINY, register_model
-from .transformer_config import TextConfig
+from .families.transformer.config import TransformerConfig
 
 TINY_VISION = dict(backbone="patch", image_size=64, patch_size=16, pretrained=False)
 TINY_AUDIO = dict(conv_channels=128, max_frames=1500)
@@ -33,7 +33,7 @@ def vl_fusion_base() -> ModelConfig:
     Region Supervision"): one pre-LN Transformer (ViT-B/32 sizes: 12 layers, hidden 768) over the
     concatenation of text tokens and 32×32 raw patches of a 384×384 image, each with a
     modality-type embedding; trained with ITM, MLM conditioned on the image (and ITC here)."""
-    return ModelConfig(text=TextConfig(norm_position="pre", layer_norm_eps=1e-6, max_positions=40),
+    return ModelConfig(text=TransformerConfig(norm_position="pre", layer_norm_eps=1e-6, max_positions=40),
                        vision=VisionConfig(backbone="patch", image_size=384, patch_size=32),
                        fusion=FusionConfig(mode="single_stream", num_layers=12, projection_dim=256))
 
@@ -52,7 +52,7 @@ def vl_albef_base() -> ModelConfig:
     then 6 fusion layers with cross-attention to the image tokens; ITC (256-d projections,
     learned temperature from 0.07), ITM with hard negatives from ITC similarities, and MLM
     conditioned on the image. Momentum distillation is not part of this entry."""
-    return ModelConfig(text=TextConfig(num_layers=6),
+    return ModelConfig(text=TransformerConfig(num_layers=6),
                        vision=VisionConfig(backbone="vit_base_patch16_224", image_size=224, patch_size=16),
                        fusion=FusionConfig(mode="cross_attention", num_layers=6, projection_dim=256))
 
@@ -71,7 +71,7 @@ def vl_dual_base() -> ModelConfig:
     pre-LN text Transformer of width 512 (8 heads, 77 positions), each projected to a 512-d
     space and compared by cosine similarity over a learned temperature (initialised to 0.07,
     logit scale clamped at 100); trained with the symmetric InfoNCE loss (ITC)."""
-    return ModelConfig(text=TextConfig(hidden_size=512, num_heads=8, intermediate_size=2048, max_positions=77,
+    return ModelConfig(text=TransformerConfig(hidden_size=512, num_heads=8, intermediate_size=2048, max_positions=77,
                                        norm_position="pre", layer_norm_eps=1e-5, dropout=0.0,
                                        attention_dropout=0.0, pooler=False),
                        vision=VisionConfig(backbone="vit_base_patch32_224", image_size=224, patch_size=32),
@@ -100,7 +100,7 @@ def speech_text_base() -> ModelConfig:
     Speech-Transformer's convolutional front end (Dong et al. 2018); then a 6-layer speech
     Transformer, a 6-layer text encoder and 6 cross-attention fusion layers. Trained with ITC,
     ITM and MLM conditioned on the speech."""
-    return ModelConfig(text=TextConfig(num_layers=6), audio=_SPEECH,
+    return ModelConfig(text=TransformerConfig(num_layers=6), audio=_SPEECH,
                        fusion=FusionConfig(mode="cross_attention", num_layers=6, projection_dim=256))
 
 
@@ -115,7 +115,7 @@ def speech_dual_base() -> ModelConfig:
     """A CLIP-style dual encoder for speech and text (Radford et al. 2021's objective over
     TencentPretrain's convolutional speech embedding): 12-layer speech and text Transformers,
     256-d projections, learned temperature; for speech↔text retrieval."""
-    return ModelConfig(text=TextConfig(), audio=_SPEECH,
+    return ModelConfig(text=TransformerConfig(), audio=_SPEECH,
                        fusion=FusionConfig(mode="dual", num_layers=1, projection_dim=256))
 
 

@@ -43,7 +43,7 @@ class ReadsText:
 
     def use_default_tokenizer(self):
         """Attach and return the tokenizer this model's config implies
-        (:mod:`babelzoo.zoo.default_tokenizer`): a sentencepiece model trained on the embedded
+        (:mod:`babelzoo.zoo._default_tokenizer`): a sentencepiece model trained on the embedded
         Gramps catalogs the first time it is asked for on a machine (about ten seconds), then read
         from the babelzoo cache (``$BABELZOO_CACHE/tokenizers``). An :class:`InputError` where
         none fits the config (a model with loaded weights has its checkpoint's tokenizer)."""

@@ -21,7 +21,8 @@ from torch import nn
 
 from ..datasets.multimodal_media import image_normalization
 from ..errors import InputError
-from .config import ConfigError, VisionConfig
+from .config import ConfigError
+from .model_config import VisionConfig
 
 __all__ = ["PatchEmbedding", "TimmBackbone", "build_vision_tower", "image_normalization", "interpolate_positions"]
 

@@ -166,7 +166,8 @@ def build_pair(name: str, device: torch.device, seed: int = 0):
 def build_one(name: str, side: str, device: torch.device, seed: int = 0):
     """One side only, from the config (for the memory probes)."""
     import transformers
-    from babelzoo.zoo.config import ModelConfig, TextConfig
+    from babelzoo.zoo.model_config import ModelConfig
+    from babelzoo.zoo.families.transformer.config import TransformerConfig
     from babelzoo.zoo.convert import family_for_model_type
     from babelzoo.zoo.model import BabelModel
 
@@ -175,7 +176,7 @@ def build_one(name: str, side: str, device: torch.device, seed: int = 0):
     if side == "transformers":
         return transformers.BertForMaskedLM(config).to(device)
     family = family_for_model_type("bert", "speed benchmark")
-    text = TextConfig(**family.text_from_hf(config.to_dict(), "speed benchmark"), pooler=False, mlm_head=True)
+    text = TransformerConfig(**family.text_from_hf(config.to_dict(), "speed benchmark"), pooler=False, mlm_head=True)
     return BabelModel(ModelConfig(architecture="bert", text=text)).to(device)
 
 

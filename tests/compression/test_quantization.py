@@ -18,7 +18,7 @@ from babelzoo.compression import prune_layers, quantize
 from babelzoo.errors import InputError
 from babelzoo.evaluation.encoders import BabelEncoder
 from babelzoo.zoo.layers.quantized import GROUP, Int8Linear, WeightOnlyLinear, full_range_activations
-from babelzoo.zoo.pretrained import CheckpointError
+from babelzoo.errors import CheckpointError
 
 
 def test_int8_weights_are_symmetric_per_output_channel():

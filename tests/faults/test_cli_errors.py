@@ -41,7 +41,7 @@ def test_every_error_class_is_a_user_error_and_keeps_its_standard_base():
     from babelzoo.knowledge.base import KBError
     from babelzoo.registry import RegistryError
     from babelzoo.train.checkpoint import CheckpointCorrupted
-    from babelzoo.zoo.pretrained import CheckpointError
+    from babelzoo.errors import CheckpointError
 
     for cls, base in ((ConfigError, ValueError), (CorpusError, ValueError), (KBError, ValueError),
                       (RegistryError, KeyError), (CheckpointError, RuntimeError),

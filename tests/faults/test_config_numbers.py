@@ -143,7 +143,7 @@ def test_a_file_value_out_of_range_names_its_line():
 def test_model_overrides_are_typed_numbers_too():
     from babelzoo.zoo.factory import create_model
 
-    with pytest.raises(ConfigError, match=r"^TextConfig.dropout=nan must be a finite number$"):
+    with pytest.raises(ConfigError, match=r"^TransformerConfig.dropout=nan must be a finite number$"):
         create_model("xlmr_tiny", dropout=float("nan"))
 
 

@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from babelzoo.zoo.config import ConfigError, ModelConfig, TextConfig
+from babelzoo.zoo.config import ConfigError
+from babelzoo.zoo.families.transformer.config import TransformerConfig
+from babelzoo.zoo.model_config import ModelConfig
 
 TEXT = {"vocab_size": 64, "hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
 
@@ -27,12 +29,12 @@ def test_a_wrongly_typed_field_names_file_and_field(tmp_path, field, value, mess
     path = write(tmp_path, {"architecture": "custom", "text": {**TEXT, field: value}})
     with pytest.raises(ConfigError) as err:
         ModelConfig.from_json(path)
-    assert str(err.value).startswith(f"{path}[text]: TextConfig.{field}")
+    assert str(err.value).startswith(f"{path}[text]: TransformerConfig.{field}")
     assert message in str(err.value)
 
 
 def test_numbers_keep_their_meaning():
-    config = TextConfig(**TEXT, dropout=0, layer_norm_eps=1e-5)  # an int is a valid float
+    config = TransformerConfig(**TEXT, dropout=0, layer_norm_eps=1e-5)  # an int is a valid float
     assert config.dropout == 0 and config.layer_norm_eps == 1e-5
 
 

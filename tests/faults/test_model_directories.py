@@ -10,7 +10,9 @@ import torch
 import babelzoo
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.zoo.convert import export_hf
-from babelzoo.zoo.pretrained import CheckpointError, from_pretrained, load_weights_into
+from babelzoo.errors import CheckpointError
+from babelzoo.zoo.pretrained import from_pretrained
+from babelzoo.zoo.checkpoint_io import load_weights_into
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 

@@ -9,7 +9,8 @@ from safetensors.torch import load_file, save_file
 
 import babelzoo
 from babelzoo.errors import InputError
-from babelzoo.zoo.pretrained import CheckpointError, load_weights_into
+from babelzoo.errors import CheckpointError
+from babelzoo.zoo.checkpoint_io import load_weights_into
 
 ENCODERS = ["xlmr_tiny", "bilstm_tiny", "xlnet_tiny", "modernbert_tiny"]
 SEQ2SEQ = ["bart_tiny", "cove_tiny"]

@@ -25,7 +25,8 @@ from babelzoo.evaluation.leaderboard import Cell, write_outputs
 from babelzoo.evaluation.tasks import Result
 from babelzoo.train.checkpoint import CheckpointManager, rng_state
 from babelzoo.zoo.convert import export_hf
-from babelzoo.zoo.pretrained import CheckpointError, model_state
+from babelzoo.errors import CheckpointError
+from babelzoo.zoo.checkpoint_io import model_state
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,8 @@ from babelzoo.train.config import TrainConfig
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.config import ConfigError
 from babelzoo.zoo.factory import create_model
-from babelzoo.zoo.pretrained import CheckpointError, read_weights
+from babelzoo.errors import CheckpointError
+from babelzoo.zoo.checkpoint_io import read_weights
 
 SPECIALS = SpecialIds(pad=1, cls=0, sep=2, unk=3, mask=4, vocab_size=64)
 ROWS = [[5 + (i * 7 + j) % 50 for j in range(6 + i % 5)] for i in range(48)]

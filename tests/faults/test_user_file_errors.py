@@ -114,7 +114,8 @@ def test_a_leaderboard_model_without_a_usable_name_is_one_line(tmp_path, capsys,
 
 
 def test_a_latin1_config_json_names_the_file_and_line(checkpoint, tmp_path, capsys):
-    from babelzoo.zoo.pretrained import CheckpointError, from_pretrained
+    from babelzoo.errors import CheckpointError
+    from babelzoo.zoo.pretrained import from_pretrained
 
     model = tmp_path / "model"
     shutil.copytree(checkpoint / "run" / "checkpoints" / "step-00000001", model)
@@ -263,7 +264,7 @@ def file_size_limit():
 
 def test_a_full_disk_while_writing_outputs_names_the_file(tmp_path, capsys, file_size_limit):
     from babelzoo.train.checkpoint import write_model, write_part
-    from babelzoo.zoo.pretrained import save_weights
+    from babelzoo.zoo.checkpoint_io import save_weights
 
     recipe = write_recipe(tmp_path)
     file_size_limit(100_000)  # the tokenizer's sentencepiece.model is the first file past it

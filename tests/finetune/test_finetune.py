@@ -15,7 +15,7 @@ from babelzoo.finetune.cli import finetune_main
 from babelzoo.finetune.data import hold_out
 from babelzoo.train.config import load_recipe, recipe_path
 from babelzoo.zoo.config import ConfigError
-from babelzoo.zoo.pretrained import read_weights
+from babelzoo.zoo.checkpoint_io import read_weights
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -10,7 +10,7 @@ from topic_task import recipe
 
 from babelzoo.finetune import run_finetune
 from babelzoo.finetune.cli import finetune_main
-from babelzoo.zoo.pretrained import read_weights
+from babelzoo.zoo.checkpoint_io import read_weights
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

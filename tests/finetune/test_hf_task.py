@@ -16,7 +16,7 @@ from babelzoo.datasets.labelled import LabelError  # noqa: E402
 from babelzoo.finetune import TaskSpec, run_finetune  # noqa: E402
 from babelzoo.finetune.data import label_set, read_rows  # noqa: E402
 from babelzoo.zoo.config import ConfigError  # noqa: E402
-from babelzoo.zoo.pretrained import read_weights  # noqa: E402
+from babelzoo.zoo.checkpoint_io import read_weights  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -13,12 +13,13 @@ from babelzoo.knowledge import GraphKB, KBError, attach_knowledge
 from babelzoo.knowledge.dea import DEAObjective, corrupt_entities
 from babelzoo.knowledge.attach import ErnieFeedForward
 from babelzoo.knowledge.linker import Mention
-from babelzoo.zoo.config import ModelConfig, TextConfig
+from babelzoo.zoo.model_config import ModelConfig
+from babelzoo.zoo.families.transformer.config import TransformerConfig
 from babelzoo.zoo.model import BabelModel
 
 
 def _model(**overrides) -> BabelModel:
-    text = TextConfig(vocab_size=50, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=64,
+    text = TransformerConfig(vocab_size=50, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=64,
                       max_positions=32, dropout=0.0, attention_dropout=0.0, **overrides)
     return BabelModel(ModelConfig(text=text)).eval()
 
@@ -187,9 +188,9 @@ def test_knowledge_survives_save_and_load(tmp_path):
 
 
 def test_model_builds_fusion_from_its_config():
-    from babelzoo.zoo.config import KnowledgeConfig
+    from babelzoo.zoo.model_config import KnowledgeConfig
 
-    text = TextConfig(vocab_size=50, hidden_size=32, num_layers=4, num_heads=4, intermediate_size=64,
+    text = TransformerConfig(vocab_size=50, hidden_size=32, num_layers=4, num_heads=4, intermediate_size=64,
                       max_positions=32, dropout=0.0, attention_dropout=0.0)
     torch.manual_seed(0)
     plain = BabelModel(ModelConfig(text=text)).eval()
@@ -217,9 +218,9 @@ def test_model_builds_fusion_from_its_config():
 
 
 def test_model_without_fusion_layers_rejects_entities():
-    from babelzoo.zoo.config import KnowledgeConfig
+    from babelzoo.zoo.model_config import KnowledgeConfig
 
-    text = TextConfig(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64)
+    text = TransformerConfig(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64)
     ids = torch.randint(1, 50, (1, 4))
     with pytest.raises(ValueError, match="has no knowledge part"):
         BabelModel(ModelConfig(text=text))(ids, entities=torch.zeros(1, 4, dtype=torch.long))

@@ -8,7 +8,8 @@ import torch
 
 from babelzoo.knowledge import GraphKB
 from babelzoo.knowledge.kbert import KBertInjector, collate_trees, flatten_tree
-from babelzoo.zoo.config import ModelConfig, TextConfig
+from babelzoo.zoo.model_config import ModelConfig
+from babelzoo.zoo.families.transformer.config import TransformerConfig
 from babelzoo.zoo.model import BabelModel
 
 VOCAB = {"[CLS]": 1, "Tim": 10, "Cook": 11, "is": 12, "visiting": 13, "Beijing": 14, "now": 15,
@@ -84,7 +85,7 @@ def test_injector_builds_the_tree_from_a_knowledge_base():
 
 
 def test_no_knowledge_ablation_equals_the_plain_encoder():
-    config = ModelConfig(text=TextConfig(vocab_size=30, hidden_size=16, num_layers=2, num_heads=2,
+    config = ModelConfig(text=TransformerConfig(vocab_size=30, hidden_size=16, num_layers=2, num_heads=2,
                                          intermediate_size=32, max_positions=32, dropout=0.0, attention_dropout=0.0))
     model = BabelModel(config).eval()
     words = [["Tim", "Cook", "is", "visiting", "Beijing", "now"]]
@@ -127,7 +128,7 @@ def test_kbert_mlm_masks_the_trunk_only_and_reads_the_tree():
     trunk = ~branch & batches[0]["attention_mask"].bool() & ~torch.isin(original, torch.tensor([0, 1, 2]))
     rate = chosen.float().mean(0)[trunk]
     assert rate.min() > 0.35 and rate.max() < 0.65  # every sentence token is masked about half the time
-    config = ModelConfig(text=TextConfig(vocab_size=30, hidden_size=16, num_layers=2, num_heads=2,
+    config = ModelConfig(text=TransformerConfig(vocab_size=30, hidden_size=16, num_layers=2, num_heads=2,
                                          intermediate_size=32, max_positions=32, dropout=0.0, attention_dropout=0.0))
     model = BabelModel(config).eval()
     batch = batches[0]

@@ -116,10 +116,11 @@ def test_knn_lm_interpolation():
 
 
 def test_knn_lm_datastore_from_a_model():
-    from babelzoo.zoo.config import ModelConfig, TextConfig
+    from babelzoo.zoo.model_config import ModelConfig
+    from babelzoo.zoo.families.transformer.config import TransformerConfig
     from babelzoo.zoo.model import BabelModel
 
-    model = BabelModel(ModelConfig(text=TextConfig(vocab_size=20, hidden_size=16, num_layers=1, num_heads=2,
+    model = BabelModel(ModelConfig(text=TransformerConfig(vocab_size=20, hidden_size=16, num_layers=1, num_heads=2,
                                                    intermediate_size=32, max_positions=16))).eval()
     ids = torch.randint(5, 20, (3, 6))
     labels = torch.full_like(ids, -100)

@@ -11,7 +11,7 @@ import torch
 from babelzoo.datasets.multimodal_media import (SpecAugment, fbank_features, read_audio, speech_features,
                                                 utterance_cmvn)
 from babelzoo.zoo.audio import ConvSubsampler
-from babelzoo.zoo.config import AudioConfig
+from babelzoo.zoo.model_config import AudioConfig
 
 
 def sine(freq=440.0, rate=16000, seconds=0.5, amplitude=0.3):

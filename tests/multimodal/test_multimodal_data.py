@@ -12,7 +12,7 @@ from babelzoo.datasets.multimodal import MultimodalDataset, collate_multimodal
 from babelzoo.datasets.multimodal_manifest import MediaError, read_manifest, write_manifest
 from babelzoo.datasets.multimodal_media import load_image
 from babelzoo.datasets.specials import SpecialIds
-from babelzoo.zoo.config import AudioConfig
+from babelzoo.zoo.model_config import AudioConfig
 
 SPECIALS = SpecialIds(pad=0, cls=1, sep=2, unk=3, mask=4, vocab_size=300, languages={"en": 0, "de": 1})
 

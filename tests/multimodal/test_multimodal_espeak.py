@@ -6,7 +6,7 @@ import pytest
 from babelzoo.datasets.multimodal import MultimodalDataset
 from babelzoo.datasets.multimodal_manifest import read_manifest
 from babelzoo.offline.espeak import Espeak, build_speech_manifest
-from babelzoo.zoo.config import AudioConfig
+from babelzoo.zoo.model_config import AudioConfig
 
 
 def utf8_ids(text, lang):

@@ -5,10 +5,11 @@ import pytest
 import torch
 
 import babelzoo
-from babelzoo.zoo.config import FusionConfig, ModelConfig, TextConfig, VisionConfig
+from babelzoo.zoo.model_config import FusionConfig, ModelConfig, VisionConfig
+from babelzoo.zoo.families.transformer.config import TransformerConfig
 from babelzoo.zoo.factory import model_config
 from babelzoo.zoo.multimodal import FusionModel
-from babelzoo.zoo.rnn_config import RNNConfig
+from babelzoo.zoo.families.rnn.config import RNNConfig
 
 FUSION_TINY = [n for n in babelzoo.list_models("*tiny") if model_config(n).fusion is not None]
 
@@ -118,8 +119,8 @@ def test_single_stream_with_fewer_joint_layers_runs_text_layers_first():
 
 
 @pytest.mark.parametrize("config, message", [
-    (ModelConfig(text=TextConfig(num_layers=2), vision=VisionConfig(), fusion=FusionConfig(num_layers=3)),
-     "num_layers=3 must be <= TextConfig.num_layers=2"),
+    (ModelConfig(text=TransformerConfig(num_layers=2), vision=VisionConfig(), fusion=FusionConfig(num_layers=3)),
+     "num_layers=3 must be <= TransformerConfig.num_layers=2"),
     (ModelConfig(fusion=FusionConfig()), "exactly one of a vision or an audio part"),
     (ModelConfig(text=RNNConfig(cell="lstm"), vision=VisionConfig(), fusion=FusionConfig()),
      "fusion needs a text tower of the 'transformer' family"),

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from babelzoo.zoo.config import VisionConfig
+from babelzoo.zoo.model_config import VisionConfig
 from babelzoo.zoo.vision import PatchEmbedding, TimmBackbone, image_normalization, interpolate_positions
 
 

@@ -14,7 +14,7 @@ from babelzoo.datasets.specials import SpecialIds
 from babelzoo.errors import ConfigError
 from babelzoo.objectives import ExampleError, Sentence, build_objective
 from babelzoo.objectives.segments import cut_segments, document_stream
-from babelzoo.zoo.transformer_xl import Memory, encode_segment
+from babelzoo.zoo.families.transformer_xl.model import Memory, encode_segment
 
 I = -100
 SPECIALS = SpecialIds(pad=0, cls=1, sep=2, unk=3, mask=4, vocab_size=50, languages={"en": 0, "de": 1})

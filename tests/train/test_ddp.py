@@ -91,7 +91,7 @@ def test_two_ranks_match_one_process(name, two_rank_runs, tmp_path):
 
 def final_state_at_init(contrastive: bool) -> dict:
     from tiny_objectives import FixedMaskMLM, tiny_model
-    from babelzoo.zoo.pretrained import model_state
+    from babelzoo.zoo.checkpoint_io import model_state
 
     model = tiny_model(torch.float64, dropout=0.0)
     heads = FixedMaskMLM(contrastive=contrastive).double()

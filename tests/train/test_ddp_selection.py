@@ -66,7 +66,7 @@ def two_rank_runs(tmp_path_factory):
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_ranks_select_like_one_process(strategy, two_rank_runs, tmp_path):
-    from babelzoo.zoo.pretrained import read_weights
+    from babelzoo.zoo.checkpoint_io import read_weights
 
     one = fit_selecting(tmp_path, batch_size=8)
     ranks = [json.loads((two_rank_runs / f"{strategy}-rank{r}.json").read_text()) for r in (0, 1)]

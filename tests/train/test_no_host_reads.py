@@ -17,7 +17,7 @@ from babelzoo.objectives.mlm import MLM
 from babelzoo.train.config import TrainConfig
 from babelzoo.train.data import DataStream
 from babelzoo.train.trainer import Trainer
-from babelzoo.zoo.config import HeadConfig
+from babelzoo.zoo.model_config import HeadConfig
 from babelzoo.zoo.build import with_head
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -16,7 +16,7 @@ from babelzoo.train.optim import build_optimizer, layer_depth
 from babelzoo.train.selection import Selection
 from babelzoo.train.train_module import TrainModule
 from babelzoo.train.trainer import Trainer
-from babelzoo.zoo.pretrained import read_weights
+from babelzoo.zoo.checkpoint_io import read_weights
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

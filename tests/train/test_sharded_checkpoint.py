@@ -15,7 +15,8 @@ from safetensors.torch import load_file
 import babelzoo
 from babelzoo.cli import main as cli_main
 from babelzoo.train.checkpoint import CheckpointManager, read_part
-from babelzoo.zoo.pretrained import CheckpointError, read_sharded
+from babelzoo.errors import CheckpointError
+from babelzoo.zoo.checkpoint_io import read_sharded
 
 from test_ddp import free_port
 from tiny_objectives import fit_fixed, fit_random, one_thread  # noqa: F401

@@ -4,19 +4,21 @@ import json
 import pytest
 
 import babelzoo
-from babelzoo.zoo.config import ConfigError, KnowledgeConfig, ModelConfig, TextConfig, VisionConfig
+from babelzoo.zoo.config import ConfigError
+from babelzoo.zoo.families.transformer.config import TransformerConfig
+from babelzoo.zoo.model_config import KnowledgeConfig, ModelConfig, VisionConfig
 
 
 def test_hidden_size_must_divide_by_heads():
-    with pytest.raises(ConfigError, match=r"TextConfig.hidden_size=100 must be divisible by num_heads=12"):
-        TextConfig(hidden_size=100)
+    with pytest.raises(ConfigError, match=r"TransformerConfig.hidden_size=100 must be divisible by num_heads=12"):
+        TransformerConfig(hidden_size=100)
 
 
 @pytest.mark.parametrize("field,value,message", [
-    ("activation", "swish", "TextConfig.activation='swish' must be one of 'gelu', 'gelu_tanh', 'relu', 'silu'"),
-    ("num_layers", 0, "TextConfig.num_layers=0 must be a positive integer"),
-    ("dropout", 1.5, "TextConfig.dropout=1.5 must be in [0, 1)"),
-    ("pad_token_id", 9000, "TextConfig.pad_token_id=9000 must be smaller than vocab_size=8000"),
+    ("activation", "swish", "TransformerConfig.activation='swish' must be one of 'gelu', 'gelu_tanh', 'relu', 'silu'"),
+    ("num_layers", 0, "TransformerConfig.num_layers=0 must be a positive integer"),
+    ("dropout", 1.5, "TransformerConfig.dropout=1.5 must be in [0, 1)"),
+    ("pad_token_id", 9000, "TransformerConfig.pad_token_id=9000 must be smaller than vocab_size=8000"),
 ])
 def test_bad_values_name_the_field(field, value, message):
     with pytest.raises(ConfigError) as err:
@@ -38,7 +40,7 @@ def test_unknown_subconfig_key_lists_valid_keys():
 
 
 def test_json_round_trip_is_exact(tmp_path):
-    config = ModelConfig(architecture="x", text=TextConfig(hidden_size=64, num_heads=2, embedding_size=32),
+    config = ModelConfig(architecture="x", text=TransformerConfig(hidden_size=64, num_heads=2, embedding_size=32),
                          vision=VisionConfig(image_size=64, patch_size=16),
                          knowledge=KnowledgeConfig(entity_vocab_size=10, fusion_layers=(0, 1)))
     path = tmp_path / "config.json"
@@ -50,7 +52,7 @@ def test_json_round_trip_is_exact(tmp_path):
 def test_from_dict_rejects_unknown_keys_with_location(tmp_path):
     data = ModelConfig().to_dict()
     data["text"]["hidden"] = 3
-    with pytest.raises(ConfigError, match=r"unknown TextConfig key\(s\) \['hidden'\] in text"):
+    with pytest.raises(ConfigError, match=r"unknown TransformerConfig key\(s\) \['hidden'\] in text"):
         ModelConfig.from_dict(data)
 
 
@@ -69,6 +71,6 @@ def test_overrides_dotted_and_nested():
 
 
 def test_configs_are_frozen():
-    config = TextConfig()
+    config = TransformerConfig()
     with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'hidden_size'"):
         config.hidden_size = 3

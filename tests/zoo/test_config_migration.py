@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 import babelzoo
-from babelzoo.zoo.config import ModelConfig
+from babelzoo.zoo.model_config import ModelConfig
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_checkpoints"
 EXPECTED = load_file(ROOT / "expected.safetensors")

@@ -12,7 +12,9 @@ transformers = pytest.importorskip("transformers")
 from babelzoo.zoo.convert import FAMILIES, export_hf, import_hf  # noqa: E402
 from babelzoo.zoo.convert.keymap import to_hf, to_ours  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
-from babelzoo.zoo.pretrained import CheckpointError, from_pretrained, save_weights  # noqa: E402
+from babelzoo.errors import CheckpointError  # noqa: E402
+from babelzoo.zoo.pretrained import from_pretrained  # noqa: E402
+from babelzoo.zoo.checkpoint_io import save_weights  # noqa: E402
 
 TOL = 1e-5
 SIZES = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48)

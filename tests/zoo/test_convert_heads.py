@@ -13,7 +13,8 @@ import babelzoo  # noqa: E402
 from babelzoo.zoo.convert import export_hf, import_hf  # noqa: E402
 from babelzoo.deploy.convert_cli import convert_main  # noqa: E402
 from babelzoo.zoo.factory import build_model  # noqa: E402
-from babelzoo.zoo.pretrained import CheckpointError, model_state  # noqa: E402
+from babelzoo.errors import CheckpointError  # noqa: E402
+from babelzoo.zoo.checkpoint_io import model_state  # noqa: E402
 
 TOL = 1e-5
 VOCAB = 99

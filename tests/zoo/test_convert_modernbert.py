@@ -11,8 +11,8 @@ transformers = pytest.importorskip("transformers")
 
 import babelzoo  # noqa: E402
 from babelzoo.zoo.convert import export_hf, import_hf  # noqa: E402
-from babelzoo.zoo.modernbert_config import ModernBertConfig  # noqa: E402
-from babelzoo.zoo.pretrained import CheckpointError  # noqa: E402
+from babelzoo.zoo.families.modernbert.config import ModernBertConfig  # noqa: E402
+from babelzoo.errors import CheckpointError  # noqa: E402
 
 TOL = 1e-5
 SPECIALS = dict(bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)

@@ -11,7 +11,7 @@ transformers = pytest.importorskip("transformers")
 
 import babelzoo  # noqa: E402
 from babelzoo.zoo.convert import export_hf, import_hf  # noqa: E402
-from babelzoo.zoo.pretrained import CheckpointError  # noqa: E402
+from babelzoo.errors import CheckpointError  # noqa: E402
 
 TOL = 1e-5
 BART_SIZES = dict(vocab_size=101, d_model=48, encoder_layers=2, decoder_layers=3, encoder_attention_heads=3,

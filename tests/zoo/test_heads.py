@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import babelzoo
-from babelzoo.zoo.config import ConfigError, HeadConfig
+from babelzoo.zoo.config import ConfigError
+from babelzoo.zoo.model_config import HeadConfig
 from babelzoo.zoo.build import with_head
 from babelzoo.zoo.heads import HEADS
 

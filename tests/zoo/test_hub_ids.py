@@ -15,8 +15,8 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("huggingface_hub")
 
 import babelzoo  # noqa: E402
-from babelzoo.zoo.hub_ids import check_hub_id, git_blob_sha1, looks_like_hub_id  # noqa: E402
-from babelzoo.zoo.pretrained import CheckpointError  # noqa: E402
+from babelzoo.zoo._hub_ids import check_hub_id, git_blob_sha1, looks_like_hub_id  # noqa: E402
+from babelzoo.errors import CheckpointError  # noqa: E402
 
 from test_convert import hf_outputs, max_diff, padded_batch, xlmr_sentencepiece_model  # noqa: E402
 

@@ -176,7 +176,7 @@ def test_a_tower_without_a_fusion_part_is_refused_when_the_model_is_built(part):
 
 
 def test_build_model_from_plain_config():
-    config = babelzoo.ModelConfig(text=babelzoo.TextConfig(vocab_size=50, hidden_size=16, num_heads=2,
+    config = babelzoo.ModelConfig(text=babelzoo.TransformerConfig(vocab_size=50, hidden_size=16, num_heads=2,
                                                            num_layers=1, intermediate_size=32))
     model = build_model(config)
     assert model(torch.ones(2, 4, dtype=torch.long)).last_hidden.shape == (2, 4, 16)

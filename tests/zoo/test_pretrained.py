@@ -10,7 +10,8 @@ from safetensors.torch import load_file, save_file
 
 import babelzoo
 from babelzoo.datasets.download import sha256_of
-from babelzoo.zoo.pretrained import CheckpointError, read_weights
+from babelzoo.errors import CheckpointError
+from babelzoo.zoo.checkpoint_io import read_weights
 
 
 @pytest.fixture
@@ -124,7 +125,7 @@ def test_pretrained_without_weights_says_which_have_them():
 def test_a_model_class_loads_its_own_checkpoints_and_names_the_class_of_others(checkpoint, tmp_path):
     from babelzoo.zoo.multimodal import FusionModel
     from babelzoo.zoo.model import BabelModel
-    from babelzoo.zoo.seq2seq import Seq2SeqModel
+    from babelzoo.zoo.families.seq2seq.model import Seq2SeqModel
 
     saved, checkpoint = checkpoint
     loaded = BabelModel.from_pretrained(checkpoint)

@@ -14,7 +14,7 @@ from babelzoo.datasets.specials import SpecialIds
 from babelzoo.errors import ConfigError
 from babelzoo.evaluation.encoders import BabelEncoder
 from babelzoo.objectives import Pair, build_objective
-from babelzoo.zoo.config import ModelConfig
+from babelzoo.zoo.model_config import ModelConfig
 from babelzoo.zoo.factory import model_config
 from babelzoo.zoo.layers import pool
 

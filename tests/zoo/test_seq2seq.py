@@ -10,7 +10,7 @@ import babelzoo
 from babelzoo.errors import InputError
 from babelzoo.zoo.factory import model_config
 from babelzoo.zoo.generation import GenerationSettings, generate
-from babelzoo.zoo.seq2seq import key_mask, shift_right
+from babelzoo.zoo.families.seq2seq.model import key_mask, shift_right
 
 ALL_TINY = [n for n in babelzoo.list_models("*tiny") if model_config(n).text.is_encoder_decoder]
 SEQ2SEQ_TINY = [n for n in ALL_TINY if model_config(n).text.family == "seq2seq"]  # the Transformer ones

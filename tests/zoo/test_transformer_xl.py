@@ -19,7 +19,7 @@ from babelzoo.zoo.layers.xl_relative import (
     relative_shift,
     sinusoids,
 )
-from babelzoo.zoo.transformer_xl import Memory, encode_segment, encode_segments
+from babelzoo.zoo.families.transformer_xl.model import Memory, encode_segment, encode_segments
 
 SMALL = dict(vocab_size=50, hidden_size=16, num_heads=2, intermediate_size=32, pad_token_id=0)
 

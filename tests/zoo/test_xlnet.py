@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import babelzoo
-from babelzoo.zoo.xlnet import relative_encodings, relative_shift
+from babelzoo.zoo.families.xlnet.model import relative_encodings, relative_shift
 
 
 def test_relative_encodings_are_the_sines_then_cosines_of_each_distance():

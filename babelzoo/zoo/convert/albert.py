@@ -8,7 +8,7 @@ Embeddings live in the small width E and are projected to H by the encoder's
 from __future__ import annotations
 
 from ...errors import CheckpointError
-from ..transformer_config import TextConfig
+from ..families.transformer.config import TransformerConfig
 from .hf_family import COMMON_REQUIRED, HFFamily, common_text_from_hf, common_text_to_hf, hf_value
 from .keymap import KeyMap
 
@@ -59,7 +59,7 @@ def text_from_hf(hf, where: str) -> dict:
     return {**text, "embedding_size": embedding, "share_layers": True}
 
 
-def text_to_hf(text: TextConfig) -> dict:
+def text_to_hf(text: TransformerConfig) -> dict:
     return {**common_text_to_hf(text), "embedding_size": text.embedding_dim, "num_hidden_groups": 1,
             "inner_group_num": 1, "bos_token_id": 2, "eos_token_id": 3}
 

@@ -9,7 +9,7 @@ encoder without pooler.
 
 from __future__ import annotations
 
-from ..transformer_config import TextConfig
+from ..families.transformer.config import TransformerConfig
 from .hf_family import COMMON_REQUIRED, HFFamily, TaskClass, common_text_from_hf, common_text_to_hf
 from .keymap import KeyMap
 
@@ -47,7 +47,7 @@ def text_from_hf(hf, where: str) -> dict:
     return common_text_from_hf(hf, DEFAULTS, where)
 
 
-def text_to_hf(text: TextConfig) -> dict:
+def text_to_hf(text: TransformerConfig) -> dict:
     return common_text_to_hf(text)
 
 

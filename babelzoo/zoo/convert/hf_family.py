@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Optional
 
 from ...errors import CheckpointError
-from ..config import ConfigError, EncoderConfig, HeadConfig, ModelConfig
-from ..transformer_config import TextConfig
+from ..config import ConfigError, EncoderConfig
+from ..model_config import HeadConfig, ModelConfig
+from ..families.transformer.config import TransformerConfig
 from .keymap import KeyMap
 
 # HF ``hidden_act`` → our activation. The tanh approximations are one function written three ways.
@@ -86,7 +87,7 @@ class HFFamily:
     heads_not_kept: tuple[str, ...] = ()
     buffers: tuple[str, ...] = BUFFERS
     tasks: tuple[TaskClass, ...] = ()
-    text_config: type[EncoderConfig] = TextConfig
+    text_config: type[EncoderConfig] = TransformerConfig
     tokenizer: Optional[tuple[str, str]] = None
 
     def matches(self, architecture: str) -> bool:
@@ -130,7 +131,7 @@ def hf_value(hf: Mapping[str, Any], defaults: Mapping[str, Any], name: str, wher
 
 def common_text_from_hf(hf: Mapping[str, Any], defaults: Mapping[str, Any], where: str,
                         position_offset: int = 0) -> dict:
-    """TextConfig fields shared by BERT-like families."""
+    """TransformerConfig fields shared by BERT-like families."""
 
     def get(name: str) -> Any:
         return hf_value(hf, defaults, name, where)
@@ -158,7 +159,7 @@ def common_text_from_hf(hf: Mapping[str, Any], defaults: Mapping[str, Any], wher
                 init_std=float(get("initializer_range")))
 
 
-def common_text_to_hf(text: TextConfig) -> dict:
+def common_text_to_hf(text: TransformerConfig) -> dict:
     return {"vocab_size": text.vocab_size, "hidden_size": text.hidden_size, "num_hidden_layers": text.num_layers,
             "num_attention_heads": text.num_heads, "intermediate_size": text.intermediate_size,
             "hidden_act": ACTIVATIONS_TO_HF[text.activation], "hidden_dropout_prob": text.dropout,
@@ -170,7 +171,7 @@ def common_text_to_hf(text: TextConfig) -> dict:
 
 
 # What every BERT-like family needs of a babelzoo text config to be exportable: field -> test.
-COMMON_REQUIRED: dict[str, Callable[[TextConfig], bool]] = {
+COMMON_REQUIRED: dict[str, Callable[[TransformerConfig], bool]] = {
     "position_embedding == 'learned'": lambda t: t.position_embedding == "learned",
     "relative_attention == 'none'": lambda t: t.relative_attention == "none",
     "norm_position == 'post'": lambda t: t.norm_position == "post",

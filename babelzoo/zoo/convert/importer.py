@@ -19,7 +19,8 @@ from typing import Any, Mapping, Optional
 import torch
 
 from ..checkpoint_io import CheckpointError, load_state_strict, model_state
-from ..config import ConfigError, EncoderConfig, ModelConfig
+from ..config import ConfigError, EncoderConfig
+from ..model_config import ModelConfig
 from ..model import BabelModel
 from .families import family_for_model_type
 from .hf_family import HFFamily, TaskClass, head_from_hf
@@ -47,7 +48,7 @@ def import_hf(directory: str | Path):
         logits = model.head_logits(input_ids, attention_mask=mask)   # [B, L, num_labels]
 
     A ``BartForConditionalGeneration``, ``MBartForConditionalGeneration`` or
-    ``T5ForConditionalGeneration`` directory becomes a :class:`~babelzoo.zoo.seq2seq.Seq2SeqModel`.
+    ``T5ForConditionalGeneration`` directory becomes a :class:`~babelzoo.zoo.families.seq2seq.model.Seq2SeqModel`.
     """
     directory = Path(directory)
     where = str(directory / CONFIG)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import CheckpointError
-from ..modernbert_config import ModernBertConfig
+from ..families.modernbert.config import ModernBertConfig
 from .hf_family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, HFFamily, hf_value
 from .keymap import KeyMap
 

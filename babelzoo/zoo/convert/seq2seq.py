@@ -24,10 +24,11 @@ import torch
 
 from ...datasets.tokenizer import saved_metadata
 from ..checkpoint_io import CheckpointError, _atomic_write, load_state_strict, model_state, replace_directory, save_weights
-from ..config import ConfigError, ModelConfig
+from ..config import ConfigError
+from ..model_config import ModelConfig
 from ..sentences import attached_tokenizer
-from ..seq2seq import Seq2SeqModel
-from ..seq2seq_config import Seq2SeqConfig
+from ..families.seq2seq.model import Seq2SeqModel
+from ..families.seq2seq.config import Seq2SeqConfig
 from .families import hf_conversions
 from .files import CONFIG, find_hf_weights, read_hf_weights
 from .keymap import compare_shapes, to_hf, to_ours
@@ -41,7 +42,7 @@ def families() -> dict[str, Seq2SeqFamily]:
 
 
 def import_seq2seq(directory: Path, hf: Mapping[str, Any]):
-    """A :class:`~babelzoo.zoo.seq2seq.Seq2SeqModel` holding the weights of the HF
+    """A :class:`~babelzoo.zoo.families.seq2seq.model.Seq2SeqModel` holding the weights of the HF
     encoder–decoder in ``directory`` (config ``hf``), strictly."""
     where = str(directory / CONFIG)
     family = families()[hf["model_type"]]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Union
 
 from ...errors import CheckpointError
-from ..seq2seq_config import Seq2SeqConfig
+from ..families.seq2seq.config import Seq2SeqConfig
 from .keymap import KeyMap, Pair
 
 Table = Union[Mapping[object, str], Callable[[Seq2SeqConfig], Mapping[object, str]]]

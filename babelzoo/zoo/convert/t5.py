@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import CheckpointError
-from ..seq2seq_config import Seq2SeqConfig
+from ..families.seq2seq.config import Seq2SeqConfig
 from .hf_family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, hf_value
 from .seq2seq_family import Seq2SeqFamily
 

@@ -10,7 +10,7 @@ first token through its own dense + tanh layer (``classifier.dense``, then ``cla
 
 from __future__ import annotations
 
-from ..transformer_config import TextConfig
+from ..families.transformer.config import TransformerConfig
 from .bert import KEYS as BERT_KEYS
 from .hf_family import COMMON_REQUIRED, HFFamily, TaskClass, common_text_from_hf, common_text_to_hf
 from .keymap import KeyMap
@@ -37,7 +37,7 @@ def text_from_hf(hf, where: str) -> dict:
     return common_text_from_hf(hf, DEFAULTS, where, position_offset=pad + 1)
 
 
-def text_to_hf(text: TextConfig) -> dict:
+def text_to_hf(text: TransformerConfig) -> dict:
     return {**common_text_to_hf(text), "bos_token_id": 0, "eos_token_id": 2}
 
 

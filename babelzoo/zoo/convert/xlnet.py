@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import CheckpointError
-from ..xlnet_config import XLNetConfig
+from ..families.xlnet.config import XLNetConfig
 from .hf_family import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, HFFamily, hf_value
 from .keymap import KeyMap
 

@@ -1,5 +1,5 @@
 """The encoder–decoder family's config and zoo entries: BART, mBART and T5 as switches of one
-Transformer encoder–decoder (:mod:`babelzoo.zoo.seq2seq` holds the modules).
+Transformer encoder–decoder (:mod:`babelzoo.zoo.families.seq2seq.model` holds the modules).
 
 Post-LN (BART) or pre-LN (mBART, T5) blocks, LayerNorm or RMSNorm, with or without biases,
 learned positions with BART's offset of 2 or T5's bucketed relative bias, a word embedding shared
@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .config import EncoderDecoderConfig, ModelConfig
-from .entries import TINY, register_model
-from .family import TextFamily, register_family
+from ...config import EncoderDecoderConfig
+from ...model_config import ModelConfig
+from ...entries import TINY, register_model
+from ...family import TextFamily, register_family
 
 # mBART-50's language codes (Tang et al. 2020), in vocabulary order.
 MBART50_LANGUAGES = (
@@ -90,9 +91,9 @@ class Seq2SeqConfig(EncoderDecoderConfig):
         return float(self.num_layers * (8 * h * h + ffn + 4 * seq_len * h))
 
 
-FAMILY = register_family(TextFamily("seq2seq", Seq2SeqConfig, build="babelzoo.zoo.seq2seq:build",
-                                    encoder="babelzoo.zoo.seq2seq:build_encoder",
-                                    model="babelzoo.zoo.seq2seq:Seq2SeqModel",
+FAMILY = register_family(TextFamily("seq2seq", Seq2SeqConfig, build="babelzoo.zoo.families.seq2seq.model:build",
+                                    encoder="babelzoo.zoo.families.seq2seq.model:build_encoder",
+                                    model="babelzoo.zoo.families.seq2seq.model:Seq2SeqModel",
                                     hf=("babelzoo.zoo.convert.bart:BART", "babelzoo.zoo.convert.bart:MBART",
                                         "babelzoo.zoo.convert.t5:T5")))
 

@@ -1,5 +1,5 @@
 """The RNN family's modules: token embeddings, a bidirectional LSTM or GRU, the MLM head
-(config and entries: :mod:`babelzoo.zoo.rnn_config`)."""
+(config and entries: :mod:`babelzoo.zoo.families.rnn.config`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..errors import InputError
-from .family import TextParts
-from .layers import MLMHead, TokenEmbeddings
-from .rnn_config import RNNConfig
+from ....errors import InputError
+from ...family import TextParts
+from ...layers import MLMHead, TokenEmbeddings
+from .config import RNNConfig
 
 
 class RNNEncoder(nn.Module):

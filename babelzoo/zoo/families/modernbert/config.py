@@ -1,4 +1,4 @@
-"""The ModernBERT family's config and zoo entries (:mod:`babelzoo.zoo.modernbert` holds the
+"""The ModernBERT family's config and zoo entries (:mod:`babelzoo.zoo.families.modernbert.model` holds the
 modules).
 
 ModernBERT (Warner et al. 2024, "Smarter, Better, Faster, Longer: A Modern Bidirectional
@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .config import EncoderConfig, ModelConfig, _check
-from .entries import TINY, register_model
-from .family import TextFamily, register_family
+from ...config import EncoderConfig, _check
+from ...model_config import ModelConfig
+from ...entries import TINY, register_model
+from ...family import TextFamily, register_family
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,8 @@ class ModernBertConfig(EncoderConfig):
         return float(self.num_layers * dense + sum(4 * k * h for k in keys))
 
 
-FAMILY = register_family(TextFamily("modernbert", ModernBertConfig, build="babelzoo.zoo.modernbert:build",
-                                    encoder="babelzoo.zoo.modernbert:ModernBertEncoder",
+FAMILY = register_family(TextFamily("modernbert", ModernBertConfig, build="babelzoo.zoo.families.modernbert.model:build",
+                                    encoder="babelzoo.zoo.families.modernbert.model:ModernBertEncoder",
                                     hf=("babelzoo.zoo.convert.modernbert:FAMILY",)))
 
 

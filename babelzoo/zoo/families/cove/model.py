@@ -1,6 +1,6 @@
 """CoVe's modules: a bidirectional LSTM encoder and an attentional LSTM decoder with input
 feeding (Luong et al. 2015), as in McCann et al. (2017). Config and entries:
-:mod:`babelzoo.zoo.cove_config`."""
+:mod:`babelzoo.zoo.families.cove.config`."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..errors import ConfigError, InputError
-from .config import ModelConfig
-from .cove_config import CoVeConfig
-from .generation import Generates, GenerationSettings
-from .layers import Dropout, attend, build_attention_mask, init_weights
-from .layers.masks import check_mask_shapes
-from .checkpoint_io import Checkpointed
-from .sentences import EncoderDecoderReadsText, encode_or_states
-from .seq2seq import Seq2SeqOutput
+from ....errors import ConfigError, InputError
+from ...model_config import ModelConfig
+from .config import CoVeConfig
+from ...generation import Generates, GenerationSettings
+from ...layers import Dropout, attend, build_attention_mask, init_weights
+from ...layers.masks import check_mask_shapes
+from ...checkpoint_io import Checkpointed
+from ...sentences import EncoderDecoderReadsText, encode_or_states
+from ..seq2seq.model import Seq2SeqOutput
 
 State = tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]  # the LSTM's (h, c) and the last attentional state
 
@@ -34,7 +34,7 @@ def run_lstm(lstm: nn.LSTM, x: torch.Tensor, state: Optional[tuple[torch.Tensor,
 
 class CoVeModel(EncoderDecoderReadsText, Generates, Checkpointed, nn.Module):
     """CoVe's encoder–decoder; the same forward and ``generate`` as
-    :class:`~babelzoo.zoo.seq2seq.Seq2SeqModel`::
+    :class:`~babelzoo.zoo.families.seq2seq.model.Seq2SeqModel`::
 
         model = babelzoo.create_model("cove_tiny", vocab_size=1000)
         out = model(input_ids=src, decoder_input_ids=tgt_in)   # out.logits [B, T, 1000]
@@ -112,7 +112,7 @@ class CoVeModel(EncoderDecoderReadsText, Generates, Checkpointed, nn.Module):
                 decoder_input_ids: Optional[torch.Tensor] = None,
                 decoder_attention_mask: Optional[torch.Tensor] = None,
                 encoder_last_hidden: Optional[torch.Tensor] = None) -> Seq2SeqOutput:
-        """Teacher-forced pass, as :meth:`Seq2SeqModel.forward <babelzoo.zoo.seq2seq.Seq2SeqModel.forward>`;
+        """Teacher-forced pass, as :meth:`Seq2SeqModel.forward <babelzoo.zoo.families.seq2seq.model.Seq2SeqModel.forward>`;
         the decoder runs left to right, so ``decoder_attention_mask`` changes nothing at real
         positions."""
         text = self.config.text

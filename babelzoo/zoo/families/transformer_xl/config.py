@@ -1,4 +1,4 @@
-"""The Transformer-XL family's config and zoo entries (:mod:`babelzoo.zoo.transformer_xl` holds
+"""The Transformer-XL family's config and zoo entries (:mod:`babelzoo.zoo.families.transformer_xl.model` holds
 the modules and the recurrence API).
 
 Transformer-XL (Dai et al. 2019, "Transformer-XL: Attentive Language Models Beyond a
@@ -7,7 +7,7 @@ sinusoid of the query–key distance, W_{k,R}, and the global biases u and v) an
 segments of a long text, a memory: each layer also attends over the cached, stop-gradient states
 its input had on the previous segment(s), up to ``mem_len`` positions. Through
 ``BabelModel.forward`` (no memory) the model is an ordinary encoder, bidirectional unless
-``causal``; :func:`babelzoo.zoo.transformer_xl.encode_segment` runs it with a memory.
+``causal``; :func:`babelzoo.zoo.families.transformer_xl.model.encode_segment` runs it with a memory.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .config import EncoderConfig, ModelConfig, _check
-from .entries import TINY, register_model
-from .family import TextFamily, register_family
+from ...config import EncoderConfig, _check
+from ...model_config import ModelConfig
+from ...entries import TINY, register_model
+from ...family import TextFamily, register_family
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,8 @@ class TransformerXLConfig(EncoderConfig):
         return float(self.num_layers * per_layer)
 
 
-FAMILY = register_family(TextFamily("transformer_xl", TransformerXLConfig, build="babelzoo.zoo.transformer_xl:build",
-                                    encoder="babelzoo.zoo.transformer_xl:TransformerXLEncoder", segment_memory=True))
+FAMILY = register_family(TextFamily("transformer_xl", TransformerXLConfig, build="babelzoo.zoo.families.transformer_xl.model:build",
+                                    encoder="babelzoo.zoo.families.transformer_xl.model:TransformerXLEncoder", segment_memory=True))
 
 
 @register_model

@@ -1,4 +1,4 @@
-"""The XLNet family's config and zoo entries (:mod:`babelzoo.zoo.xlnet` holds the modules).
+"""The XLNet family's config and zoo entries (:mod:`babelzoo.zoo.families.xlnet.model` holds the modules).
 
 XLNet (Yang et al. 2019, "XLNet: Generalized Autoregressive Pretraining for Language
 Understanding"): Transformer-XL's layers without the memory. Positions enter only through
@@ -11,7 +11,7 @@ Face's ``r_w_bias``, ``r_r_bias``, ``r_s_bias``) and s_ij one of two learned vec
 segment" and "different segment" (``seg_embed``), so any number of segments is told apart.
 Post-LN blocks with a feed-forward, no absolute positions, no embedding norm, no pooler. For
 pre-training the same layers run two streams (content and query); see
-:meth:`babelzoo.zoo.xlnet.XLNetEncoder.two_stream` and the ``plm`` objective.
+:meth:`babelzoo.zoo.families.xlnet.model.XLNetEncoder.two_stream` and the ``plm`` objective.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .config import EncoderConfig, ModelConfig, _check
-from .entries import TINY, register_model
-from .family import TextFamily, register_family
+from ...config import EncoderConfig, _check
+from ...model_config import ModelConfig
+from ...entries import TINY, register_model
+from ...family import TextFamily, register_family
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ class XLNetConfig(EncoderConfig):
         return float(self.num_layers * (dense + 2 * h * 4 * seq_len))
 
 
-FAMILY = register_family(TextFamily("xlnet", XLNetConfig, build="babelzoo.zoo.xlnet:build",
-                                    encoder="babelzoo.zoo.xlnet:XLNetEncoder", hf=("babelzoo.zoo.convert.xlnet:FAMILY",)))
+FAMILY = register_family(TextFamily("xlnet", XLNetConfig, build="babelzoo.zoo.families.xlnet.model:build",
+                                    encoder="babelzoo.zoo.families.xlnet.model:XLNetEncoder", hf=("babelzoo.zoo.convert.xlnet:FAMILY",)))
 
 
 @register_model

@@ -1,5 +1,5 @@
 """The RNN family's config and zoo entries: bidirectional LSTM and GRU encoders over token
-embeddings (:mod:`babelzoo.zoo.rnn` holds the modules), cheap baselines for the same
+embeddings (:mod:`babelzoo.zoo.families.rnn.model` holds the modules), cheap baselines for the same
 objectives."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
-from .config import ConfigError, EncoderConfig, ModelConfig, _check
-from .entries import TINY, register_model
-from .family import TextFamily, register_family
+from ...config import ConfigError, EncoderConfig, _check
+from ...model_config import ModelConfig
+from ...entries import TINY, register_model
+from ...family import TextFamily, register_family
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,8 @@ class RNNConfig(EncoderConfig):
         return data
 
 
-FAMILY = register_family(TextFamily("rnn", RNNConfig, build="babelzoo.zoo.rnn:build",
-                                           encoder="babelzoo.zoo.rnn:RNNEncoder"))
+FAMILY = register_family(TextFamily("rnn", RNNConfig, build="babelzoo.zoo.families.rnn.model:build",
+                                           encoder="babelzoo.zoo.families.rnn.model:RNNEncoder"))
 
 
 @register_model

@@ -1,7 +1,7 @@
 """The Transformer family's modules: token embeddings, the block stack (post/pre-LN, ALBERT
 sharing, T5/NEZHA relative positions) and the MLM head, composed from
 :mod:`babelzoo.zoo.layers`. Its config and entries are in
-:mod:`babelzoo.zoo.transformer_config`."""
+:mod:`babelzoo.zoo.families.transformer.config`."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .config import KnowledgeConfig
-from .family import TextParts
-from .layers import (
+from ...model_config import KnowledgeConfig
+from ...family import TextParts
+from ...layers import (
     LayerStack,
     LayerState,
     MLMHead,
@@ -23,9 +23,9 @@ from .layers import (
     TransformerBlock,
     build_attention_mask,
 )
-from .layers.entities import EntityFusion
-from .layers.knn_attention import KNNAttention
-from .transformer_config import TextConfig
+from ...layers.entities import EntityFusion
+from ...layers.knn_attention import KNNAttention
+from .config import TransformerConfig
 
 
 class TransformerEncoder(LayerStack):
@@ -33,7 +33,7 @@ class TransformerEncoder(LayerStack):
     aggregators (their feed-forward fuses the entity stream); the config's ``memory_layers``
     attend with kNN-augmented attention."""
 
-    def __init__(self, config: TextConfig, entities: Optional[EntityFusion] = None):
+    def __init__(self, config: TransformerConfig, entities: Optional[EntityFusion] = None):
         super().__init__()
         self.config = config
         self.num_layers = config.num_layers
@@ -103,7 +103,7 @@ class TransformerEncoder(LayerStack):
                 block.attention.reset_memory()
 
 
-def build(config: TextConfig, knowledge: Optional[KnowledgeConfig] = None) -> TextParts:
+def build(config: TransformerConfig, knowledge: Optional[KnowledgeConfig] = None) -> TextParts:
     """The parts of a Transformer-family model; a knowledge part with ERNIE fusion gives the
     entity table and fusion feed-forwards in its ``fusion_layers``."""
     embeddings = TokenEmbeddings(

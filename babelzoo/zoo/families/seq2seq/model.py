@@ -1,6 +1,6 @@
 """The encoder–decoder family's modules: BART, mBART and T5 composed from
 :mod:`babelzoo.zoo.layers` (encoder blocks, decoder blocks with cross-attention, the key/value
-cache, T5 buckets). Its config and entries are in :mod:`babelzoo.zoo.seq2seq_config`.
+cache, T5 buckets). Its config and entries are in :mod:`babelzoo.zoo.families.seq2seq.config`.
 
 An encoder–decoder is not an encoder with parts (:class:`~babelzoo.zoo.family.TextParts`): it
 takes two sequences and returns next-token logits, and it generates. So the family builds its
@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError, InputError
-from .config import ModelConfig
-from .generation import Generates, GenerationSettings
-from .layers import (
+from ....errors import ConfigError, InputError
+from ...model_config import ModelConfig
+from ...generation import Generates, GenerationSettings
+from ...layers import (
     DecoderBlock,
     DecoderLayerState,
     Dropout,
@@ -35,10 +35,10 @@ from .layers import (
     init_weights,
     make_norm,
 )
-from .layers.masks import check_mask_shapes
-from .checkpoint_io import Checkpointed
-from .sentences import EncoderDecoderReadsText, encode_or_states
-from .seq2seq_config import Seq2SeqConfig
+from ...layers.masks import check_mask_shapes
+from ...checkpoint_io import Checkpointed
+from ...sentences import EncoderDecoderReadsText, encode_or_states
+from .config import Seq2SeqConfig
 
 
 @dataclass
@@ -280,7 +280,7 @@ class Seq2SeqModel(EncoderDecoderReadsText, Generates, Checkpointed, nn.Module):
         source instead of ``input_ids``."""
         if decoder_input_ids is None:
             raise InputError(f"model {self.config.architecture!r} needs decoder_input_ids (the target shifted right "
-                             f"behind the start token; see babelzoo.zoo.seq2seq.shift_right)")
+                             f"behind the start token; see babelzoo.zoo.families.seq2seq.model.shift_right)")
         check_mask_shapes(decoder_input_ids, decoder_attention_mask,
                           names=("decoder_input_ids", "decoder_attention_mask"))
         if encoder_last_hidden is None:

@@ -1,15 +1,16 @@
 """CoVe's family: an attentional LSTM encoder–decoder for translation (McCann et al. 2017, "Learned
 in Translation: Contextualized Word Vectors"), whose encoder's states are the contextual word
-vectors (:mod:`babelzoo.zoo.cove` holds the modules)."""
+vectors (:mod:`babelzoo.zoo.families.cove.model` holds the modules)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .config import EncoderDecoderConfig, ModelConfig, _check
-from .entries import TINY, register_model
-from .family import TextFamily, register_family
+from ...config import EncoderDecoderConfig, _check
+from ...model_config import ModelConfig
+from ...entries import TINY, register_model
+from ...family import TextFamily, register_family
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,8 @@ class CoVeConfig(EncoderDecoderConfig):
         return float(total)
 
 
-FAMILY = register_family(TextFamily("cove", CoVeConfig, build="babelzoo.zoo.cove:build",
-                                    encoder="babelzoo.zoo.cove:build", model="babelzoo.zoo.cove:CoVeModel"))
+FAMILY = register_family(TextFamily("cove", CoVeConfig, build="babelzoo.zoo.families.cove.model:build",
+                                    encoder="babelzoo.zoo.families.cove.model:build", model="babelzoo.zoo.families.cove.model:CoVeModel"))
 
 
 @register_model

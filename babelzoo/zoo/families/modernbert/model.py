@@ -1,7 +1,7 @@
 """The ModernBERT family's modules, composed from :mod:`babelzoo.zoo.layers`: token embeddings
 with a bias-free LayerNorm, a stack of bias-free pre-LN GeGLU blocks whose attention rotates
 queries and keys (rotary positions) and alternates global and sliding-window layers, a final
-norm, and the bias-free MLM head. Config and entries: :mod:`babelzoo.zoo.modernbert_config`."""
+norm, and the bias-free MLM head. Config and entries: :mod:`babelzoo.zoo.families.modernbert.config`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .family import TextParts
-from .layers import (
+from ...family import TextParts
+from ...layers import (
     LayerStack,
     LayerState,
     MLMHead,
@@ -24,7 +24,7 @@ from .layers import (
     make_norm,
     sliding_window_visibility,
 )
-from .modernbert_config import ModernBertConfig
+from .config import ModernBertConfig
 
 
 @dataclass
