@@ -13,10 +13,11 @@ import importlib
 import sys
 from typing import Optional, Sequence
 
-from babelzoo.errors import ArgumentParser, run_command
 from babelzoo._files import write_text_atomic
+from babelzoo.errors import ArgumentParser, run_command
 
-from ._results import INDEX, RESULTS, current_machine, index, render_file, runs, suite_file
+from . import _results
+from ._results import INDEX, RESULTS, archive_index, current_machine, index, render_file, runs, suite_file
 from ._suites import SUITES
 
 PROG = "python -m benchmarks"
@@ -51,11 +52,14 @@ def run_suite(name: str, options: Sequence[str]) -> int:
 
 
 def render(names: Sequence[str], plots: bool = True) -> list[str]:
-    """Rewrite each suite's pages from its JSON, then the index; return the files written."""
+    """Rewrite each suite's pages from its JSON, then the index and the archive's; return the files
+    written."""
     written = [str(path) for name in names if SUITES.get(name).writes_out for json_file in runs(name)
                for path in render_file(json_file, plots)]
     text = index([SUITES.get(name) for name in SUITES.list()])
-    return written + [str(write_text_atomic(INDEX, text))]
+    archive = _results.RESULTS / "archive"
+    shelved = [str(write_text_atomic(archive / "README.md", archive_index()))] if archive.is_dir() else []
+    return written + [str(write_text_atomic(INDEX, text))] + shelved
 
 
 def parser() -> ArgumentParser:

@@ -94,3 +94,18 @@ def full_disk_on_save_best(monkeypatch):
         return calls
 
     return install
+
+
+@pytest.fixture(scope="session")
+def every_part_tested():
+    """``every_part_tested(registry, cases)``: assert that ``cases`` (a mapping or a set of names)
+    holds one case for each name ``registry`` lists (installed plug-ins included) and none for a
+    name it does not: a part registered without a test case fails the module that tests its kind,
+    and so does a case left behind when a part is renamed or removed."""
+    def check(registry, cases) -> None:
+        registered, tested = set(registry.list()), set(cases)
+        assert registered == tested, (
+            f"{registry.kind}s with no test case: {sorted(registered - tested)}; "
+            f"cases for no registered {registry.kind}: {sorted(tested - registered)}")
+
+    return check

@@ -41,7 +41,7 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
 # tests/benchmarks/test_adaptation.py (adaptation).
 SPEED_CPU = "benchmarks/results/speed/epyc.json"
 UNPADDED = "benchmarks/results/speed_inference/epyc-avx512.json"
-LONG_DOCUMENTS = "benchmarks/results/long_documents_clm_multi30k/unrecorded.json"
+LONG_DOCUMENTS = "benchmarks/results/archive/long_documents_clm_multi30k/unrecorded.json"
 KG_COMPLETION = "benchmarks/results/kg_completion/epyc-avx512.json"
 KG_MULTILINGUAL = "benchmarks/results/kg_multilingual/epyc-avx512.json"
 ADAPTATION = "benchmarks/results/adaptation/epyc-avx512.json"

@@ -3,12 +3,13 @@ tested here once, and each consumer (pre-training data, fine-tuning tasks, leade
 and folders) shown to go through it."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from babelzoo._files import expand_path
-from babelzoo.errors import ConfigError
+from babelzoo.errors import CheckpointError, ConfigError
 from babelzoo.typed import Where
 
 
@@ -77,7 +78,7 @@ def test_leaderboard_folders_expand_their_paths(monkeypatch, tmp_path):
                                               r"'BABELZOO_TEST_NOPE', which is not set$"):
             build_encoder(ModelSpec("m", kind=kind, source="${BABELZOO_TEST_NOPE}/run"))
     monkeypatch.setenv("BABELZOO_TEST_NOPE", str(tmp_path))
-    with pytest.raises(Exception, match=str(tmp_path / "run")):  # expanded: the folder itself is missing
+    with pytest.raises(CheckpointError, match=f"^{re.escape(str(tmp_path / 'run'))}: not a checkpoint directory"):  # expanded
         build_encoder(ModelSpec("m", kind="checkpoint", source="${BABELZOO_TEST_NOPE}/run"))
 
 

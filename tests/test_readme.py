@@ -154,9 +154,16 @@ def error_examples() -> list[tuple[str, str, str]]:
 def test_error_examples_raise_what_they_show(expression, error, message):
     import babelzoo
 
-    with pytest.raises(Exception) as caught:
+    from babelzoo.errors import BabelzooError
+
+    def subclasses(cls):
+        return [cls] + [s for sub in cls.__subclasses__() for s in subclasses(sub)]
+
+    named = {cls.__name__: cls for cls in subclasses(BabelzooError)}
+    assert error in named, f"the README shows {error}, which is no babelzoo error class"
+    with pytest.raises(named[error], match="^" + re.escape(message)) as caught:
         eval(expression, {"babelzoo": babelzoo})
-    assert type(caught.value).__name__ == error and str(caught.value).startswith(message)
+    assert type(caught.value) is named[error]
 
 
 @pytest.mark.parametrize("where, block", blocks("yaml"), ids=[where for where, _ in blocks("yaml")])

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .._files import atomic_write, expand_path, write_json_atomic, write_text_atomic
+from .._provenance import provenance, provenance_lines
 from ..typed import Where, build, check_fields, unknown_key
 from ..zoo.config import ConfigError
 from .tasks import Result, TaskContext, TaskIncomplete, TaskSkipped, load_tasks
@@ -249,38 +250,11 @@ def column_means(rows: Sequence[Result]) -> dict[str, float]:
     return {column: sum(values) / len(values) for column, values in groups.items()}
 
 
-def provenance() -> dict[str, Any]:
-    """Where and when numbers are made: the date (UTC), babelzoo's commit (with
-    ``+uncommitted changes`` when its package differs from it; the version where it is not a
-    checkout), the CPU and the threads."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    import torch
-
-    from .._provenance import checkout_commit, cpu_name
-
-    commit = checkout_commit()
-    if not commit:
-        try:
-            commit = f"babelzoo {version('babelzoo')}"
-        except PackageNotFoundError:
-            commit = "babelzoo (version unknown)"
-    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
-            "cpu": cpu_name(), "threads": torch.get_num_threads()}
-
-
-def provenance_line(meta: Mapping[str, Any]) -> str:
-    """The Markdown line that says how a leaderboard was made ("" for one that does not say)."""
-    if not meta.get("commit"):
-        return ""
-    command = f" `{meta['command']}`." if meta.get("command") else ""
-    return f"Commit {meta['commit']}, {meta['date']}; {meta['threads']} threads on {meta['cpu']}.{command}"
-
-
 def leaderboard_table(results: Sequence[Result], cells: Sequence[Cell], title: str = "babelzoo leaderboard",
                       meta: Optional[Mapping[str, Any]] = None) -> str:
     """Markdown: one row per model, one column per (task, ``Result.family``), means over
-    languages; under the title, how the numbers were made (:func:`provenance_line` of ``meta``)."""
+    languages; under the title, how the numbers were made
+    (:func:`~babelzoo._provenance.provenance_lines` of ``meta``, where it records them)."""
     columns: list[tuple[str, str]] = []
     values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     models: list[str] = []
@@ -292,7 +266,8 @@ def leaderboard_table(results: Sequence[Result], cells: Sequence[Cell], title: s
         if key not in columns:
             columns.append(key)
         values[(row.model, *key)].append(row.value)
-    made = provenance_line(meta or {})
+    meta = meta or {}
+    made = "  \n".join(provenance_lines(meta)) if any(meta.get(key) for key in ("machine", "command", "commit")) else ""
     lines = [f"# {title}", "", *([made, ""] if made else []),
              "Means over languages; every number's protocol is in results.json.", ""]
     lines.append("| model | " + " | ".join(f"{task}<br>{family}" for task, family in columns) + " |")
@@ -336,11 +311,12 @@ def write_outputs(results: Sequence[Result], cells: Sequence[Cell], out_dir: Pat
     do they replace the earlier run's, ``results.json`` last, and the earlier run's plots that
     this run does not make are removed (only files ``results.json`` says that run wrote). A
     failure at any point (a full disk) leaves the earlier results as they were. ``meta`` is
-    recorded with the results, with :func:`provenance` added (``command``: what made them)."""
+    recorded with the results, with :func:`~babelzoo._provenance.provenance` of its ``command``
+    (what made them: machine, command, commit, date), the threads and the versions."""
     import torch
 
-    meta = {**meta, **provenance(), "python": platform.python_version(), "torch": torch.__version__,
-            "machine": platform.machine()}
+    meta = {**meta, **provenance(meta.get("command")), "threads": torch.get_num_threads(),
+            "python": platform.python_version(), "torch": torch.__version__}
     out_dir.mkdir(parents=True, exist_ok=True)
     earlier = _earlier_outputs(out_dir / "results.json")
     stage = Path(tempfile.mkdtemp(prefix=".leaderboard.", dir=out_dir))

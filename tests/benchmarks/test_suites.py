@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from babelzoo._provenance import cpu_tag, gpu_tag
 from babelzoo.errors import UsageError
 from babelzoo.registry import RegistryError
 from benchmarks import __main__ as cli
-from benchmarks._results import RESULTS, cpu_tag, gpu_tag
+from benchmarks._results import RESULTS
 from benchmarks._suites import SUITES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,14 +97,15 @@ def test_the_command_works_from_any_directory(tmp_path):
     copy = tmp_path / "copy"
     for package in ("babelzoo", "benchmarks"):
         shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "benchmarks/results/translation/unrecorded.md").unlink()
+    (copy / "benchmarks/results/cpu_contention/xeon.md").unlink()
     (tmp_path / "elsewhere").mkdir()
-    shown = benchmarks_from(tmp_path / "elsewhere", copy, "render", "translation", "--no-plots")
+    shown = benchmarks_from(tmp_path / "elsewhere", copy, "render", "cpu_contention", "--no-plots")
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.splitlines() == [str(copy / "benchmarks/results/translation/unrecorded.md"),
-                                         str(copy / "benchmarks/results/README.md")]
-    assert (copy / "benchmarks/results/translation/unrecorded.md").read_text() == \
-        (RESULTS / "translation/unrecorded.md").read_text()
+    assert shown.stdout.splitlines() == [str(copy / "benchmarks/results/cpu_contention/xeon.md"),
+                                         str(copy / "benchmarks/results/README.md"),
+                                         str(copy / "benchmarks/results/archive/README.md")]
+    assert (copy / "benchmarks/results/cpu_contention/xeon.md").read_text() == \
+        (RESULTS / "cpu_contention/xeon.md").read_text()
     assert list((tmp_path / "elsewhere").iterdir()) == []
 
 

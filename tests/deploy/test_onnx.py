@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import babelzoo
+from babelzoo._files import FolderNotOwned
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.evaluation.encoders import BabelEncoder
 from babelzoo.zoo.build import with_head
@@ -233,7 +234,7 @@ def test_refusals_name_the_problem(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     (project / "notes.txt").write_text("mine")
-    with pytest.raises(Exception, match="nothing was deleted"):
+    with pytest.raises(FolderNotOwned, match=r"project: not a folder babelzoo wrote as an ONNX export \(it holds notes.txt\); nothing was deleted"):
         export_onnx(odd_model("xlmr_tiny"), project)
     assert (project / "notes.txt").read_text() == "mine"
     with pytest.raises(OnnxExportError, match="not a babelzoo ONNX export"):

@@ -119,6 +119,7 @@ def test_outputs_say_how_the_numbers_were_made(tmp_path):
     import re
     import subprocess
 
+    from babelzoo._provenance import current_machine
     from babelzoo.evaluation.leaderboard import Cell
 
     paths = write_outputs([Result("t", "m", "acc@1", 0.5)], [Cell("m", "t", "ok")], tmp_path / "out",
@@ -126,7 +127,8 @@ def test_outputs_say_how_the_numbers_were_made(tmp_path):
     meta = json.loads(paths["results"].read_text())["meta"]
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert meta["commit"].removesuffix("+uncommitted changes") == head
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", meta["date"]) and meta["cpu"] and meta["threads"] >= 1
-    assert paths["leaderboard"].read_text().splitlines()[2] == (
-        f"Commit {meta['commit']}, {meta['date']}; {meta['threads']} threads on {meta['cpu']}. "
-        "`babelzoo eval --config c.yaml`.")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", meta["date"]) and meta["threads"] >= 1
+    assert meta["machine"] == current_machine() and meta["command"] == "babelzoo eval --config c.yaml"
+    assert paths["leaderboard"].read_text().splitlines()[2:5] == [
+        f"Machine: `{meta['machine']['tag']}` ({meta['machine']['description']})  ",
+        "Command: `babelzoo eval --config c.yaml`  ", f"Commit: {meta['commit']}; date: {meta['date']}"]

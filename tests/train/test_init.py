@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 
+from babelzoo.errors import ConfigError
 from babelzoo.train.cli import build_run, pretrain_main
 from babelzoo.train.config import load_recipe
 from babelzoo.yaml_files import key_lines
@@ -197,5 +198,5 @@ def test_train_rows_from_trains_the_rows_from_that_id_and_keeps_every_row_before
 
 def test_freeze_pieces_of_a_language_the_run_lacks_is_refused(tmp_path, teacher_dir):
     path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(teacher_dir[1]), "freeze_pieces_of": ["en"]})
-    with pytest.raises(Exception, match=r"freeze_pieces_of: the run has no text of \['en'\] \(its languages: de\)"):
+    with pytest.raises(ConfigError, match=r"freeze_pieces_of: the run has no text of \['en'\] \(its languages: de\)"):
         build_run(load_recipe(path), path)

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import babelzoo
-from babelzoo.datasets.download import sha256_of
+from babelzoo.datasets.download import DownloadError, sha256_of
 from babelzoo.errors import CheckpointError
 from babelzoo.zoo.checkpoint_io import read_weights
 
@@ -106,7 +106,7 @@ def test_from_archive_url_with_checksum(checkpoint, tmp_path, monkeypatch):
     loaded = babelzoo.from_pretrained(archive.as_uri(), sha256=digest).eval()
     ids = torch.randint(5, 8000, (1, 9))
     assert torch.equal(loaded(ids).last_hidden, model(ids).last_hidden)
-    with pytest.raises(Exception, match="sha256 mismatch"):
+    with pytest.raises(DownloadError, match=r"sha256 mismatch for .*xlm_tiny.tar.gz: expected 0{64}, got " + digest):
         babelzoo.from_pretrained(archive.as_uri(), sha256="0" * 64)
 
 
