@@ -4,7 +4,6 @@ and folders) shown to go through it."""
 
 import os
 import re
-from pathlib import Path
 
 import pytest
 

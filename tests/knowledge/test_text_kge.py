@@ -20,7 +20,6 @@ from babelzoo.errors import ConfigError
 from babelzoo.knowledge import KBError, LinkPredictionData, evaluate
 from babelzoo.knowledge.kge import create_kge, load_kge, save_kge
 from babelzoo.knowledge.link_prediction import KnownTriples, filtered_ranks
-from babelzoo.knowledge.text_kg import read_text_kg
 from babelzoo.knowledge.text_kge import (EnsembleRanker, GraphRanker, NeighbourhoodRanker, fit_ensemble,
                                          read_link_recipe)
 
