@@ -3,13 +3,14 @@ fp32 parity, export back with parity, and every mismatch is an error naming keys
 
 import json
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
 
-from babelzoo.zoo.convert import FAMILIES, export_hf, import_hf  # noqa: E402
+from babelzoo.zoo.convert import FAMILIES, export_hf, family_for, import_hf  # noqa: E402
 from babelzoo.zoo.convert.keymap import to_hf, to_ours  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
 from babelzoo.errors import CheckpointError  # noqa: E402
@@ -61,6 +62,18 @@ def ours_outputs(model, ids, mask):
 
 def max_diff(a, b):
     return (a - b).abs().max().item()
+
+
+# The encoder conversions whose HF configs differ in more than sizes have parity tests of their own.
+OWN_FILE = {"modernbert": "test_convert_modernbert.py", "xlnet": "test_convert_xlnet.py"}
+
+
+def test_every_encoder_conversion_has_a_parity_test():
+    declared = {family.name for _, family in FAMILIES.items()}
+    assert declared == set(FAMILY_CLASSES) | set(OWN_FILE), "a conversion is neither in FAMILY_CLASSES nor OWN_FILE"
+    assert all((Path(__file__).parent / file).is_file() for file in OWN_FILE.values())
+    for name, (_, _, base, mlm) in FAMILY_CLASSES.items():  # the classes used here are the ones converted
+        assert (family_for(name).base_class, family_for(name).mlm_class) == (base, mlm)
 
 
 @pytest.mark.parametrize("mlm", [False, True], ids=["Model", "ForMaskedLM"])

@@ -87,7 +87,23 @@ def test_import_gives_transformers_logits(kind, tmp_path):
     torch.testing.assert_close(logits(again, src, mask, tgt), logits(hf, src, mask, tgt), atol=TOL, rtol=TOL)
 
 
-@pytest.mark.parametrize("name, kind", [("bart_tiny", "bart"), ("mbart_tiny", "mbart"), ("t5_tiny", "t5")])
+# The HF class each tiny encoder–decoder exports as; the test below checks this names every tiny
+# entry of a family that declares encoder–decoder conversions, and every such conversion.
+EXPORTS_AS = {"bart_tiny": "bart", "mbart_tiny": "mbart", "t5_tiny": "t5"}
+
+
+def test_every_tiny_encoder_decoder_and_every_conversion_is_tested():
+    from babelzoo.zoo.convert.seq2seq import families
+    from babelzoo.zoo.family import family_of
+
+    converts = {name for name in babelzoo.list_models("*_tiny")
+                if any(c.encoder_decoder for c in family_of(babelzoo.model_config(name).text).hf_conversions())}
+    names = {family.name for family in families().values()}
+    assert set(EXPORTS_AS) == converts, "EXPORTS_AS must name the tiny entries whose family converts to HF"
+    assert set(EXPORTS_AS.values()) == names == {kind.split("_")[0] for kind in KINDS}
+
+
+@pytest.mark.parametrize("name, kind", EXPORTS_AS.items())
 def test_export_gives_the_same_logits_in_transformers(name, kind, tmp_path):
     torch.manual_seed(1)
     ours = babelzoo.create_model(name, vocab_size=101, hidden_size=48, num_heads=3, num_layers=2, decoder_layers=3,
@@ -135,7 +151,7 @@ GENERATE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kind", ["bart", "mbart", "t5"])
+@pytest.mark.parametrize("kind", sorted(set(EXPORTS_AS.values())))
 @pytest.mark.parametrize("options", GENERATE_CASES, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
 def test_generate_gives_transformers_tokens(kind, options, tmp_path):
     # transformers' T5 cache needs as many decoder layers as encoder layers to generate

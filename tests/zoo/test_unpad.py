@@ -1,14 +1,28 @@
 """Unpadded encoding (``model(..., unpad=True)``): the same states at every real token and the
-same gradients as the padded pass, for every Transformer family, in float64."""
+same gradients as the padded pass, for every tiny model whose encoder says it packs, in float64;
+an encoder that cannot pack runs padded and gives the padded pass's states."""
 
 import pytest
 import torch
 
 import babelzoo
-from babelzoo.zoo.layers import Packing
+from babelzoo.zoo.family import family_of
+from babelzoo.zoo.layers import LayerStack, Packing
+from babelzoo.zoo.model import BabelModel
 
-FAMILIES = ["xlmr_tiny", "mbert_tiny", "nezha_tiny", "t5rel_prenorm_tiny", "albert_tiny", "unicoder_tiny",
-            "modernbert_tiny"]
+
+def packs(model) -> bool:
+    """What the encoder declares: a text encoder whose layer stack may run on the real tokens."""
+    return isinstance(model, BabelModel) and isinstance(model.encoder, LayerStack) and model.encoder.can_pack()
+
+
+# Every text encoder of the zoo at tiny size, split by its declaration (``LayerStack.can_pack``):
+# a new family or entry lands in one of the two lists without a line here.
+TEXT_ENCODERS = {name: packs(babelzoo.create_model(name)) for name in babelzoo.list_models("*_tiny")
+                 if babelzoo.model_config(name).fusion is None
+                 and family_of(babelzoo.model_config(name).text).model_class() is BabelModel}
+PACKING = [name for name, packing in TEXT_ENCODERS.items() if packing]
+PADDED = [name for name, packing in TEXT_ENCODERS.items() if not packing]
 
 
 def batch(lengths=(11, 6, 2, 9)):
@@ -27,7 +41,7 @@ def test_packing_round_trip():
 
 
 @pytest.mark.parametrize("lengths", [(11, 6, 2, 9), (3, 3, 7, 7, 7, 1, 2)], ids=["distinct", "runs"])
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", PACKING)
 def test_unpadded_states_equal_the_padded_pass_at_real_tokens(name, lengths):
     model = babelzoo.create_model(name).double().eval()
     ids, mask = batch(lengths)
@@ -38,6 +52,18 @@ def test_unpadded_states_equal_the_padded_pass_at_real_tokens(name, lengths):
         torch.testing.assert_close(b[real], a[real], rtol=0, atol=1e-12)
         assert b[~real].abs().max() == 0
     torch.testing.assert_close(packed.pooled, padded.pooled, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", PADDED)
+def test_an_encoder_that_cannot_pack_runs_padded(name):
+    """``unpad=True`` is a request: an encoder that declares it cannot pack gives exactly the
+    padded pass's states, padding positions included."""
+    model = babelzoo.create_model(name).double().eval()
+    ids, mask = batch()
+    padded = model(ids, attention_mask=mask, output_hidden_states=True)
+    unpadded = model(ids, attention_mask=mask, output_hidden_states=True, unpad=True)
+    for a, b in zip(padded.hidden_states, unpadded.hidden_states, strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
 
 
 def test_right_padded_rows_attend_segment_by_segment(monkeypatch):
