@@ -12,7 +12,7 @@ the reason: a package that is not installed, a kernel the device has not). The c
 * ``train`` — a shipped recipe of every model family (Transformer, ModernBERT, XLNet,
   Transformer-XL, BART, T5, mBART, the RNN encoders, CoVe, image–text and speech–text fusion, and
   a cross-lingual contrastive objective) trained for a few steps through
-  :func:`babelzoo.train.cli.build_run` and the :class:`~babelzoo.train.trainer.Trainer` in bf16
+  :func:`babelzoo.train.run.build_run` and the :class:`~babelzoo.train.trainer.Trainer` in bf16
   and in fp16 (GradScaler), on local copies of Tatoeba sentences, pairs and documents, and on
   generated images and tones. Passes when every step's loss is finite, fewer than half of the fp16
   steps were skipped and every registered family was trained. Its step times are start-up

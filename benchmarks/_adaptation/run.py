@@ -73,7 +73,7 @@ class Run:
     def pairs(self):
         """(the recipe's pairs source after reading, its corpora with the prefix, α, config)."""
         if self._pairs is None:
-            from babelzoo.train.cli import parse_data
+            from babelzoo.train.run import parse_data
 
             cfg = self.recipe_config()
             (source,), alpha = parse_data(cfg)[OBJECTIVE]

@@ -43,7 +43,7 @@ def grown_e5(run: Run) -> Path:
     command = [sys.executable, str(REPO / "benchmarks" / "adaptation_vocabulary.py"), "--data-dir", str(run.data_dir),
                "--save", str(folder), *(["--langs", *run.langs] if run.langs else [])]
     timed_child(command, run.work / f"{VOCAB_INIT}.log", run.env)
-    from babelzoo.train.cli import pretrained_tokenizer
+    from babelzoo.train.run import pretrained_tokenizer
 
     first = pretrained_tokenizer(E5).vocab_size  # e5's pieces; the learned ones follow
     write_json_atomic(folder / VOCAB_MARK, {"first_new_id": first, "command": shlex.join(command[1:])})
@@ -155,8 +155,8 @@ def st_examples(run: Run) -> tuple[list[tuple[str, str]], int]:
     """The recipe's training pairs in the order its trainer draws them, one list of steps × batch
     pairs; and the steps. The source's corpora are one dataset, one after another, and the
     recipe's α samples over its sources, as ``babelzoo pretrain`` composes them
-    (:func:`babelzoo.train.cli.combine`, :class:`babelzoo.train.data.BatchPlan`)."""
-    from babelzoo.train.cli import combine
+    (:func:`babelzoo.train.run.combine`, :class:`babelzoo.train.data.BatchPlan`)."""
+    from babelzoo.train.run import combine
     from babelzoo.train.data import SINGLE, BatchPlan
 
     _, corpora, alpha, cfg = run.pairs()

@@ -111,7 +111,7 @@ def tones(folder: Path, count: int, rate: int = 16000) -> Path:
 
 
 def shared_tokenizer(ctx: Context, texts: dict[str, list[str]]) -> Path:
-    from babelzoo.train.cli import build_tokenizer
+    from babelzoo.train.run import build_tokenizer
     from babelzoo.train.config import TrainConfig
 
     out = ctx.work / "tokenizer-run"

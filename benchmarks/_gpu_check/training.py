@@ -58,16 +58,15 @@ def train(ctx: Context, recipe: str, model: Optional[str], precision: str, name:
     """One recipe run; its per-step losses, skips, speed and peak device memory."""
     import json
 
-    from babelzoo.train.cli import build_run
-    from babelzoo.train.trainer import Trainer
+    from babelzoo.train.run import build_run
 
     cfg, path = recipe_config(ctx, recipe, model, precision, name, **changes)
     if ctx.cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     start = time.perf_counter()
-    model_, objectives, data, tokenizer = build_run(cfg, path)
+    run = build_run(cfg, path)
     built = time.perf_counter()
-    trainer = Trainer(model_, objectives, data, cfg, tokenizer=tokenizer)
+    model_, trainer = run.model, run.trainer()
     summary = trainer.fit()
     records = [json.loads(line) for line in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
     records = [r for r in records if "loss" in r]

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from babelzoo.evaluation.tasks import Result
-from babelzoo.train.cli import parse_data
+from babelzoo.train.run import parse_data
 from babelzoo.train.config import load_recipe, recipe_path
 from benchmarks._adaptation.arms import (
     DISTILL,
@@ -288,7 +288,7 @@ def test_no_targets_without_the_e5_arm():
 def test_the_peer_gets_the_pairs_in_the_order_babelzoo_trains_on_them():
     from types import SimpleNamespace
 
-    from babelzoo.train.cli import combine
+    from babelzoo.train.run import combine
     from babelzoo.train.data import DataStream
 
     corpora = [SimpleNamespace(pairs=[(f"en {i}", f"br {i}") for i in range(40)]),
