@@ -123,10 +123,9 @@ def run(args: argparse.Namespace) -> int:
     from .evaluation.encoders import BabelEncoder
     from .evaluation.leaderboard import ModelSpec, run_matrix, write_outputs
     from .evaluation.tasks import TaskContext
-    from .train.cli import build_run
+    from .train.run import build_run
     from .train.config import load_recipe, recipe_path
     from .train.run_checkpoints import finished_checkpoint
-    from .train.trainer import Trainer
     from .zoo.factory import create_model
 
     start = time.perf_counter()
@@ -138,8 +137,9 @@ def run(args: argparse.Namespace) -> int:
     logger.info(f"[1/4] corpora and tokenizer ({recipe.name}): Gramps translations and CLDR facts and names in "
                 f"{', '.join(DEMO_LANGS)}; sentencepiece unigram, {cfg.tokenizer['vocab_size']} pieces, "
                 f"α = {cfg.tokenizer['alpha']}")
-    model, mixture, data, tokenizer = build_run(cfg, recipe)
-    for name, dataset in data.items():
+    run = build_run(cfg, recipe)
+    model, tokenizer = run.model, run.tokenizer
+    for name, dataset in run.data.items():
         logger.info(f"      {name}: {len(dataset[0] if isinstance(dataset, tuple) else dataset)} examples")
     finished = finished_checkpoint(cfg)
     if finished is None:
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         logger.info(f"[2/4] reusing the finished pre-training run in {cfg.output_dir} (checkpoint {finished.name}, "
                     f"{cfg.max_steps} steps): nothing is trained now and the summary below is that run's; to train "
                     "again, pass --fresh or another --out")
-    Trainer(model, mixture, data, cfg, tokenizer=tokenizer).fit()
+    run.trainer().fit()
     model.tokenizer = tokenizer
     model.save_pretrained(args.out / "model", tokenizer)
 

@@ -6,7 +6,7 @@ and an encoder, quiet and beside one CPU-bound process, with the thread count ba
     python benchmarks/cpu_contention.py --demo             # and `babelzoo demo` itself, quiet and contended
 
 Each cell runs in a fresh interpreter: the shipped ``demo`` recipe's model and objectives
-(``babelzoo.train.cli.build_run``: the embedded catalogs, its tokenizer, ``--steps`` optimizer
+(``babelzoo.train.run.build_run``: the embedded catalogs, its tokenizer, ``--steps`` optimizer
 steps through the :class:`~babelzoo.train.trainer.Trainer`), then ``model.encode`` of
 ``--sentences`` catalog sentences. The competitor is a Python loop that keeps one core busy
 (``while True: x += 1``), started before the cell and stopped after it. ``BABELZOO_THREADS``
@@ -42,18 +42,18 @@ POLICIES = {"chosen": None, "every core": str(os.cpu_count() or 1)}
 def cell(steps: int, sentences: int) -> dict:
     """One measurement in this interpreter (the ``--cell`` entry point)."""
     from babelzoo.datasets.sources import parse_source
-    from babelzoo.train.cli import build_run
+    from babelzoo.train.run import build_run
     from babelzoo.train.config import load_recipe, recipe_path
-    from babelzoo.train.trainer import Trainer
     from babelzoo.typed import Where
 
     with tempfile.TemporaryDirectory() as tmp:
         path = recipe_path("demo")
         cfg = load_recipe(path).replace(output_dir=tmp, max_steps=steps, checkpoint_every=steps, progress=False,
                                         log_every=steps, measure_mfu=False, tensorboard=False)
-        model, objectives, data, tokenizer = build_run(cfg, path)
+        run = build_run(cfg, path)
+        model, tokenizer = run.model, run.tokenizer
         start = time.perf_counter()
-        summary = Trainer(model, objectives, data, cfg, tokenizer=tokenizer).fit()
+        summary = run.trainer().fit()
         train_s = time.perf_counter() - start
         source = parse_source({"kind": "catalog_text", "langs": ["en", "de", "fr", "es", "ru"]}, Where(label="text"))
         source.load()

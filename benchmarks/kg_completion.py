@@ -288,7 +288,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 def carry_over(report: dict, earlier: Path) -> None:
     """The arms of the results file ``earlier`` that this run did not run, copied into ``report``
-    (in the order of :data:`ARMS`) with their budgets and that file's commit and date (``carried``)."""
+    (in the order of :data:`ARMS`) with their budgets and that file's machine, commit and date
+    (``carried``): CPU budgets mean the same work only on the same machine, so the table says
+    which rows ran where."""
     old = json.loads(earlier.read_text(encoding="utf-8"))
     results = old["results"]
     carried = [arm for arm in results["arms"] if arm not in report["arms"]]
@@ -297,7 +299,9 @@ def carry_over(report: dict, earlier: Path) -> None:
     for arm in carried:  # a carried arm keeps the budget it was trained under
         if arm in results["budgets_cpu_minutes"]:
             report["budgets_cpu_minutes"][arm] = results["budgets_cpu_minutes"][arm]
-    report["carried"] = {"arms": carried, "file": str(earlier), "commit": old.get("commit"), "date": old.get("date")}
+    machine = old.get("machine") or {}
+    report["carried"] = {"arms": carried, "file": str(earlier), "machine": machine.get("tag"),
+                         "commit": old.get("commit"), "date": old.get("date")}
 
 
 LABELS = {"e5_zero_shot": "e5-small zero-shot (text, no training)", "structure": "structure only: ComplEx",
@@ -353,7 +357,8 @@ def markdown(report: Mapping[str, Any]) -> str:
             notes.append(f"- {arm}: `{row['eval_command']}`")
     budgets = ", ".join(f"{k} {v:g}" for k, v in report["budgets_cpu_minutes"].items())
     c = report.get("carried")
-    carried = (f"\nCarried over from `{c['file']}` (commit {c['commit']}, {c['date']}), not run again: "
+    carried = (f"\nCarried over from `{c['file']}` (machine {c.get('machine') or 'unrecorded'}, commit {c['commit']}, "
+               f"{c['date']}), not run again: "
                + ", ".join(c["arms"]) + ".\n") if c and c["arms"] else ""
     return ("# WN18RR link prediction\n\n"
             f"Test split (3,134 triples), {report['protocol']}. CPU time is process time over every thread of a "

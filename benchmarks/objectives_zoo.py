@@ -2,7 +2,7 @@
 the shipped recipes, then the same fine-tuning and retrieval tests for every arm.
 
 Each arm is a shipped recipe (``babelzoo pretrain --config <recipe>``), run through the path
-users run (:func:`babelzoo.train.cli.build_run` and the :class:`~babelzoo.train.trainer.Trainer`)
+users run (:func:`babelzoo.train.run.build_run` and the :class:`~babelzoo.train.trainer.Trainer`)
 with the same overrides for every arm:
 
 * data: the embedded gettext catalogs (Gramps and Django, en, de, fr, es, ru, cs), in the form
@@ -53,9 +53,8 @@ from babelzoo.evaluation.encoders import BabelEncoder  # noqa: E402
 from babelzoo.evaluation.tasks import TaskContext, load_tasks  # noqa: E402
 from babelzoo.finetune.run import run_finetune  # noqa: E402
 from babelzoo.objectives.mixture import objective_class  # noqa: E402
-from babelzoo.train.cli import build_run, build_tokenizer  # noqa: E402
+from babelzoo.train.run import build_run, build_tokenizer  # noqa: E402
 from babelzoo.train.config import TrainConfig, load_recipe, recipe_path  # noqa: E402
-from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.typed import Where  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
 from benchmarks._results import finished_arms, logged_means, write_results  # noqa: E402
@@ -135,8 +134,9 @@ def pretrain(arm: str, args: argparse.Namespace, tokenizer_dir: Path, work: Path
     if Path(cfg.output_dir).exists():
         shutil.rmtree(cfg.output_dir)  # this script's own run folder: start fresh, never resume
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    model, objectives, data, tokenizer = build_run(cfg, path)
-    summary = Trainer(model, objectives, data, cfg, tokenizer=tokenizer).fit()
+    run = build_run(cfg, path)
+    summary = run.trainer().fit()
+    model, tokenizer = run.model, run.tokenizer
     record = {"recipe": ARMS[arm][0], "model": cfg.model, "objectives": cfg.objectives,
               "data": {name: items[0]["kind"] for name, items in cfg.data.items()},
               "parameters": model.num_parameters(), "steps": summary["steps"], "tokens": summary["tokens"],

@@ -60,9 +60,8 @@ from babelzoo.evaluation.translation import corpus_scores, translate  # noqa: E4
 from babelzoo.objectives.batching import pad  # noqa: E402
 from babelzoo.objectives.translation import Translation  # noqa: E402
 from babelzoo.train.checkpoint import CheckpointManager  # noqa: E402
-from babelzoo.train.cli import build_run, build_tokenizer  # noqa: E402
+from babelzoo.train.run import build_run, build_tokenizer  # noqa: E402
 from babelzoo.train.config import TrainConfig, load_recipe, recipe_path  # noqa: E402
-from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.typed import Where  # noqa: E402
 from benchmarks._results import logged_means, read_run, write_results  # noqa: E402
 from benchmarks.generate_speed import measure  # noqa: E402
@@ -127,8 +126,9 @@ def train(cfg: TrainConfig, path: Path) -> dict[str, Any]:
     if Path(cfg.output_dir).exists():
         shutil.rmtree(cfg.output_dir)  # this script's own run folder: start fresh, never resume
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    model, objectives, data, tokenizer = build_run(cfg, path)
-    summary = Trainer(model, objectives, data, cfg, tokenizer=tokenizer).fit()
+    run = build_run(cfg, path)
+    summary = run.trainer().fit()
+    model, tokenizer = run.model, run.tokenizer
     checkpoint = CheckpointManager(Path(cfg.output_dir) / "checkpoints", 1, 0).latest()
     return {"model": model, "tokenizer": tokenizer, "checkpoint": str(checkpoint), "steps": summary["steps"],
             "tokens": summary["tokens"], "final_loss": logged_means(cfg.output_dir, 3),

@@ -51,7 +51,7 @@ from babelzoo.datasets.text import MonolingualCorpus, ReadReport, multi30k_pairs
 from babelzoo.evaluation.encoders import BabelEncoder  # noqa: E402
 from babelzoo.evaluation.tasks import TaskContext, load_tasks  # noqa: E402
 from babelzoo.objectives.mixture import Mixture  # noqa: E402
-from babelzoo.train.cli import build_tokenizer  # noqa: E402
+from babelzoo.train.run import build_tokenizer  # noqa: E402
 from babelzoo.train.config import TrainConfig  # noqa: E402
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402

@@ -13,7 +13,7 @@ from babelzoo.evaluation.encoders import PEERS, register_peer
 from babelzoo.evaluation.leaderboard import ModelSpec, build_encoder
 from babelzoo.evaluation.tasks import TASKS
 from babelzoo.objectives.base import OBJECTIVES
-from babelzoo.train.cli import MODEL_ATTACHMENTS
+from babelzoo.train.run import MODEL_ATTACHMENTS
 from babelzoo.zoo.entries import WEIGHT_LOADERS
 from babelzoo.zoo.factory import list_models, model_entry
 

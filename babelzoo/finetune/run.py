@@ -125,7 +125,7 @@ def _described(tokenizer) -> str:
 def _recipe_tokenizer(spec: dict):
     """``{path: DIR}`` (a saved tokenizer) or ``{from_model: NAME}`` (a zoo entry's own)."""
     from ..datasets.tokenizer import load_tokenizer
-    from ..train.cli import pretrained_tokenizer
+    from ..train.run import pretrained_tokenizer
 
     if len(spec) != 1 or next(iter(spec)) not in ("path", "from_model"):
         raise ConfigError(f"tokenizer: a fine-tuning recipe takes {{path: DIR}} or {{from_model: NAME}}, got {spec}")

@@ -53,7 +53,7 @@ class TrainConfig:
     error rather than silently mixed with a new run.
 
     The ``model``/``model_overrides``/``init``/``tokenizer``/``objectives``/``mixture``/``data`` fields
-    are read by ``babelzoo pretrain`` to build the run (see :mod:`babelzoo.train.cli` for their
+    are read by ``babelzoo pretrain`` to build the run (see :mod:`babelzoo.train.run` for their
     layout); :class:`~babelzoo.train.Trainer` itself takes those parts as Python objects and
     ignores them. ``knowledge``, ``init``, ``tokenizer``, ``objectives`` and ``data`` are kept as
     written and typed by their sections (:class:`KnowledgeSpec`, :class:`InitSpec`,

@@ -1,5 +1,6 @@
-"""benchmarks/adaptation.py: the arms derived from the shipped recipe, the targets and the
-Markdown made from a results dict, the SIB-200 language match (no model is trained here)."""
+"""benchmarks/adaptation.py and its parts in benchmarks/_adaptation/: the arms derived from the
+shipped recipe, the targets and the Markdown made from a results dict, the SIB-200 language match
+(no model is trained here)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,31 @@ import json
 import pytest
 
 from babelzoo.evaluation.tasks import Result
-from babelzoo.train.cli import parse_data
+from babelzoo.train.run import parse_data
 from babelzoo.train.config import load_recipe, recipe_path
-from benchmarks import adaptation as A
+from benchmarks._adaptation.arms import (
+    DISTILL,
+    RECIPE,
+    TLM,
+    VOCAB_INIT,
+    VOCAB_MARK,
+    arm_overrides,
+    base_overrides,
+    read_shipped_recipe,
+)
+from benchmarks._adaptation.evaluation import by_language, mean_of, sib200_targets
+from benchmarks._adaptation.report import markdown, pct, target_lines, targets
+from benchmarks._adaptation.run import keep, saved
+from benchmarks._adaptation.training import own_exclude, settings_guard, st_examples
 
 
 def arm_config(arm, tmp_path):
-    overrides = A.base_overrides(tmp_path / arm, 7, ["bre", "eus"]) + A.arm_overrides(arm, A.read_shipped_recipe())
-    return load_recipe(recipe_path(A.RECIPE), overrides)
+    overrides = base_overrides(tmp_path / arm, 7, ["bre", "eus"]) + arm_overrides(arm, read_shipped_recipe())
+    return load_recipe(recipe_path(RECIPE), overrides)
 
 
 def test_recipe_arm_is_the_shipped_recipe_with_its_folder_steps_and_languages(tmp_path):
-    shipped = load_recipe(recipe_path(A.RECIPE)).to_dict()
+    shipped = load_recipe(recipe_path(RECIPE)).to_dict()
     got = arm_config("recipe", tmp_path).to_dict()
     changed = {k: got[k] for k in shipped if shipped[k] != got[k]}
     assert changed == {"output_dir": str(tmp_path / "recipe"), "max_steps": 7, "languages": ["bre", "eus"]}
@@ -32,10 +46,10 @@ def test_recipe_arm_is_the_shipped_recipe_with_its_folder_steps_and_languages(tm
     ("+tlm", ["translation_ranking", "tlm"], True)])
 def test_ablations_keep_or_add_objectives_on_the_recipes_pairs(tmp_path, arm, objectives, mlm_head):
     cfg = arm_config(arm, tmp_path)
-    shipped = load_recipe(recipe_path(A.RECIPE))
+    shipped = load_recipe(recipe_path(RECIPE))
     assert list(cfg.objectives) == objectives and cfg.mixture == "sum"
     for name in objectives:  # a kept objective has the recipe's options, an added one the arm's
-        want = shipped.objectives.get(name) or {A.DISTILL[0]: A.DISTILL[1], A.TLM[0]: A.TLM[1]}[name]
+        want = shipped.objectives.get(name) or {DISTILL[0]: DISTILL[1], TLM[0]: TLM[1]}[name]
         assert cfg.objectives[name] == want
     assert cfg.model_overrides.get("mlm_head") is mlm_head
     ours, theirs = cfg.to_dict(), shipped.to_dict()
@@ -53,37 +67,36 @@ def test_ablations_keep_or_add_objectives_on_the_recipes_pairs(tmp_path, arm, ob
 
 
 def test_the_short_arm_is_the_recipe_on_its_first_schedule(tmp_path):
-    ours, theirs = arm_config("steps400", tmp_path).to_dict(), load_recipe(recipe_path(A.RECIPE)).to_dict()
+    ours, theirs = arm_config("steps400", tmp_path).to_dict(), load_recipe(recipe_path(RECIPE)).to_dict()
     assert {k: ours[k] for k in theirs if ours[k] != theirs[k]} == {
         "output_dir": str(tmp_path / "steps400"), "max_steps": 400, "warmup_steps": 40, "languages": ["bre", "eus"]}
 
 
 def test_the_vocabulary_arm_starts_from_the_grown_model_and_trains_its_new_rows(tmp_path):
-    grown = tmp_path / A.VOCAB_INIT
+    grown = tmp_path / VOCAB_INIT
     grown.mkdir()
     (grown / "config.json").write_text(json.dumps({"text": {"vocab_size": 257067}}))
-    (grown / A.VOCAB_MARK).write_text(json.dumps({"first_new_id": 250002}))
-    overrides = A.base_overrides(tmp_path / "+vocab", 7, ["bre"]) + A.arm_overrides("+vocab", A.read_shipped_recipe(),
-                                                                                     grown)
-    cfg, shipped = load_recipe(recipe_path(A.RECIPE), overrides), load_recipe(recipe_path(A.RECIPE))
+    (grown / VOCAB_MARK).write_text(json.dumps({"first_new_id": 250002}))
+    overrides = base_overrides(tmp_path / "+vocab", 7, ["bre"]) + arm_overrides("+vocab", read_shipped_recipe(), grown)
+    cfg, shipped = load_recipe(recipe_path(RECIPE), overrides), load_recipe(recipe_path(RECIPE))
     assert cfg.init == {"pretrained": str(grown), "train_rows_from": 250002}  # no frozen word embeddings
     assert cfg.tokenizer == {"path": str(grown)} and cfg.model_overrides["vocab_size"] == 257067
     assert cfg.objectives == shipped.objectives
     assert cfg.data == shipped.data and cfg.lr == shipped.lr and cfg.max_steps == 7
     with pytest.raises(ValueError, match="give its folder"):
-        A.arm_overrides("+vocab", A.read_shipped_recipe())
+        arm_overrides("+vocab", read_shipped_recipe())
 
 
 def test_an_arm_the_recipe_does_not_train_is_refused():
     with pytest.raises(ValueError, match="'st' is not trained by the recipe"):
-        A.arm_overrides("st", A.read_shipped_recipe())
+        arm_overrides("st", read_shipped_recipe())
 
 
 def test_an_arm_folder_trained_with_other_settings_is_not_reused(tmp_path):
-    A.settings_guard(tmp_path / "recipe", {"command": ["pretrain", "a"], "threads": 2})
-    A.settings_guard(tmp_path / "recipe", {"command": ["pretrain", "a"], "threads": 2})  # the same: reused
+    settings_guard(tmp_path / "recipe", {"command": ["pretrain", "a"], "threads": 2})
+    settings_guard(tmp_path / "recipe", {"command": ["pretrain", "a"], "threads": 2})  # the same: reused
     with pytest.raises(SystemExit) as refused:
-        A.settings_guard(tmp_path / "recipe", {"command": ["pretrain", "b"], "threads": 2, "recipe_sha256": "0f"})
+        settings_guard(tmp_path / "recipe", {"command": ["pretrain", "b"], "threads": 2, "recipe_sha256": "0f"})
     assert str(refused.value) == (f"{tmp_path / 'recipe'} was trained with other settings ({tmp_path / 'recipe'}/"
                                   "settings.json differs in command, recipe_sha256); give another --work or remove "
                                   "that folder")
@@ -93,16 +106,16 @@ def test_an_arm_folder_trained_with_other_settings_is_not_reused(tmp_path):
 
 def test_a_saved_result_is_reused_only_under_its_key(tmp_path):
     path = tmp_path / "arm" / "eval.json"
-    assert A.saved(path, {"other_limit": 200}) is None
-    assert A.keep(path, {"other_limit": 200}, {"adapted_mean": 0.5}) == {"adapted_mean": 0.5}
-    assert A.saved(path, {"other_limit": 200}) == {"adapted_mean": 0.5}
-    assert A.saved(path, {"other_limit": 0}) is None
+    assert saved(path, {"other_limit": 200}) is None
+    assert keep(path, {"other_limit": 200}, {"adapted_mean": 0.5}) == {"adapted_mean": 0.5}
+    assert saved(path, {"other_limit": 200}) == {"adapted_mean": 0.5}
+    assert saved(path, {"other_limit": 0}) is None
 
 
 def test_sib200_folders_of_the_adapted_languages():
     present = ["arb_Arab", "eng_Latn", "khm_Khmr", "swh_Latn", "zho_Hans"]
-    assert A.sib200_targets(["khm", "bre", "ara"], present) == ["arb_Arab", "khm_Khmr"]
-    assert A.sib200_targets(["bre"], present) == []
+    assert sib200_targets(["khm", "bre", "ara"], present) == ["arb_Arab", "khm_Khmr"]
+    assert sib200_targets(["bre"], present) == []
 
 
 def test_rows_of_both_directions_make_one_language():
@@ -111,14 +124,14 @@ def test_rows_of_both_directions_make_one_language():
 
     rows = [row("eng->bre", 0.25), row("bre->eng", 0.35),
             row("eng_Latn->khm_Khmr", 0.5), row("khm_Khmr->eng_Latn", 0.7)]
-    assert A.by_language(rows) == {"bre": {"en2x": 0.25, "x2en": 0.35, "mean": 0.3},
-                                   "khm_Khmr": {"en2x": 0.5, "x2en": 0.7, "mean": 0.6}}
+    assert by_language(rows) == {"bre": {"en2x": 0.25, "x2en": 0.35, "mean": 0.3},
+                                 "khm_Khmr": {"en2x": 0.5, "x2en": 0.7, "mean": 0.6}}
 
 
 def arm(tatoeba, other, tokens_per_s=None):
     tatoeba = {lang: {"mean": v} for lang, v in tatoeba.items()}
     other = {lang: {"mean": v} for lang, v in other.items()}
-    ev = {"tatoeba": tatoeba, "other": other, "adapted_mean": A.mean_of(tatoeba), "other_mean": A.mean_of(other),
+    ev = {"tatoeba": tatoeba, "other": other, "adapted_mean": mean_of(tatoeba), "other_mean": mean_of(other),
           "eval_wall_s": 61.0}
     train = {"steps": 600, "tokens_per_s": tokens_per_s, "wall_s": 2000.0, "cpu_s": 3900.0} if tokens_per_s else None
     return {"eval": ev, **({"train": train} if train else {})}
@@ -136,7 +149,7 @@ def report():
 
 
 def test_targets_of_a_results_dict():
-    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in A.targets(report())}
+    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in targets(report())}
     assert got == {"adapted mean − e5": {"recipe": (0.12, True), "st": (0.07, True)},
                    "worst adapted language − e5": {"recipe": (0.01, True), "st": (-0.02, False)},
                    "other languages' mean − e5": {"recipe": (-0.004, True), "st": (-0.015, False)},
@@ -145,7 +158,7 @@ def test_targets_of_a_results_dict():
 
 
 def test_markdown_of_a_results_dict():
-    text = A.markdown(report())
+    text = markdown(report())
     for line in ["| target | wanted | recipe | st |",
                  "| adapted mean − e5 | ≥ +5.0 | +12.0 pass | +7.0 pass |",
                  "| worst adapted language − e5 | ≥ -1.0 | +1.0 pass | -2.0 miss |",
@@ -166,12 +179,12 @@ def test_mteb_protocol_targets_and_table():
     for name, (bre, eus, other) in {"e5": (0.08, 0.58, 0.90), "recipe": (0.30, 0.60, 0.897),
                                     "st": (0.20, 0.55, 0.88)}.items():
         table = {"bre": {"f1": bre, "accuracy": bre + 0.02}, "eus": {"f1": eus, "accuracy": eus + 0.02}}
-        r["arms"][name]["eval"].update(mteb=table, mteb_f1=A.mean_of(table, "f1"),
-                                       mteb_accuracy=A.mean_of(table, "accuracy"), mteb_other_f1=other)
-    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in A.targets(r)}
+        r["arms"][name]["eval"].update(mteb=table, mteb_f1=mean_of(table, "f1"),
+                                       mteb_accuracy=mean_of(table, "accuracy"), mteb_other_f1=other)
+    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in targets(r)}
     assert got["MTEB F1, adapted mean − e5"] == {"recipe": (0.12, True), "st": (0.045, False)}
     assert got["MTEB F1, other languages' mean − e5"] == {"recipe": (-0.003, True), "st": (-0.02, False)}
-    lines = A.markdown(r).splitlines()
+    lines = markdown(r).splitlines()
     for line in ["| language | e5 | recipe | st |", "| bre | 8.0 | 30.0 | 20.0 |",
                  "| adapted mean F1 | 33.0 | 45.0 | 37.5 |", "| adapted mean accuracy | 35.0 | 47.0 | 39.5 |",
                  "| other languages' mean F1 | 90.0 | 89.7 | 88.0 |",
@@ -188,12 +201,12 @@ def test_int8_targets_and_table():
                  "tatoeba": {v: {lang: {"mean": x} for lang, x in t.items()} for v, t in tables.items()},
                  "sentences_per_s": {"fp32": 50.0, "int8": 75.0, "int8-ffn-fp32": 65.0},
                  "exports": {v: {"command": f"babelzoo convert --to-onnx {v}"} for v in tables}}
-    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in A.targets(r)}
+    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in targets(r)}
     assert got["int8 − fp32 ONNX, worst adapted language"] == {"recipe": (-0.01, False)}
     assert got["int8 sentences/s ÷ fp32 ONNX's"] == {"recipe": (1.5, True)}
     assert got["int8-ffn-fp32 − fp32 ONNX, worst adapted language"] == {"recipe": (-0.002, True)}
     assert got["int8-ffn-fp32 sentences/s ÷ fp32 ONNX's"] == {"recipe": (1.3, False)}
-    lines = A.markdown(r).splitlines()
+    lines = markdown(r).splitlines()
     for line in ["| language | fp32 | int8 | int8-ffn-fp32 | int8 − fp32 | int8-ffn-fp32 − fp32 |",
                  "| bre | 30.0 | 29.6 | 29.9 | -0.4 | -0.1 |", "| eus | 60.0 | 59.0 | 59.8 | -1.0 | -0.2 |",
                  "| mean | 45.0 | 44.3 | 44.9 | -0.7 | -0.1 |", "- int8: `babelzoo convert --to-onnx int8`"]:
@@ -208,15 +221,15 @@ def test_the_bare_arm_reads_the_pairs_with_and_without_the_prefix(tmp_path):
 
 
 def test_the_own_pairs_arm_adds_the_pairs_folder(tmp_path):
-    overrides = A.base_overrides(tmp_path / "+own", 7, ["bre"]) + A.arm_overrides(
-        "+own", A.read_shipped_recipe(), own=tmp_path / "own")
-    cfg = load_recipe(recipe_path(A.RECIPE), overrides)
-    assert cfg.pairs_dir == str(tmp_path / "own") and cfg.objectives == load_recipe(recipe_path(A.RECIPE)).objectives
+    overrides = base_overrides(tmp_path / "+own", 7, ["bre"]) + arm_overrides(
+        "+own", read_shipped_recipe(), own=tmp_path / "own")
+    cfg = load_recipe(recipe_path(RECIPE), overrides)
+    assert cfg.pairs_dir == str(tmp_path / "own") and cfg.objectives == load_recipe(recipe_path(RECIPE)).objectives
     with pytest.raises(ValueError, match="give it"):
-        A.arm_overrides("+own", A.read_shipped_recipe())
-    overrides = A.base_overrides(tmp_path / "+own", 7, ["bre"]) + A.arm_overrides(
-        "+own", A.read_shipped_recipe(), own=tmp_path / "own", exclude=tmp_path / "exclude")
-    (source,) = parse_data(load_recipe(recipe_path(A.RECIPE), overrides))["translation_ranking"][0]
+        arm_overrides("+own", read_shipped_recipe())
+    overrides = base_overrides(tmp_path / "+own", 7, ["bre"]) + arm_overrides(
+        "+own", read_shipped_recipe(), own=tmp_path / "own", exclude=tmp_path / "exclude")
+    (source,) = parse_data(load_recipe(recipe_path(RECIPE), overrides))["translation_ranking"][0]
     assert source.exclude == str(tmp_path / "exclude") and source.prefix == "query: "
 
 
@@ -226,7 +239,7 @@ def test_the_own_pairs_filter_reads_every_file_but_sib200s_training_sentences(tm
                  "tatoeba/tatoeba.yor-eng.yor", "sib200/README.md"):
         (data / name).parent.mkdir(parents=True, exist_ok=True)
         (data / name).write_text(name, encoding="utf-8")
-    mirror = A.own_exclude(data, tmp_path / "mirror")
+    mirror = own_exclude(data, tmp_path / "mirror")
     files = sorted(str(p.relative_to(mirror)) for p in mirror.rglob("*") if p.is_file())
     assert files == ["sib200/README.md", "sib200/yor_Latn/dev.tsv", "tatoeba/tatoeba.yor-eng.yor"]
     assert (mirror / "sib200/yor_Latn/dev.tsv").read_text(encoding="utf-8") == "sib200/yor_Latn/dev.tsv"
@@ -237,10 +250,10 @@ def test_own_pairs_target_and_table():
     for name, (yor, hau) in {"e5": (0.20, 0.30), "recipe": (0.22, 0.31), "+own": (0.35, 0.39)}.items():
         table = {"yor_Latn": {"mean": yor, "n": 303}, "hau_Latn": {"mean": hau, "n": 303}}
         r["arms"].setdefault(name, {"eval": r["arms"]["e5"]["eval"]})["own"] = {"languages": table,
-                                                                               "mean": A.mean_of(table)}
-    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in A.targets(r)}
+                                                                               "mean": mean_of(table)}
+    got = {t["target"]: {a: (round(v, 4), ok) for a, (v, ok) in t["values"].items()} for t in targets(r)}
     assert got["own pairs: held-out retrieval − e5 (yor_Latn, e5's weakest)"] == {"+own": (0.15, True)}
-    lines = A.markdown(r).splitlines()
+    lines = markdown(r).splitlines()
     for line in ["| language | sentences | e5 | recipe | +own |", "| yor_Latn | 303 | 20.0 | 22.0 | 35.0 |",
                  "| mean | | 25.0 | 26.5 | 37.0 |"]:
         assert line in lines, line
@@ -250,8 +263,8 @@ def test_markdown_of_the_heldout_pairs():
     r = report()
     for name, values in (("e5", {"bre": 0.40, "eus": 0.80}), ("recipe", {"bre": 0.60, "eus": 0.90})):
         table = {lang: {"en2x": v, "x2en": v, "mean": v, "n": 100 + i} for i, (lang, v) in enumerate(values.items())}
-        r["arms"][name]["heldout"] = {"pairs": table, "mean": A.mean_of(table)}
-    lines = A.markdown(r).splitlines()
+        r["arms"][name]["heldout"] = {"pairs": table, "mean": mean_of(table)}
+    lines = markdown(r).splitlines()
     for line in ["| language | pairs | e5 | recipe |", "| bre | 100 | 40.0 | 60.0 |", "| eus | 101 | 80.0 | 90.0 |",
                  "| mean | | 60.0 | 75.0 |"]:
         assert line in lines, line
@@ -259,30 +272,30 @@ def test_markdown_of_the_heldout_pairs():
 
 def test_arms_that_trained_different_steps_are_pointed_out():
     r = report()
-    assert "Not every arm" not in A.markdown(r)
+    assert "Not every arm" not in markdown(r)
     r["arms"]["recipe"]["train"]["steps"] = 312
-    assert "Not every arm trained the same number of steps: recipe 312, st 600." in A.markdown(r).splitlines()
+    assert "Not every arm trained the same number of steps: recipe 312, st 600." in markdown(r).splitlines()
 
 
 def test_no_targets_without_the_e5_arm():
     r = report()
     del r["arms"]["e5"]
-    assert [t["target"] for t in A.targets(r)] == ["recipe − st on the adapted mean", "training tokens/s ÷ st's"]
+    assert [t["target"] for t in targets(r)] == ["recipe − st on the adapted mean", "training tokens/s ÷ st's"]
     r["arms"] = {"recipe": r["arms"]["recipe"]}
-    assert A.target_lines(r) == ["No targets: they need the e5 arm and at least one trained arm."]
+    assert target_lines(r) == ["No targets: they need the e5 arm and at least one trained arm."]
 
 
 def test_the_peer_gets_the_pairs_in_the_order_babelzoo_trains_on_them():
     from types import SimpleNamespace
 
-    from babelzoo.train.cli import combine
+    from babelzoo.train.run import combine
     from babelzoo.train.data import DataStream
 
     corpora = [SimpleNamespace(pairs=[(f"en {i}", f"br {i}") for i in range(40)]),
                SimpleNamespace(pairs=[(f"en {i}", f"de {i}") for i in range(8)])]
     cfg = SimpleNamespace(batch_size=8, seed=3, max_steps=6)
     run = SimpleNamespace(pairs=lambda: (None, corpora, 0.5, cfg))
-    pairs, steps = A.st_examples(run)
+    pairs, steps = st_examples(run)
     flat = [p for c in corpora for p in c.pairs]
     stream = DataStream(combine({"distill_sentence": [flat]}, {"distill_sentence": 0.5}, 3)["distill_sentence"],
                         lambda examples: examples, batch_size=8, grad_accum=1, rank=0, world_size=1, seed=3)
@@ -295,7 +308,7 @@ def test_markdown_of_a_train_only_run_has_no_accuracy_tables():
     r = report()
     for entry in r["arms"].values():
         entry.pop("eval")
-    lines = A.markdown(r).splitlines()
+    lines = markdown(r).splitlines()
     assert "| recipe |  |  | 600 | 2,700 | 2,000 | 3,900 |  |" in lines
     assert not any(line.startswith(("## Tatoeba", "| bre")) for line in lines)
 
@@ -304,13 +317,13 @@ def test_the_docs_quote_the_committed_adaptation_run():
     import re
     from pathlib import Path
 
-    root = Path(A.__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     results = json.loads((root / "benchmarks/results/adaptation/epyc-avx512.json").read_text(encoding="utf-8"))["results"]
     text = " ".join((root / "docs" / "performance.md").read_text(encoding="utf-8").split())
     quoted = re.search(r"On those (\d+) languages its Tatoeba mean goes from ([\d.]+) to ([\d.]+), on the (\d+) "
                        r"others from ([\d.]+) to ([\d.]+)", text)
     assert quoted, "the adaptation sentence of docs/performance.md"
     e5, recipe = results["arms"]["e5"]["eval"], results["arms"]["recipe"]["eval"]
-    assert quoted.groups() == (str(len(results["languages"])), A._pct(e5["adapted_mean"]),
-                               A._pct(recipe["adapted_mean"]), str(len(results["other_languages"])),
-                               A._pct(e5["other_mean"]), A._pct(recipe["other_mean"]))
+    assert quoted.groups() == (str(len(results["languages"])), pct(e5["adapted_mean"]),
+                               pct(recipe["adapted_mean"]), str(len(results["other_languages"])),
+                               pct(e5["other_mean"]), pct(recipe["other_mean"]))

@@ -13,6 +13,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("soundfile")
 
 from benchmarks import gpu_check as G  # noqa: E402
+from benchmarks._gpu_check.training import RUNS  # noqa: E402
 from benchmarks._results import current_machine  # noqa: E402
 
 
@@ -42,7 +43,7 @@ def test_every_check_passes_on_the_cpu_with_the_figures_it_claims(dry_run):
     load_builtin_families()
     assert set(FAMILIES.list()) <= set(checks["train"]["families"])
     cells = checks["train"]["cells"]
-    assert len(cells) == 2 * len(G.RUNS)
+    assert len(cells) == 2 * len(RUNS)
     assert all(len(c["losses"]) == 3 and all(map(torch.isfinite, torch.tensor(c["losses"]))) for c in cells.values())
     assert checks["generate"]["greedy"]["rows_equal_to_cpu"] == 1.0  # the dry run compares the CPU with itself
     assert checks["unpadded"]["fp32"]["min_cosine"] > 0.9999

@@ -110,7 +110,8 @@ def test_each_injection_arm_pretrains_e5_with_a_shipped_recipe_on_the_training_f
 def test_arms_not_run_now_are_carried_from_an_earlier_results_file_with_its_commit(tmp_path):
     test = {"mrr": 0.5, "hits@1": 0.4, "hits@3": 0.55, "hits@10": 0.6}
     earlier = tmp_path / "earlier.json"
-    earlier.write_text(json.dumps({"commit": "abc1234", "date": "2026-12-05 19:33 UTC", "results": {
+    earlier.write_text(json.dumps({"machine": {"tag": "epyc-avx512", "description": "AMD EPYC, 2 CPUs"},
+                                   "commit": "abc1234", "date": "2026-12-05 19:33 UTC", "results": {
         "budgets_cpu_minutes": {"text_structure": 100, "structure": 25, "text_only": 25},
         "arms": {"structure": {"test": test, "eval_cpu_seconds": 60.0, "eval_command": "babelzoo kb eval"},
                  "inject_none": {"test": {**test, "mrr": 0.1}, "eval_cpu_seconds": 60.0}}}}), encoding="utf-8")
@@ -121,7 +122,7 @@ def test_arms_not_run_now_are_carried_from_an_earlier_results_file_with_its_comm
     assert list(now["arms"]) == ["e5_zero_shot", "structure", "inject_none"]  # the benchmark's order
     assert now["arms"]["inject_none"]["test"]["mrr"] == 0.2  # what ran now wins
     assert now["budgets_cpu_minutes"] == {"text_structure": 60, "structure": 25, "inject_none": 10}
-    assert now["carried"] == {"arms": ["structure"], "file": str(earlier), "commit": "abc1234",
-                              "date": "2026-12-05 19:33 UTC"}
-    assert "Carried over from" in K.markdown(now) and "(commit abc1234, 2026-12-05 19:33 UTC), not run again: structure." \
-        in K.markdown(now)
+    assert now["carried"] == {"arms": ["structure"], "file": str(earlier), "machine": "epyc-avx512",
+                              "commit": "abc1234", "date": "2026-12-05 19:33 UTC"}
+    assert "Carried over from" in K.markdown(now) and \
+        "(machine epyc-avx512, commit abc1234, 2026-12-05 19:33 UTC), not run again: structure." in K.markdown(now)

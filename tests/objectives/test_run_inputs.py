@@ -7,7 +7,7 @@ import torch
 from babelzoo.errors import InputError
 from babelzoo.objectives.base import Loss, Objective, register_objective
 from babelzoo.objectives.mixture import objective_class
-from babelzoo.train.cli import with_run_inputs
+from babelzoo.train.run import with_run_inputs
 
 
 class Tokenizer:

@@ -17,7 +17,8 @@ from babelzoo.offline.adaptation import (
     language_pairs,
     select_languages,
 )
-from babelzoo.train.cli import build_run, build_run_and_sources, pretrain_main
+from babelzoo.train.run import build_run
+from babelzoo.train.cli import pretrain_main
 from babelzoo.train.config import load_recipe
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -114,7 +115,8 @@ def decoded_examples(data, tokenizer):
 
 def test_a_planted_test_sentence_never_reaches_a_batch(tmp_path, data_dir):
     path = recipe(tmp_path, data_dir)
-    _, _, data, tokenizer = build_run(load_recipe(path), path)
+    run = build_run(load_recipe(path), path)
+    data, tokenizer = run.data, run.tokenizer
     texts = decoded_examples(data, tokenizer)
     assert len(texts) == 2 * (4 + 2)  # Breton's 4 training pairs and 2 German anchors
     assert not any("tired" in t.lower() or "skuizh" in t.lower() for t in texts)
@@ -168,7 +170,7 @@ def test_the_runs_languages_replace_the_rule(tmp_path, data_dir):
     path = recipe(tmp_path, data_dir)
     cfg = load_recipe(path, ["languages=[bre]", "data.translation_ranking=" + json.dumps(
         [{**yaml.safe_load(path.read_text(encoding="utf-8"))["data"]["translation_ranking"][0], "threshold": 0.01}])])
-    _, sources = build_run_and_sources(cfg, path)  # 0.01 alone would pick no language
+    sources = build_run(cfg, path).sources  # 0.01 alone would pick no language
     assert sources[0].record["languages"] == ["bre"] and sources[0].record["rule"] == "given"
 
 
@@ -216,7 +218,8 @@ def test_a_users_pairs_join_the_adapted_languages_through_the_test_filter(tmp_pa
     card = (folder / "README.md").read_text(encoding="utf-8")
     assert f"Pairs the user brought (pairs read, before the filter): from `{mine}`: bre.tsv (4), fao.tsv (2)." in card
     assert "adapted because given: fao (2)." in card
-    _, _, data, tokenizer = build_run(load_recipe(path, [f"pairs_dir={mine}"]), path)
+    run = build_run(load_recipe(path, [f"pairs_dir={mine}"]), path)
+    data, tokenizer = run.data, run.tokenizer
     texts = decoded_examples(data, tokenizer)
     assert any("Adenvel" in t for t in texts) and any("kvøld" in t for t in texts)
     assert not any("fílu" in t for t in texts)  # "Open the file" is in the held-out tenth

@@ -12,7 +12,8 @@ import torch
 import yaml
 
 from babelzoo.errors import ConfigError
-from babelzoo.train.cli import build_run, pretrain_main
+from babelzoo.train.run import build_run
+from babelzoo.train.cli import pretrain_main
 from babelzoo.train.config import load_recipe
 from babelzoo.yaml_files import key_lines
 
@@ -53,7 +54,8 @@ def test_layers_picked_from_the_teacher_equal_its_weights(tmp_path, teacher_dir)
     from babelzoo.zoo.pretrained import from_pretrained
 
     path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(teacher_dir[1]), "layers": [1, 3]})
-    model, objective, _, _ = build_run(load_recipe(path), path)
+    run = build_run(load_recipe(path), path)
+    model, objective = run.model, run.objectives
     teacher = from_pretrained(teacher_dir[1])
     assert model.config.text.num_layers == 2 and objective.teacher.config.text.num_layers == 4
     mine, theirs = model.state_dict(), teacher.state_dict()
@@ -91,7 +93,7 @@ def test_a_narrow_student_keeps_the_teachers_strongest_neurons(tmp_path, teacher
 
     path = student_recipe(tmp_path, teacher_dir, {"pretrained": str(teacher_dir[1]), "layers": [0, 2],
                                                   "intermediate_size": 40})
-    model, _, _, _ = build_run(load_recipe(path), path)
+    model = build_run(load_recipe(path), path).model
     expected = prune_ffn(prune_layers(from_pretrained(teacher_dir[1]), [0, 2]), 40).state_dict()
     assert model.config.text.intermediate_size == 40 and model.config.text.num_layers == 2
     assert all(torch.equal(value, expected[key]) for key, value in model.state_dict().items())
@@ -102,7 +104,7 @@ def test_frozen_parameters_keep_their_initial_values_through_training_and_resume
 
     init = {"pretrained": str(teacher_dir[1]), "layers": [0, 2], "freeze": ["embeddings.word.*", "encoder.layers.0.*"]}
     path = student_recipe(tmp_path, teacher_dir, init)
-    model, _, _, _ = build_run(load_recipe(path), path)
+    model = build_run(load_recipe(path), path).model
     frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
     assert "embeddings.word.weight" in frozen and "encoder.layers.0.ffn.up.weight" in frozen
     assert not any(n.startswith(("encoder.layers.1.", "embeddings.position")) for n in frozen)

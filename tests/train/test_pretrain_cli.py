@@ -113,17 +113,18 @@ def test_bad_recipes_exit_with_a_clear_message(tmp_path, corpus, capsys, change,
 def test_building_a_run_seeds_its_weights_and_leaves_the_global_rng_alone(tmp_path, corpus):
     import torch
 
-    from babelzoo.train.cli import build_run
+    from babelzoo.train.run import build_run
     from babelzoo.train.config import load_recipe
 
     cfg = load_recipe(recipe(tmp_path, corpus))
     torch.manual_seed(123)
     before = torch.get_rng_state()
-    first, objectives, _, _ = build_run(cfg)
+    built = build_run(cfg)
+    first = built.model
     assert torch.equal(torch.get_rng_state(), before)
     torch.manual_seed(7)  # another caller state: the run's weights do not depend on it
-    second, _, _, _ = build_run(cfg)
-    third, _, _, _ = build_run(cfg.replace(seed=cfg.seed + 1, output_dir=str(tmp_path / "seed-1")))  # another run
+    second = build_run(cfg).model
+    third = build_run(cfg.replace(seed=cfg.seed + 1, output_dir=str(tmp_path / "seed-1"))).model  # another run
     for (name, a), b, c in zip(first.state_dict().items(), second.state_dict().values(), third.state_dict().values()):
         assert torch.equal(a, b), name
     assert not torch.equal(first.embeddings.word.weight, third.embeddings.word.weight)

@@ -65,7 +65,7 @@ def test_every_shipped_recipe_parses_and_gives_each_objective_its_examples():
     """Each recipe maps onto TrainConfig, and each of its sources provides the example type its
     objective consumes (checked without reading any data): this covers the recipes whose model
     is not in the zoo yet too."""
-    from babelzoo.train.cli import parse_data
+    from babelzoo.train.run import parse_data
     from babelzoo.train.config import load_recipe
 
     for name, recipe in recipes().items():

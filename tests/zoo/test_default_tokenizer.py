@@ -9,7 +9,7 @@ import pytest
 
 import babelzoo
 from babelzoo.errors import InputError
-from babelzoo.zoo import default_tokenizer as D
+from babelzoo.zoo import _default_tokenizer as D
 from babelzoo.zoo.factory import list_models, model_entry
 from babelzoo.zoo.build import with_head
 

@@ -1,0 +1,1 @@
+"""The parts of ``benchmarks/gpu_check.py``: the checks, one file per concept, and the report."""
