@@ -242,7 +242,7 @@ def resolve(kb, value: str, kind: str) -> str:
         return found[0]
     if found:
         raise UsageError(f"{kind} {value!r} names {len(found)} {kind}s ({', '.join(found[:5])}); give the id")
-    names = [*ids, *(text for text in map(label, ids) if text)]
+    names = list(dict.fromkeys([*ids, *(text for text in map(label, ids) if text)]))  # an id may be its own text
     if kind == "relation":
         hint = choices_hint(value, names, what="relation", listing="its relations", limit=20)
     else:  # too many to list: the close ones only

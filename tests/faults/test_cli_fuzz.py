@@ -208,7 +208,7 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
         (["kb", "eval", "--model", "{d}/folder", "--kg", "{d}/kb"], "{d}/folder: no config.json"),
         (["kb", "eval", "--model", "xlmr_tiny", "--kg", "{d}/kb", "--split", "dev"], "argument --split: invalid choice"),
         (["kb", "predict", "--model", "xlmr_tiny", "--kg", "{d}/kb", "e0", "r9"],
-         "unknown relation 'r9': no id or text of the graph matches it; the relations: r0, r1"),
+         "unknown relation 'r9': no id or text of the graph matches it (its relations: r0, r1)"),
         (["kb", "predict", "--model", "xlmr_tiny", "--kg", "{d}/kb", "e0", "r0", "--k", "0"],
          "argument --k: '0' must be at least 1"),
     ],
