@@ -211,23 +211,14 @@ def text_ranker(model_source: str, kg: str, batch_size: int = 128, kb=None):
     record_file = Path(model_source) / "link_prediction.json"
     record = read_json_object(record_file, UsageError) if record_file.is_file() else None
     text = TextFormat(**record["text"]) if record else TextFormat()
-    ranker = TextLinkPredictor(_text_model(model_source), kb, data, text, batch_size=batch_size)
+    from .text_kge import text_model
+
+    ranker = TextLinkPredictor(text_model(model_source), kb, data, text, batch_size=batch_size)
     if record and record.get("graph_sha256") != ranker.digest:
         raise UsageError(f"--model {model_source} was trained on the graph {record.get('kg')!r} "
                          f"({record.get('entities')} entities), and --kg {kg} is another ({data.num_entities} "
                          "entities, other texts or relations): rank a graph with a model trained on it")
     return ranker, kb, Path(model_source)
-
-
-def _text_model(source: str):
-    from pathlib import Path
-
-    from ..zoo.factory import create_model
-    from ..zoo.pretrained import from_pretrained
-
-    if Path(source).is_dir():
-        return from_pretrained(source).eval()
-    return create_model(source, pretrained=True).eval()  # an unknown name says so, with close matches
 
 
 def resolve(kb, value: str, kind: str) -> str:
@@ -378,8 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def name_vectors(model_source: str, kbs, batch_size: int, cache_dir=None) -> list:
     """Each graph's entity-name vectors (:func:`~babelzoo.knowledge.align.encode_entities`),
-    read from ``cache_dir`` when it holds those of the same model and texts, else encoded (the
-    model loaded only then) and kept there."""
+    read from ``cache_dir`` when it holds those of the same model (its name or folder and its
+    weights) and texts, else encoded (the model loaded only then) and kept there."""
     import hashlib
     from pathlib import Path
 
@@ -387,16 +378,19 @@ def name_vectors(model_source: str, kbs, batch_size: int, cache_dir=None) -> lis
 
     from .align import encode_entities
 
+    from .text_kge import text_model, weights_digest
+
     model, out = None, []
+    weights = weights_digest(model_source) or ""  # a folder trained again under the same path is encoded again
     for kb in kbs:
-        digest = hashlib.sha256(model_source.encode("utf-8"))
+        digest = hashlib.sha256(model_source.encode("utf-8") + b"\0" + weights.encode("ascii"))
         for entity in kb.entities():
             digest.update(b"\0" + entity.encode("utf-8") + b"\t" + kb.entity_text(entity).encode("utf-8"))
         path = Path(cache_dir) / f"names-{digest.hexdigest()[:24]}.npy" if cache_dir else None
         if path is not None and path.is_file():
             out.append(np.load(path, allow_pickle=False))
             continue
-        model = model or _text_model(model_source)
+        model = model or text_model(model_source)
         out.append(encode_entities(model, kb, batch_size=batch_size))
         if path is not None:
             from .._files import atomic_write

@@ -337,7 +337,7 @@ def train_joint_link_prediction(recipe, say: Optional[Callable[[str], None]] = N
     from .dbp5l import dbp5l_seeds, is_dbp5l, read_dbp5l
     from .kge import create_kge, write_kge
     from .link_prediction import KnownTriples, evaluate, train_kge
-    from .text_kge import RECORD_FILE, _cached_entity_vectors, _text_model
+    from .text_kge import RECORD_FILE, _cached_entity_vectors, text_model
     from .text_link import graph_digest, graph_texts
 
     say = say or logger.info
@@ -368,7 +368,7 @@ def train_joint_link_prediction(recipe, say: Optional[Callable[[str], None]] = N
         f"clusters of aligned entities ({sum(len(p) for p in alignments.values()):,} seed pairs), "
         f"{data.num_relations} relations, {len(data.train):,}/{len(data.valid):,}/{len(data.test):,} "
         "train/valid/test triples")
-    encoder = _text_model(recipe.encoder.model)
+    encoder = text_model(recipe.encoder.model)
     cache = Path(recipe.cache_dir) if recipe.cache_dir else output / "cache"
     vectors = torch.cat([_cached_entity_vectors(encoder, texts[n], recipe.encoder, digests[n], cache / n, say)
                          for n in names])

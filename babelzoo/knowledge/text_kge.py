@@ -143,7 +143,9 @@ def read_link_recipe(path: Path, overrides: Sequence[str] = ()) -> LinkPredictio
     return dataclasses.replace(recipe, scorer=dataclasses.replace(recipe.scorer, options=options))
 
 
-def _text_model(source: str):
+def text_model(source: str):
+    """The text encoder ``source`` names, in eval mode: a model folder, or a zoo entry with its
+    pretrained weights."""
     from ..zoo.factory import create_model
     from ..zoo.pretrained import from_pretrained
 
@@ -160,7 +162,7 @@ def encode_entities(model, texts: Sequence[str], encoder: EntityEncoder) -> torc
     return torch.as_tensor(np.asarray(vectors), dtype=torch.float32)
 
 
-def _weights_digest(source: str) -> Optional[str]:
+def weights_digest(source: str) -> Optional[str]:
     """The sha256 of a model folder's weights (a folder trained again under the same path gives
     other vectors); None for a zoo name, whose weights are pinned by the package."""
     from ..datasets.download import sha256_of
@@ -177,7 +179,7 @@ def _cached_entity_vectors(model, texts: list[str], encoder: EntityEncoder, dige
     from safetensors.torch import load_file, save_file
 
     key = json.dumps({**asdict(encoder), "batch_size": None, "graph_sha256": digest,
-                      "weights_sha256": _weights_digest(encoder.model)}, sort_keys=True)
+                      "weights_sha256": weights_digest(encoder.model)}, sort_keys=True)
     meta_file, vectors_file = cache / "entity_vectors.json", cache / "entity_vectors.safetensors"
     if meta_file.is_file() and vectors_file.is_file():
         try:
@@ -326,7 +328,7 @@ def train_link_prediction(recipe: LinkPredictionRecipe, say: Optional[Callable[[
     digest = graph_digest(data.entities, texts, data.relations, words)
     say(f"{kg_path}: {data.num_entities:,} entities, {data.num_relations} relations, "
         f"{len(data.train):,}/{len(data.valid):,}/{len(data.test):,} train/valid/test triples")
-    encoder = _text_model(recipe.encoder.model) if recipe.uses_text else None
+    encoder = text_model(recipe.encoder.model) if recipe.uses_text else None
     options = dict(recipe.scorer.options)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(recipe.train.seed)

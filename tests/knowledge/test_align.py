@@ -111,13 +111,14 @@ def test_a_graph_of_the_dbp15k_layout_reads_with_readable_names(tmp_path):
         load_kb(tmp_path / "zh_en" / "1")
 
 
-def test_kb_align_writes_pairs_and_scores_them_against_gold(tmp_path, capsys):
+def test_kb_align_writes_pairs_and_scores_them_against_gold(tmp_path, capsys, monkeypatch):
     import string
 
     import torch
 
     import babelzoo
     from babelzoo.datasets.wordpiece import WordPieceTokenizer
+    from babelzoo.knowledge import text_kge
 
     pairs = write_dbp15k(tmp_path / "zh_en", n=60)
     train, _ = split_pairs(pairs, 0.3, seed=0)
@@ -144,9 +145,19 @@ def test_kb_align_writes_pairs_and_scores_them_against_gold(tmp_path, capsys):
     # a rerun reads the name vectors it kept and replaces the files it wrote; a file of the user's
     # is never overwritten
     assert len(list((tmp_path / "cache").glob("names-*.npy"))) == 2
-    (tmp_path / "tiny" / "model.safetensors").rename(tmp_path / "weights.bak")  # the model is not loaded again
-    assert main(argv) == 0
+
+    def not_loaded(source):
+        raise AssertionError(f"{source} loaded again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(text_kge, "text_model", not_loaded)  # the model is not loaded again
+        assert main(argv) == 0
     assert json.loads((tmp_path / "metrics.json").read_text(encoding="utf-8"))["metrics"] == metrics
+    with torch.no_grad():  # new weights under the same folder: the kept vectors no longer hold
+        model.embeddings.word.weight.mul_(-1.0)
+    model.save_pretrained(tmp_path / "tiny")
+    assert main(argv) == 0
+    assert len(list((tmp_path / "cache").glob("names-*.npy"))) == 4
     (tmp_path / "mine.tsv").write_text("keep\n", encoding="utf-8")
     assert main([*argv[:8], "--out", str(tmp_path / "mine.tsv")]) == 2
     assert (tmp_path / "mine.tsv").read_text(encoding="utf-8") == "keep\n"
