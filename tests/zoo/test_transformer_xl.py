@@ -77,7 +77,7 @@ def test_attention_follows_the_papers_formula(causal):
     mask = memory_attention_mask(attention_mask, memory_mask, None, causal, length)
     positions = sinusoids(relative_distances(length, keys), hidden)
     with torch.no_grad():
-        got = attention(x, positions, mask, memory)
+        got = attention(x, positions=positions, mask=mask, memory=memory)
 
     wq, wkv = attention.query.weight, attention.key_value.weight
     wk, wv, wr = wkv[:hidden], wkv[hidden:], attention.position.weight

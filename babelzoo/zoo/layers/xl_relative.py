@@ -98,7 +98,7 @@ class XLRelativeAttention(nn.Module):
         self.content_bias = nn.Parameter(torch.zeros(num_heads, self.head_dim))
         self.position_bias = nn.Parameter(torch.zeros(num_heads, self.head_dim))
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: Optional[torch.Tensor] = None,
+    def forward(self, x: torch.Tensor, *, positions: torch.Tensor, mask: Optional[torch.Tensor] = None,
                 memory: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``x`` [B, L, H] the segment, ``memory`` [B, M, H] the states before it (None: none),
         ``positions`` [P, H] the sinusoids R of :func:`relative_distances` (L, M + L), ``mask``

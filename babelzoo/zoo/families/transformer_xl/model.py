@@ -102,7 +102,7 @@ class XLBlock(nn.Module):
         self.dropout = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, state: XLLayerState) -> torch.Tensor:
-        x = self.attention_norm(x + self.dropout(self.attention(x, state.positions, state.mask, state.memory)))
+        x = self.attention_norm(x + self.dropout(self.attention(x, positions=state.positions, mask=state.mask, memory=state.memory)))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
 

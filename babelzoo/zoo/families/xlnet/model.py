@@ -87,7 +87,9 @@ class RelativeAttention(nn.Module):
     ``query``/``key``/``value``/``output``, ``position`` (W_r, the relative encodings'
     projection), the per-head biases ``content_bias`` (u), ``position_bias`` (v) and
     ``segment_bias`` (b), and ``segment_embed`` (s₊ for the same segment, s₋ for another).
-    Returns the output projections of each stream (the block adds the residual and the norm)."""
+    One method per mode: :meth:`forward` for the content stream, :meth:`two_stream` for the
+    pre-training pass; each returns the output projections (the block adds the residual and the
+    norm)."""
 
     def __init__(self, hidden_size: int, num_heads: int, dropout: float, init_std: float):
         super().__init__()
@@ -119,21 +121,31 @@ class RelativeAttention(nn.Module):
         return attend(q + self.content_bias[:, None], k, v, mask, bias / math.sqrt(q.shape[-1]),
                       dropout=self.dropout if self.training else 0.0)
 
-    def forward(self, h: torch.Tensor, mask: Optional[torch.Tensor], relative: torch.Tensor,
-                same: Optional[torch.Tensor], g: Optional[torch.Tensor] = None,
-                query: Optional[QueryStream] = None) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        k, v = self.heads(h, self.key), self.heads(h, self.value)
-        kr = torch.einsum("kh,hnd->nkd", relative, self.position)
-        out_h = torch.einsum("bnld,hnd->blh", self.scores_and_values(self.heads(h, self.query), k, v, kr, mask, same),
-                             self.output)
-        if g is None:
-            return out_h, None
+    def forward(self, h: torch.Tensor, state: StackState) -> torch.Tensor:
+        """The content stream alone: the output projection of ``h``'s attention [B, L, H]."""
+        k, v, kr = self.keys_values(h, state)
+        return self.project(self.scores_and_values(self.heads(h, self.query), k, v, kr, state.mask, state.same))
+
+    def two_stream(self, h: torch.Tensor, g: torch.Tensor, state: StackState) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both streams of the pre-training pass (``state.query`` set): the content stream's
+        output and the query stream's, whose keys and values are the content stream's."""
+        k, v, kr = self.keys_values(h, state)
+        out_h = self.project(self.scores_and_values(self.heads(h, self.query), k, v, kr, state.mask, state.same))
         # Each target's query stands at its position (rows without a target are zeros, and are
-        # dropped again after attention); keys and values are the content stream's.
+        # dropped again after attention).
+        query = state.query
         placed = torch.einsum("bnpd,bpl->bnld", self.heads(g, self.query), query.targets)
-        attended = torch.einsum("bnld,bpl->bnpd", self.scores_and_values(placed, k, v, kr, query.mask, same),
+        attended = torch.einsum("bnld,bpl->bnpd", self.scores_and_values(placed, k, v, kr, query.mask, state.same),
                                 query.targets)
         return out_h, torch.einsum("bnpd,hnd->bph", attended, self.output)
+
+    def keys_values(self, h: torch.Tensor, state: StackState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The keys and values of the content stream and W_r r for every distance."""
+        return (self.heads(h, self.key), self.heads(h, self.value),
+                torch.einsum("kh,hnd->nkd", state.relative, self.position))
+
+    def project(self, attended: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("bnld,hnd->blh", attended, self.output)
 
 
 class XLNetLayer(nn.Module):
@@ -156,10 +168,9 @@ class XLNetLayer(nn.Module):
         """``x``: the content stream h [B, L, H], or with ``state.query`` the pair (h, g) of
         content and query streams; returns the same."""
         if state.query is None:
-            out_h, _ = self.attention(x, state.mask, state.relative, state.same)
-            return self.sublayers(x, out_h)
+            return self.sublayers(x, self.attention(x, state))
         h, g = x
-        out_h, out_g = self.attention(h, state.mask, state.relative, state.same, g, state.query)
+        out_h, out_g = self.attention.two_stream(h, g, state)
         return self.sublayers(h, out_h), self.sublayers(g, out_g)
 
 
