@@ -124,9 +124,13 @@ def _link_prediction(results: dict) -> str:
 
 
 def _kg_completion(results: dict) -> str:
-    best = max(results["arms"], key=lambda arm: results["arms"][arm]["test"]["mrr"])
-    test = results["arms"][best]["test"]
-    return f"{best}: test MRR {test['mrr']:.3f}, Hits@10 {test['hits@10']:.3f}"
+    """The best arm this run trained (rows carried over from another file are that file's)."""
+    carried = set((results.get("carried") or {}).get("arms", ()))
+    ran = {arm: row for arm, row in results["arms"].items() if arm not in carried}
+    best = max(ran, key=lambda arm: ran[arm]["test"]["mrr"])
+    line = f"{best}: test MRR {ran[best]['test']['mrr']:.3f}, Hits@10 {ran[best]['test']['hits@10']:.3f}"
+    injected = [f"{arm} {row['test']['mrr']:.3f}" for arm, row in ran.items() if arm.startswith("inject_") and arm != best]
+    return line + (f"; {', '.join(injected)}" if injected else "")
 
 
 def _kg_multilingual(results: dict) -> str:

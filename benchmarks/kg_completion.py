@@ -318,12 +318,14 @@ def _cell(value: Optional[float]) -> str:
 
 def markdown_table(report: Mapping[str, Any]) -> str:
     lines = ["| arm | MRR | Hits@1 | Hits@3 | Hits@10 | train CPU | eval CPU |", "|---|---|---|---|---|---|---|"]
+    carried = set((report.get("carried") or {}).get("arms", ()))
     for arm, row in report["arms"].items():
         t = row["test"]
         train = row.get("train_cpu_seconds")
         if "pretraining" in row:  # the encoder's pre-training counts in the arm's training time
             train += row["pretraining"]["pretrain_cpu_seconds"]
-        lines.append(f"| {LABELS.get(arm, arm)} | {_cell(t['mrr'])} | {_cell(t['hits@1'])} | {_cell(t['hits@3'])} | "
+        label = LABELS.get(arm, arm) + (" †" if arm in carried else "")
+        lines.append(f"| {label} | {_cell(t['mrr'])} | {_cell(t['hits@1'])} | {_cell(t['hits@3'])} | "
                      f"{_cell(t['hits@10'])} | {'–' if train is None else f'{train / 60:.1f} min'} | "
                      f"{row['eval_cpu_seconds'] / 60:.1f} min |")
     for name, entry in report["published"].items():
@@ -357,13 +359,14 @@ def markdown(report: Mapping[str, Any]) -> str:
             notes.append(f"- {arm}: `{row['eval_command']}`")
     budgets = ", ".join(f"{k} {v:g}" for k, v in report["budgets_cpu_minutes"].items())
     c = report.get("carried")
-    carried = (f"\nCarried over from `{c['file']}` (machine {c.get('machine') or 'unrecorded'}, commit {c['commit']}, "
+    carried = (f"\n† Carried over from `{c['file']}` (machine {c.get('machine') or 'unrecorded'}, commit {c['commit']}, "
                f"{c['date']}), not run again: "
                + ", ".join(c["arms"]) + ".\n") if c and c["arms"] else ""
     return ("# WN18RR link prediction\n\n"
             f"Test split (3,134 triples), {report['protocol']}. CPU time is process time over every thread of a "
             f"{report['machine']['cpus']}-core CPU; training budgets in CPU minutes: {budgets}. Entity vectors "
-            "(40,943 texts through the frozen e5-small encoder) are encoded once and shared by the text arms. "
+            "(40,943 texts through the frozen e5-small encoder) are encoded once and shared by the text arms; an "
+            "injection arm encodes them again through its pre-trained encoder (not counted, like the shared ones). "
             "Published numbers are from the papers named, on GPUs.\n\n"
             + markdown_table(report) + "\n\nArms:\n\n" + "\n".join(notes) + "\n" + carried)
 

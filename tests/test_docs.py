@@ -43,6 +43,7 @@ SPEED_CPU = "benchmarks/results/speed/epyc.json"
 UNPADDED = "benchmarks/results/speed_inference/epyc-avx512.json"
 LONG_DOCUMENTS = "benchmarks/results/archive/long_documents_clm_multi30k/unrecorded.json"
 KG_COMPLETION = "benchmarks/results/kg_completion/epyc-avx512.json"
+KG_INJECTION = "benchmarks/results/kg_completion/xeon-avx512.json"
 KG_MULTILINGUAL = "benchmarks/results/kg_multilingual/epyc-avx512.json"
 ADAPTATION = "benchmarks/results/adaptation/epyc-avx512.json"
 PERFORMANCE = "docs/performance.md"
@@ -80,6 +81,12 @@ FIGURES = [
     (PERFORMANCE, "the same, Hits@10 | 0.555", KG_COMPLETION, "arms/text_structure/test/hits@10", "{:.3f}"),
     (PERFORMANCE, "WN18RR, score ensemble of kgc_e5_small with ComplEx, filtered test MRR | 0.487", KG_COMPLETION,
      "arms/ensemble/test/mrr", "{:.3f}"),
+    (PERFORMANCE, "WN18RR, text-only scorer over frozen e5 (25 CPU min), filtered test MRR | 0.172", KG_INJECTION,
+     "arms/inject_none/test/mrr", "{:.3f}"),
+    (PERFORMANCE, "the same after 15 CPU min of entity-level MLM on the graph's facts | 0.073", KG_INJECTION,
+     "arms/inject_entity_mlm/test/mrr", "{:.3f}"),
+    (PERFORMANCE, "the same after 15 CPU min of ERNIE fusion + dEA on the graph's facts | 0.157", KG_INJECTION,
+     "arms/inject_dea/test/mrr", "{:.3f}"),
     (PERFORMANCE, "DBP-5L Greek, five graphs together, Hits@1 (KEnS's protocol) | 0.332", KG_MULTILINGUAL,
      "link_prediction/el/together/test/kens/hits@1", "{:.3f}"),
     (PERFORMANCE, "DBP-5L Greek, one model over the five graphs (kgc_dbp5l_joint), Hits@1 (KEnS's protocol) | 0.657",

@@ -124,5 +124,19 @@ def test_arms_not_run_now_are_carried_from_an_earlier_results_file_with_its_comm
     assert now["budgets_cpu_minutes"] == {"text_structure": 60, "structure": 25, "inject_none": 10}
     assert now["carried"] == {"arms": ["structure"], "file": str(earlier), "machine": "epyc-avx512",
                               "commit": "abc1234", "date": "2026-12-05 19:33 UTC"}
-    assert "Carried over from" in K.markdown(now) and \
-        "(machine epyc-avx512, commit abc1234, 2026-12-05 19:33 UTC), not run again: structure." in K.markdown(now)
+    page = K.markdown(now)
+    assert "(machine epyc-avx512, commit abc1234, 2026-12-05 19:33 UTC), not run again: structure." in page
+    assert "| structure only: ComplEx † | 0.500 |" in page and "| e5-small zero-shot (text, no training) | 0.500 |" in page
+
+
+def test_the_index_headline_names_the_best_arm_this_run_trained_not_a_carried_one():
+    from benchmarks._suites import _kg_completion
+
+    def row(mrr):
+        return {"test": {"mrr": mrr, "hits@10": mrr + 0.1}}
+
+    results = {"arms": {"ensemble": row(0.487), "inject_none": row(0.172), "inject_entity_mlm": row(0.073),
+                        "inject_dea": row(0.157)}, "carried": {"arms": ["ensemble"]}}
+    assert _kg_completion(results) == ("inject_none: test MRR 0.172, Hits@10 0.272; inject_entity_mlm 0.073, "
+                                       "inject_dea 0.157")
+    assert _kg_completion({"arms": results["arms"]}).startswith("ensemble: test MRR 0.487, Hits@10 0.587")
