@@ -288,8 +288,8 @@ def check_fields(obj: Any, label: Optional[str] = None, strict: bool = False) ->
 
 
 def build(cls: type, data: Any, where: Where = Where(), what: Optional[str] = None) -> Any:
-    """``cls(**data)`` with every key checked and every value coerced; errors name ``where``.
-    An error the class's own validation raises about one of its fields (``Cls.field=...``) is
+    """``cls(**data)`` with every key checked and every value coerced; errors name ``where``
+    (given to the class too when it declares ``where: InitVar[Optional[Where]]``). An error the class's own validation raises about one of its fields (``Cls.field=...``) is
     given that field's file and line."""
     what = what or cls.__name__
     if not isinstance(data, Mapping):
@@ -305,6 +305,8 @@ def build(cls: type, data: Any, where: Where = Where(), what: Optional[str] = No
     if missing:
         raise ConfigError(f"{where}: {what} needs {', '.join(missing)}")
     values = {key: coerce(value, hints[key], where.key(key)) for key, value in data.items()}
+    if "where" in getattr(cls, "__dataclass_fields__", {}) and "where" not in names:
+        values["where"] = where  # an init-only ``where``: the class reads its sections with their lines
     try:
         return cls(**values)
     except ConfigError as err:

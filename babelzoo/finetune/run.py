@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -18,7 +19,8 @@ import torch
 
 from .._files import write_json_atomic
 from ..errors import BabelzooError
-from ..train.config import TrainConfig
+from ..train.config import TokenizerSpec, TrainConfig
+from ..train.run import Run
 from ..zoo.config import ConfigError
 from ..zoo.model_config import HeadConfig
 from .data import Split, digest_of, encode_rows, hold_out, label_set, read_rows
@@ -61,7 +63,7 @@ def build_model(cfg: TrainConfig, spec: TaskSpec, labels: tuple[str, ...], base=
 
     given, given_name = tokenizer, "the tokenizer passed in"
     if given is None and cfg.tokenizer:
-        given, given_name = _recipe_tokenizer(cfg.tokenizer), f"tokenizer: {dict(cfg.tokenizer)}"
+        given, given_name = _recipe_tokenizer(cfg.parts.tokenizer), f"tokenizer: {dict(cfg.tokenizer)}"
     if base is None and spec.init == "random" and given is None:
         given, given_name = create_model(cfg.model, pretrained=True).tokenizer, f"model {cfg.model!r}'s own tokenizer"
     fresh = base is None and spec.init == "random"  # random weights: no tokenizer of their own
@@ -122,18 +124,19 @@ def _described(tokenizer) -> str:
     return f"{type(tokenizer).__name__}, {tokenizer.vocab_size} pieces"
 
 
-def _recipe_tokenizer(spec: dict):
+def _recipe_tokenizer(spec: TokenizerSpec):
     """``{path: DIR}`` (a saved tokenizer) or ``{from_model: NAME}`` (a zoo entry's own)."""
     from ..datasets.tokenizer import load_tokenizer
     from ..train.run import pretrained_tokenizer
 
-    if len(spec) != 1 or next(iter(spec)) not in ("path", "from_model"):
-        raise ConfigError(f"tokenizer: a fine-tuning recipe takes {{path: DIR}} or {{from_model: NAME}}, got {spec}")
-    if "from_model" in spec:
-        return pretrained_tokenizer(spec["from_model"])
-    tokenizer = load_tokenizer(spec["path"])
+    if spec.train:
+        raise ConfigError(f"tokenizer: a fine-tuning recipe takes {{path: DIR}} or {{from_model: NAME}}, not "
+                          f"sentencepiece training options ({', '.join(spec.train)})")
+    if spec.from_model is not None:
+        return pretrained_tokenizer(spec.from_model)
+    tokenizer = load_tokenizer(spec.path)
     if tokenizer is None:
-        raise ConfigError(f"tokenizer.path={spec['path']!r}: no tokenizer files there")
+        raise ConfigError(f"tokenizer.path={spec.path!r}: no tokenizer files there")
     return tokenizer
 
 
@@ -158,16 +161,29 @@ def prepare_splits(cfg: TrainConfig, spec: TaskSpec):
     return train_rows, dev_rows, labels, selection
 
 
-def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=None, tokenizer=None,
-                 log: Callable[[str], None] = logger.info, max_steps_given: bool = False) -> dict[str, Any]:
-    """Fine-tune as ``cfg`` says and evaluate on its test files; returns (and writes to
-    ``output_dir/results.json``) the per-language accuracies with their protocol. With
-    ``task.epochs``, ``cfg.max_steps`` caps the run only when ``max_steps_given`` (the recipe
-    gave it; :func:`~babelzoo.finetune.recipe.gives_max_steps`); the log says which setting won."""
+@dataclass
+class Testing:
+    """What testing a fine-tuned model needs besides its run: the ``task``, its ``labels``, the
+    files it was certified on (``zero_shot``), what selected the best step (``selection``), and
+    the ``scorer`` that reads examples of up to ``eval_length`` tokens."""
+
+    task: TaskSpec
+    labels: tuple[str, ...]
+    selection: str
+    zero_shot: ZeroShot
+    scorer: Any
+    eval_length: int
+
+
+def build_finetune_run(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=None, tokenizer=None,
+                       log: Callable[[str], None] = logger.info, max_steps_given: bool = False
+                       ) -> tuple[Run, Testing]:
+    """The :class:`~babelzoo.train.run.Run` of a fine-tuning recipe (the model with its head, the
+    head's objective, the train split, selection on dev) and what testing it takes afterwards.
+    With ``task.epochs``, ``cfg.max_steps`` caps the run only when ``max_steps_given`` (the
+    recipe gave it; :func:`~babelzoo.finetune.recipe.gives_max_steps`); the log says which won."""
     from ..objectives.classification import head_objective
     from ..train.run_folder import claim_output_dir
-    from ..train.trainer import Trainer
-    from ..zoo.checkpoint_io import WEIGHTS_NAME, load_state_strict, read_weights
 
     spec = TaskSpec.from_dict(cfg.task).resolve(data_dir)
     if int(os.environ.get("RANK", 0)) == 0:
@@ -190,7 +206,22 @@ def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=N
     log(f"fine-tuning {cfg.model} ({spec.kind}, {len(labels)} labels) on {len(train)} examples, selecting on "
         f"{len(dev)}; {steps} steps ({decided_by})")
     evaluator = HeadEvaluator(scorer, dev.examples, "dev", spec.eval_batch_size)
-    summary = Trainer(model, objective, train, cfg, tokenizer=tokenizer, evaluator=evaluator).fit()
+    run = Run(cfg, model, objective, train, tokenizer, evaluator=evaluator)
+    return run, Testing(spec, labels, selection, zero_shot, scorer, eval_length)
+
+
+def run_finetune(cfg: TrainConfig, data_dir: Optional[str | Path] = None, base=None, tokenizer=None,
+                 log: Callable[[str], None] = logger.info, max_steps_given: bool = False) -> dict[str, Any]:
+    """Fine-tune as ``cfg`` says (:func:`build_finetune_run`) and evaluate on its test files;
+    returns (and writes to ``output_dir/results.json``) the per-language accuracies with their
+    protocol."""
+    from ..zoo.checkpoint_io import WEIGHTS_NAME, load_state_strict, read_weights
+
+    run, testing = build_finetune_run(cfg, data_dir, base, tokenizer, log, max_steps_given)
+    summary = run.trainer().fit()
+    cfg, model, tokenizer = run.config, run.model, run.tokenizer
+    spec, labels, selection, zero_shot = testing.task, testing.labels, testing.selection, testing.zero_shot
+    scorer, eval_length = testing.scorer, testing.eval_length
     if int(os.environ.get("RANK", 0)) != 0:
         return {"summary": summary}
     if summary.get("best_dir"):

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from .._files import expand_path
-from ..train.config import read_knowledge
+from ..train.config import KnowledgeSpec
 from ..typed import Where
 from ..zoo.config import ConfigError
 from ..zoo.model_config import KnowledgeConfig
@@ -115,9 +115,8 @@ def _with_weights_of(new: nn.Module, old: nn.Module) -> nn.Module:
     return new
 
 
-def attach_from_recipe(model, spec: dict, where: Where):
+def attach_from_recipe(model, knowledge: KnowledgeSpec, where: Where):
     """The model with the recipe's knowledge base attached (:func:`attach_knowledge`)."""
-    knowledge = read_knowledge(spec, where)
     kb, embeddings = shared_kb(knowledge.kb), None
     if knowledge.entity_embeddings is not None:
         embeddings, entities, _ = load_kge(expand_path(knowledge.entity_embeddings, str(where.key("entity_embeddings"))))

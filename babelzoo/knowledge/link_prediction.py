@@ -31,6 +31,7 @@ from torch.utils.data import Dataset
 
 from ..objectives.base import Loss, Objective
 from ..objectives.batching import unwrap
+from ..train.run import Run
 from ..typed import Range, Seed, check_fields
 from .base import KBError
 from .kge import KGEModel, LinkPredictionData
@@ -178,42 +179,52 @@ class ValidationRanking:
         return metrics
 
 
-def train_kge(model: KGEModel, data: LinkPredictionData, config: KGETrainConfig = KGETrainConfig(),
-              log: Optional[Callable[[dict], None]] = None, output_dir: Optional[str | Path] = None) -> dict:
-    """Train on ``data.train`` with the shared :class:`~babelzoo.train.Trainer`, validating
-    filtered MRR every ``eval_every`` epochs and at the end; keeps the best validation state
-    (early stopping after ``patience`` evaluations without improvement, a time budget of
-    ``max_seconds`` on ``clock``). The run (metrics, checkpoints, the best weights) goes to
-    ``output_dir``, a temporary directory when None. Returns a summary: the best epoch, the
-    best validation metrics, the epochs run and the seconds spent. A run stopped by SIGTERM or
-    SIGINT raises :class:`~babelzoo.knowledge.base.KBError`, so that no caller saves the
-    half-trained model as a trained one."""
-    from ..train import TrainConfig, Trainer
+def build_kge_run(model: KGEModel, data: LinkPredictionData, config: KGETrainConfig, output_dir: str | Path,
+                  log: Optional[Callable[[dict], None]] = None) -> Run:
+    """The :class:`~babelzoo.train.run.Run` of a KG embedding: ``config`` in the shared
+    trainer's terms (an epoch is one pass over ``data.train``; evaluation every ``eval_every``
+    epochs), the triple objective, and filtered MRR on the valid split as the evaluator."""
+    from ..train import TrainConfig
 
     batch_size = min(config.batch_size, len(data.train))  # a graph smaller than a batch: one batch of it all
     steps_per_epoch = -(-len(data.train) // batch_size)
     train = TrainConfig(
-        seed=config.seed, max_steps=config.epochs * steps_per_epoch, max_seconds=config.max_seconds,
-        budget_clock=config.clock, device="cpu", batch_size=batch_size, optimizer="adamw", lr=config.lr,
-        weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8, schedule="constant", max_grad_norm=0.0,
-        eval_every=config.eval_every * steps_per_epoch, patience=config.patience, distributed="none",
-        checkpoint_every=config.epochs * steps_per_epoch, keep_checkpoints=1, resume=False,
+        output_dir=str(output_dir), seed=config.seed, max_steps=config.epochs * steps_per_epoch,
+        max_seconds=config.max_seconds, budget_clock=config.clock, device="cpu", batch_size=batch_size,
+        optimizer="adamw", lr=config.lr, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8, schedule="constant",
+        max_grad_norm=0.0, eval_every=config.eval_every * steps_per_epoch, patience=config.patience,
+        distributed="none", checkpoint_every=config.epochs * steps_per_epoch, keep_checkpoints=1, resume=False,
         log_every=steps_per_epoch, progress=False, tensorboard=False, measure_mfu=False)
     clock = time.process_time if config.clock == "cpu" else time.perf_counter
     objective = TripleObjective(config)
     evaluator = ValidationRanking(data, objective, steps_per_epoch, clock, log)
+    return Run(train, model, objective, Triples(data.train), evaluator=evaluator)
+
+
+def train_kge(model: KGEModel, data: LinkPredictionData, config: KGETrainConfig = KGETrainConfig(),
+              log: Optional[Callable[[dict], None]] = None, output_dir: Optional[str | Path] = None) -> dict:
+    """Train on ``data.train`` (:func:`build_kge_run`), validating filtered MRR every
+    ``eval_every`` epochs and at the end; keeps the best validation state (early stopping after
+    ``patience`` evaluations without improvement, a time budget of ``max_seconds`` on
+    ``clock``). The run (metrics, checkpoints, the best weights) goes to ``output_dir``, a
+    temporary directory when None. Returns a summary: the best epoch, the best validation
+    metrics, the epochs run and the seconds spent. A run stopped by SIGTERM or SIGINT raises
+    :class:`~babelzoo.knowledge.base.KBError`, so that no caller saves the half-trained model as
+    a trained one."""
     with tempfile.TemporaryDirectory(prefix="kge-") as scratch:
-        train.output_dir = str(output_dir if output_dir is not None else scratch)
-        summary = Trainer(model, objective, Triples(data.train), train, evaluator=evaluator).fit()
+        run = build_kge_run(model, data, config, output_dir if output_dir is not None else scratch, log)
+        summary = run.trainer().fit()
         if summary.get("stopped_by_signal"):  # a half-trained model is not handed on as a trained one
             raise KBError(f"training stopped by {summary['stopped_by_signal']} at step {summary['steps']} of "
-                          f"{train.max_steps}: nothing is written (a KG embedding run does not resume; run the "
-                          f"command again)")
-        best = Path(train.output_dir) / "best" / "model.safetensors"
+                          f"{run.config.max_steps}: nothing is written (a KG embedding run does not resume; run "
+                          f"the command again)")
+        best = Path(run.config.output_dir) / "best" / "model.safetensors"
         if summary["best_step"] is not None:
             model.load_state_dict(load_file(best), strict=True)
     history = {e["step"]: e for e in summary["evaluations"]}
     valid = {k: v for k, v in history.get(summary["best_step"], {}).items() if k != "step"}
+    steps_per_epoch = run.evaluator.steps_per_epoch
+
     def epochs(steps: Optional[int]) -> float:
         value = (steps or 0) / steps_per_epoch
         return int(value) if value == int(value) else round(value, 2)

@@ -74,20 +74,6 @@ def objective_options(name: str, options: Mapping[str, Any], where: Optional[Whe
     return {key: getattr(built, key) for key in options}
 
 
-def check_spec(spec: Any, where: Where = Where(label="objectives.")) -> None:
-    """Check a recipe's ``objectives`` mapping (``{key: {weight, objective, **options}}``) before
-    anything is built: each objective exists, takes the options given, each of its type and
-    finite, and each weight is positive. ``where`` names the mapping."""
-    if not isinstance(spec, Mapping):
-        raise ConfigError(f"{where}: expected a mapping of objectives, got {type(spec).__name__}")
-    for key, options in spec.items():
-        if options is not None and not isinstance(options, Mapping):
-            raise ConfigError(f"{where.key(str(key))}={options!r} must be a mapping of options")
-        options = dict(options or {})
-        coerce(options.pop("weight", 1.0), POSITIVE, where.key(str(key)).key("weight"))
-        objective_options(options.pop("objective", key), options, where.key(str(key)))
-
-
 class Mixture(Objective):
     """Several named objectives trained together (``mode="sum"``) or in turn (``"sample"``)."""
 

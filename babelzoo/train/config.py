@@ -22,14 +22,14 @@ every valid key.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field, fields
+from dataclasses import InitVar, dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from .._files import inside_folder
 from ..config_files import Loaded, load_config, read_mapping, set_keys
 from ..options import read_options
-from ..typed import Section, Seed, Where, build, check_fields, coerce, unknown_key
+from ..typed import Seed, Where, build, check_fields, coerce, unknown_key
 from ..zoo.config import ConfigError
 
 OPTIMIZERS = ("lamb", "adamw")
@@ -56,21 +56,24 @@ class TrainConfig:
     are read by ``babelzoo pretrain`` to build the run (see :mod:`babelzoo.train.run` for their
     layout); :class:`~babelzoo.train.Trainer` itself takes those parts as Python objects and
     ignores them. ``knowledge``, ``init``, ``tokenizer``, ``objectives`` and ``data`` are kept as
-    written and typed by their sections (:class:`KnowledgeSpec`, :class:`InitSpec`,
-    :class:`TokenizerSpec`, each objective's options, :class:`ObjectiveData`) whenever a TrainConfig is built, so that a mistake in them is named
-    with its file and line when the recipe is loaded.
+    written (what ``--set`` reaches into and a run's identity holds) and read once, whenever a
+    TrainConfig is built, into ``parts`` (:class:`RecipeParts`: :class:`KnowledgeSpec`,
+    :class:`InitSpec`, :class:`TokenizerSpec`, an :class:`ObjectiveSpec` and an
+    :class:`ObjectiveData` per objective), so that a mistake in them is named with its file and
+    line when the recipe is loaded; the run's builders read ``parts``. Change a section with
+    :meth:`replace`, which reads it again.
     """
 
     # --- what to train (used by the command line) ---------------------------------------------
     model: str = "xlmr_tiny"
     model_overrides: dict = field(default_factory=dict)
-    knowledge: Annotated[dict, Section(read_knowledge)] = field(default_factory=dict)
+    knowledge: dict = field(default_factory=dict)
     # start from pretrained weights: {pretrained: true | DIR, layers: [0, 2, ...]} (InitSpec)
-    init: Annotated[dict, Section(read_init)] = field(default_factory=dict)
-    tokenizer: Annotated[dict, Section(read_tokenizer)] = field(default_factory=dict)
-    objectives: Annotated[dict, Section(read_objectives)] = field(default_factory=dict)
+    init: dict = field(default_factory=dict)
+    tokenizer: dict = field(default_factory=dict)
+    objectives: dict = field(default_factory=dict)
     mixture: str = "sum"
-    data: Annotated[dict, Section(read_data)] = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
     # the fine-tuning task of `babelzoo finetune` (babelzoo.finetune.recipe.TaskSpec)
     task: dict = field(default_factory=dict)
     # the languages the run is for: a data source that picks its own (``languages: auto``, as
@@ -144,9 +147,12 @@ class TrainConfig:
     # CPU intra-op threads for the run (null: as many as make a product of the model's width
     # fastest on the cores this process gets, at most torch's setting; babelzoo._threads)
     threads: Optional[int] = None
+    # where the recipe was read (file, line of each key): the errors of its sections name them
+    where: InitVar[Optional[Where]] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, where: Optional[Where] = None) -> None:
         check_fields(self)
+        self.parts = RecipeParts.read(self, where or Where(label="TrainConfig."))
         choices = {"optimizer": OPTIMIZERS, "schedule": SCHEDULES, "precision": PRECISIONS,
                    "distributed": STRATEGIES, "device": DEVICES, "mixture": MIXTURES, "budget_clock": ("wall", "cpu"),
                    "checkpoint_format": CHECKPOINT_FORMATS}
@@ -297,13 +303,35 @@ def read_tokenizer(value: Mapping[str, Any], where: Where) -> TokenizerSpec:
                                             skip=("corpus",)))
 
 
-def read_objectives(value: Mapping[str, Any], where: Where) -> None:
-    """Check the recipe's ``objectives`` (:func:`babelzoo.objectives.mixture.check_spec`): each
-    objective exists and its options are its typed options."""
-    if value:
-        from ..objectives.mixture import check_spec
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """One entry of a recipe's ``objectives``: the registered ``objective`` (by default the
+    entry's own name), its ``weight`` in a mixture and its ``options``, read as the objective's
+    typed options (:meth:`~babelzoo.objectives.base.Objective.options`)."""
 
-        check_spec(value, where)
+    objective: str
+    weight: float = 1.0
+    options: dict = field(default_factory=dict)
+
+
+def read_objectives(value: Mapping[str, Any], where: Where) -> dict[str, ObjectiveSpec]:
+    """The recipe's ``objectives`` as ``{name: ObjectiveSpec}``: each objective exists, its
+    weight is positive and its options are its typed options, each error naming ``where``, the
+    entry and the option."""
+    from ..objectives.mixture import POSITIVE, objective_options
+
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of objectives, got {type(value).__name__}")
+    out = {}
+    for name, entry in value.items():
+        at = where.key(str(name))
+        if entry is not None and not isinstance(entry, Mapping):
+            raise ConfigError(f"{at}={entry!r} must be a mapping of options")
+        options = dict(entry or {})
+        weight = coerce(options.pop("weight", 1.0), POSITIVE, at.key("weight"))
+        kind = coerce(options.pop("objective", str(name)), str, at.key("objective"))
+        out[str(name)] = ObjectiveSpec(kind, weight, objective_options(kind, options, at))
+    return out
 
 
 @dataclass
@@ -359,6 +387,30 @@ def read_knowledge(value: Mapping[str, Any], where: Where) -> Optional[Knowledge
     """The recipe's ``knowledge`` as a :class:`KnowledgeSpec` (None when the recipe has none);
     the knowledge layer attaches it (:func:`babelzoo.knowledge.attach.attach_from_recipe`)."""
     return build(KnowledgeSpec, value, where, what="knowledge") if value else None
+
+
+@dataclass(frozen=True)
+class RecipeParts:
+    """A recipe's sections, typed once when its :class:`TrainConfig` is built (a mistake in one
+    is named with its file and line then) and handed as these objects to whatever builds the
+    run; the TrainConfig keeps the mappings as written, which ``--set`` reaches into and a run's
+    identity holds. ``data``'s sources are parsed, not read: a build works on its own copy.
+    ``where`` is where the recipe was read, for the build's own errors."""
+
+    init: Optional[InitSpec]
+    tokenizer: TokenizerSpec
+    knowledge: Optional[KnowledgeSpec]
+    objectives: dict[str, ObjectiveSpec]
+    data: dict[str, ObjectiveData]
+    where: Where = Where()  # where the recipe was read: the build's own errors name the line too
+
+    @classmethod
+    def read(cls, cfg: TrainConfig, where: Where) -> "RecipeParts":
+        return cls(where=where, init=read_init(cfg.init, where.key("init")),
+                   tokenizer=read_tokenizer(cfg.tokenizer, where.key("tokenizer")),
+                   knowledge=read_knowledge(cfg.knowledge, where.key("knowledge")),
+                   objectives=read_objectives(cfg.objectives, where.key("objectives")),
+                   data=read_data(cfg.data, where.key("data")))
 
 
 # --- recipes -----------------------------------------------------------------------------------

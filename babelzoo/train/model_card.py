@@ -30,7 +30,7 @@ def source_records(sources: Sequence[Any]) -> dict[str, dict]:
 
 def card(cfg: TrainConfig, facts: Mapping[str, Any], sources: Sequence[Any]) -> str:
     """The model card: what the model is, how it was trained, on what."""
-    start = cfg.init.get("pretrained") if cfg.init else None
+    start = cfg.parts.init.pretrained if cfg.parts.init is not None else None
     lines = [f"# {Path(cfg.output_dir).name}", "",
              f"A `{cfg.model}` encoder trained by `babelzoo pretrain`"
              + (f", starting from the pretrained `{cfg.model}` weights." if start is True else

@@ -64,7 +64,7 @@ from ..errors import InputError
 from ..registry import Registry
 from ..typed import Where
 from ..zoo.config import ConfigError
-from .config import TrainConfig, read_data, read_init, read_recipe, read_tokenizer
+from .config import ObjectiveSpec, TrainConfig, read_recipe
 
 logger = logging.getLogger(__name__)
 
@@ -86,9 +86,9 @@ def parse_data(cfg: TrainConfig, where: Where = Where()) -> dict[str, tuple[list
         raise ConfigError(f"data must have one entry per objective: no data for {missing}, data for no "
                           f"objective {extra}")
     out, shared, took_pairs = {}, {}, False
-    data = read_data(cfg.data, where.key("data"))
-    for name, options in cfg.objectives.items():
-        registered = (options or {}).get("objective", name)
+    data = copy.deepcopy(cfg.parts.data)  # sources take the run's languages and are read: this build's own
+    for name, objective in cfg.parts.objectives.items():
+        registered = objective.objective
         consumes = objective_class(registered).consumes
         sources = []
         for source in data[name].sources:
@@ -149,7 +149,7 @@ def build_tokenizer(cfg: TrainConfig, texts, models: Optional[PretrainedModels] 
     from ..datasets.tokenizer import load_tokenizer, saved_metadata
 
     saved = Path(cfg.output_dir) / "tokenizer"
-    spec = read_tokenizer(cfg.tokenizer, Where("tokenizer"))
+    spec = cfg.parts.tokenizer
     if spec.from_model is not None:
         tokenizer, origin = pretrained_tokenizer(spec.from_model, models), f"model {spec.from_model}"
     elif spec.path is not None:
@@ -223,8 +223,9 @@ def combine(datasets: Mapping[str, list], alphas: Mapping[str, Optional[float]],
     return data
 
 
-def with_run_inputs(objectives: Mapping[str, Any], tokenizer: Any, models: PretrainedModels) -> dict[str, dict]:
-    """The recipe's objective options with what each objective declares it takes from the run
+def with_run_inputs(objectives: Mapping[str, ObjectiveSpec], tokenizer: Any, models: PretrainedModels
+                    ) -> dict[str, dict]:
+    """Each of the recipe's objectives' options with what it declares it takes from the run
     (:attr:`~babelzoo.objectives.base.Objective.from_run`, :data:`~babelzoo.objectives.base.RUN_INPUTS`),
     and nothing else: ``word_starts``, the tokenizer's word-start table, unless the recipe sets
     it; ``teacher``, the zoo model the option names, loaded through ``models`` (so a teacher that
@@ -233,9 +234,9 @@ def with_run_inputs(objectives: Mapping[str, Any], tokenizer: Any, models: Pretr
     from ..zoo.factory import list_models
 
     table, out = None, {}
-    for name, options in objectives.items():
-        options = dict(options or {})
-        wants = objective_class(options.get("objective", name)).from_run
+    for name, spec in objectives.items():
+        options = dict(spec.options)
+        wants = objective_class(spec.objective).from_run
         if "word_starts" in wants and "word_starts" not in options:
             table = tokenizer.word_starts() if table is None else table
             options["word_starts"] = table
@@ -253,7 +254,7 @@ def initial_model(cfg: TrainConfig, where: Where, models: PretrainedModels, spec
     language) serve ``freeze_pieces_of``."""
     from ..compression import prune_ffn, prune_layers
 
-    init = read_init(cfg.init, where)
+    init = cfg.parts.init
     source = models.get(cfg.model, init.pretrained, **cfg.model_overrides)
     try:
         model = copy.deepcopy(source) if init.layers is None else prune_layers(source, init.layers)
@@ -343,13 +344,17 @@ def _say(reports: Sequence[str]) -> None:
 
 @dataclass
 class Run:
-    """What a recipe describes, built: its ``config``, the ``model`` (initial weights from the
-    run's seed), the ``objectives`` (one objective, or a
-    :class:`~babelzoo.objectives.mixture.Mixture`), their training ``data`` (one objective's
-    dataset, or ``{objective: dataset}``), the ``tokenizer``, and the data ``sources`` read (their
-    records go with the trained model)::
+    """One training run, built: its ``config``, the ``model`` (initial weights from the run's
+    seed), the ``objectives`` (one objective, or a :class:`~babelzoo.objectives.mixture.Mixture`),
+    their training ``data`` (one objective's dataset, or ``{objective: dataset}``), the
+    ``tokenizer`` (None for a model of ids, such as a KG embedding), the data ``sources`` read
+    (their records go with the trained model) and the ``evaluator`` that selects the best step
+    (None: the last step is the model). Every kind of run has this shape and trains the same way:
+    pre-training (:func:`build_run`), fine-tuning
+    (:func:`babelzoo.finetune.run.build_finetune_run`) and KG embeddings
+    (:func:`babelzoo.knowledge.link_prediction.build_kge_run`)::
 
-        run = build_run(load_recipe(path), path)
+        run = build_run(load_recipe(path))
         summary = run.trainer().fit()
     """
 
@@ -357,20 +362,22 @@ class Run:
     model: Any
     objectives: Any
     data: Any
-    tokenizer: Any
+    tokenizer: Any = None
     sources: list = field(default_factory=list)
+    evaluator: Any = None
 
     def trainer(self, **options: Any):
         """The :class:`~babelzoo.train.trainer.Trainer` of this run (``options``: the trainer's
         keyword arguments, e.g. ``hooks``)."""
         from .trainer import Trainer
 
-        return Trainer(self.model, self.objectives, self.data, self.config, tokenizer=self.tokenizer, **options)
+        return Trainer(self.model, self.objectives, self.data, self.config, tokenizer=self.tokenizer,
+                       evaluator=self.evaluator, **options)
 
 
 def build_run(cfg: TrainConfig, recipe: Optional[Path | Where] = None) -> Run:
-    """The :class:`Run` a recipe describes (``recipe``: its file, or where the loader read each
-    key, for messages that name the line)."""
+    """The :class:`Run` a recipe describes. Its errors name the recipe's file and line when the
+    config was loaded from a file (or ``recipe`` gives the file, or where each key was read)."""
     import torch
 
     from ..datasets.sources import BuildContext, EmptySource
@@ -380,8 +387,10 @@ def build_run(cfg: TrainConfig, recipe: Optional[Path | Where] = None) -> Run:
 
     if isinstance(recipe, Where):
         where = dataclasses.replace(recipe, label="")
+    elif recipe is not None:
+        where = Where(file=str(recipe), lines=read_recipe(recipe)[1])
     else:
-        where = Where(file=str(recipe), lines=read_recipe(recipe)[1]) if recipe else Where()
+        where = dataclasses.replace(cfg.parts.where, label="")
     sources = parse_data(cfg, where)
     unique = list({id(source): source for items, _ in sources.values() for source in items}.values())
     for source in unique:
@@ -416,21 +425,25 @@ def build_run(cfg: TrainConfig, recipe: Optional[Path | Where] = None) -> Run:
     # rank; the caller's random state is left as it was.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        if cfg.init:
+        if cfg.parts.init is not None:
             model = initial_model(cfg, where.key("init"), models, specials, tokenizer, texts)
         else:
             model = create_model(cfg.model, **{"vocab_size": specials.vocab_size, "pad_token_id": specials.pad,
                                                **cfg.model_overrides})
-        if cfg.knowledge:
-            model = MODEL_ATTACHMENTS.get("knowledge")(model, cfg.knowledge, where.key("knowledge"))
-        spec = with_run_inputs(cfg.objectives, tokenizer, models)
+        if cfg.parts.knowledge is not None:
+            model = MODEL_ATTACHMENTS.get("knowledge")(model, cfg.parts.knowledge, where.key("knowledge"))
+        specs = cfg.parts.objectives
+        options = with_run_inputs(specs, tokenizer, models)
+        built = {name: build_objective(spec.objective, specials, model.config, **options[name])
+                 for name, spec in specs.items()}
         if single:
-            (name, options), = spec.items()
-            if options.pop("weight", 1.0) != 1.0:
-                raise ConfigError(f"objectives.{name}.weight: a single objective takes no weight")
-            objectives = build_objective(options.pop("objective", name), specials, model.config, **options)
+            (name, spec), = specs.items()
+            if spec.weight != 1.0:
+                raise ConfigError(f"{where.key('objectives').key(name).key('weight')}: a single objective takes no "
+                                  "weight")
+            objectives = built[name]
         else:
-            objectives = Mixture.from_spec(spec, specials, model.config, mode=cfg.mixture)
+            objectives = Mixture(built, {name: spec.weight for name, spec in specs.items()}, mode=cfg.mixture)
     for source in unique:
         source.check_model(model)
     context = BuildContext(tokenizer, fingerprint, context.cache_dir, model, cfg.seed)

@@ -114,7 +114,7 @@ CASES: dict[str, list[tuple[list[str], str]]] = {
         (["pretrain", "--config", "mlm_tiny", "--set", "model_dir=../x"],
          "TrainConfig.model_dir='../x' must name a folder inside output_dir"),
         (["pretrain", "--config", "{d}/stream_empty.yaml"],
-         "{d}/stream_empty.yaml:6 data.mlm[0]: datasets cannot load {d}/folder, split train"),
+         "{d}/stream_empty.yaml:6 TrainConfig.data.mlm[0]: datasets cannot load {d}/folder, split train"),
     ],
     "finetune": [
         (["finetune", "--config", "{d}/latin1.yaml"], "{d}/latin1.yaml:2: not UTF-8 text (byte 0xe9)"),

@@ -225,3 +225,13 @@ def test_training_steps_rule(epochs, max_steps, given, expected):
 
     spec = TaskSpec(train="train.tsv", dev="dev.tsv", epochs=epochs)
     assert training_steps(spec, max_steps, given, train_size=100, global_batch=8) == expected
+
+
+def test_a_finetune_run_has_the_shape_of_every_run(tmp_path, tokenizer_dir, topic_data):
+    from babelzoo.finetune.run import build_finetune_run
+    from babelzoo.train.run import Run
+
+    run, testing = build_finetune_run(recipe(tmp_path, tokenizer_dir), data_dir=topic_data, log=lambda _: None)
+    assert isinstance(run, Run) and run.config.max_steps == 48 and run.evaluator.metric == "dev/accuracy"
+    assert testing.labels == ("politics", "sport", "weather") and set(testing.zero_shot.tests) == {"eng", "xx", "yy"}
+    assert not (tmp_path / "run" / "results.json").exists()  # built, not trained

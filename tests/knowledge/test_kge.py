@@ -169,3 +169,17 @@ def test_codex_download_verifies_checksums(shared_data, tmp_path, monkeypatch):
         handle.write("Q1\tP17\tQ2\n")
     with pytest.raises(DownloadError, match="sha256 mismatch"):
         download_codex_s(upstream.as_uri(), tmp_path / "again")
+
+
+def test_a_kge_run_has_the_shape_of_every_run(tmp_path):
+    from babelzoo.knowledge.link_prediction import build_kge_run
+    from babelzoo.train.run import Run
+
+    data = _chain()  # 22 training triples
+    run = build_kge_run(create_kge("transe", data.num_entities, data.num_relations, 8), data,
+                        KGETrainConfig(epochs=6, batch_size=8, eval_every=2, lr=0.05), tmp_path / "kge")
+    assert isinstance(run, Run) and run.tokenizer is None and run.evaluator.metric == "mrr"
+    # 3 steps an epoch (⌈22 / 8⌉): 18 steps, evaluated every 6
+    assert (run.config.max_steps, run.config.eval_every, run.config.output_dir) == (18, 6, str(tmp_path / "kge"))
+    summary = run.trainer().fit()
+    assert [e["step"] for e in summary["evaluations"]] == [6, 12, 18]

@@ -7,6 +7,7 @@ import torch
 from babelzoo.errors import InputError
 from babelzoo.objectives.base import Loss, Objective, register_objective
 from babelzoo.objectives.mixture import objective_class
+from babelzoo.train.config import ObjectiveSpec
 from babelzoo.train.run import with_run_inputs
 
 
@@ -28,20 +29,20 @@ def test_the_run_gives_exactly_what_each_objective_declares():
     assert objective_class("distill_sentence").from_run == ("teacher",)
     # entity_mlm's constructor names word_starts (from the masking family), but it declares nothing
     assert objective_class("entity_mlm").from_run == ()
-    spec = {"mlm": {}, "own": {"objective": "mlm", "word_starts": "mine"}, "clm": {"max_length": 16},
-            "entities": {"objective": "entity_mlm"},
-            "sentences": {"objective": "distill_sentence", "teacher": "multilingual_e5_small"},
-            "folder": {"objective": "distill_sentence", "teacher": "/some/checkpoint"}}
+    spec = {"mlm": ObjectiveSpec("mlm"), "own": ObjectiveSpec("mlm", options={"word_starts": "mine"}),
+            "clm": ObjectiveSpec("clm", options={"max_length": 16}), "entities": ObjectiveSpec("entity_mlm"),
+            "sentences": ObjectiveSpec("distill_sentence", options={"teacher": "multilingual_e5_small"}),
+            "folder": ObjectiveSpec("distill_sentence", options={"teacher": "/some/checkpoint"})}
     Tokenizer.calls = 0
     given = with_run_inputs(spec, Tokenizer(), Models())
     assert given["mlm"]["word_starts"].tolist() == [True, False, True]
-    assert given["own"] == {"objective": "mlm", "word_starts": "mine"}  # the recipe's own value stays
+    assert given["own"] == {"word_starts": "mine"}  # the recipe's own value stays
     assert given["clm"] == {"max_length": 16}
-    assert given["entities"] == {"objective": "entity_mlm"}
-    assert given["sentences"] == {"objective": "distill_sentence", "teacher": "loaded multilingual_e5_small"}
-    assert given["folder"] == {"objective": "distill_sentence", "teacher": "/some/checkpoint"}  # not a zoo entry
+    assert given["entities"] == {}
+    assert given["sentences"] == {"teacher": "loaded multilingual_e5_small"}
+    assert given["folder"] == {"teacher": "/some/checkpoint"}  # not a zoo entry
     assert Tokenizer.calls == 1  # one table for every objective that takes it
-    assert spec["mlm"] == {}  # the recipe's mapping is left as it was
+    assert spec["mlm"].options == {}  # the recipe's typed options are left as they were
 
 
 def test_a_declaration_must_name_a_run_input_and_a_keyword_option():

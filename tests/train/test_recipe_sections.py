@@ -116,3 +116,48 @@ def test_a_finetune_task_mistake_names_the_file_line_and_key(tmp_path, capsys):
     assert finetune_main(["--config", str(path), "--print-config"]) == 2
     assert capsys.readouterr().err.startswith(f"babelzoo finetune: {path}:6 task.epoch: unknown task key 'epoch'; did "
                                               "you mean 'epochs'?")
+
+# enough distinct pieces for a 36-piece sentencepiece vocabulary
+GERMAN = "".join(f"{a} {b} sieht {c}\n" for a in ("der hund", "die katze", "ein vogel", "das pferd")
+                 for b in ("heute", "morgen", "gestern", "oft") for c in ("wasser", "zucker", "himmel", "flüsse"))
+
+
+def test_the_sections_are_typed_once_and_the_build_reads_the_typed_parts(tmp_path, monkeypatch):
+    from babelzoo.train import config as config_module
+    from babelzoo.train.config import ObjectiveSpec
+    from babelzoo.train.run import build_run
+
+    path = tmp_path / "r.yaml"
+    (tmp_path / "de.txt").write_text(GERMAN, encoding="utf-8")
+    path.write_text(f"model: xlmr_tiny\ntokenizer: {{vocab_size: 36}}\nobjectives:\n  mlm: {{max_length: 16}}\n"
+                    f"  tlm: {{objective: mlm, weight: 2, max_length: 8}}\ndata:\n"
+                    f"  mlm: &de [{{kind: text, path: {tmp_path / 'de.txt'}, lang: de}}]\n  tlm: *de\n"
+                    f"output_dir: {tmp_path / 'run'}\n", encoding="utf-8")
+    cfg = load_recipe(path)
+    parts = cfg.parts
+    assert parts.objectives == {"mlm": ObjectiveSpec("mlm", 1.0, {"max_length": 16}),
+                                "tlm": ObjectiveSpec("mlm", 2.0, {"max_length": 8})}
+    assert isinstance(parts.objectives["tlm"].weight, float)  # the YAML integer read as the weight's type
+    assert parts.init is None and parts.knowledge is None and parts.tokenizer == TokenizerSpec(train={"vocab_size": 36})
+    assert (parts.where.file, parts.where.lines["objectives.tlm"]) == (str(path), 5)
+    for name in ("read_init", "read_tokenizer", "read_knowledge", "read_objectives", "read_data"):
+        monkeypatch.setattr(config_module, name, None)  # a build that parsed a section again would fail here
+    run = build_run(cfg)
+    assert run.objectives.weights == {"mlm": 1.0, "tlm": 2.0}
+    assert run.objectives.objectives["tlm"].max_length == 8
+    # the build read its own copy of the sources: the config's stay parsed, not read
+    (source,) = cfg.parts.data["mlm"].sources
+    assert getattr(source, "_corpora", None) is None and run.sources[0]._corpora  # one source for both entries
+    assert cfg.parts.data["tlm"].sources[0] == source and len(run.sources) == 1
+
+
+def test_a_build_error_names_the_line_of_a_config_loaded_from_a_file(tmp_path):
+    from babelzoo.train.run import build_run
+
+    path = tmp_path / "r.yaml"
+    (tmp_path / "de.txt").write_text(GERMAN, encoding="utf-8")
+    path.write_text(f"model: xlmr_tiny\ntokenizer: {{vocab_size: 36}}\nobjectives:\n  mlm: {{weight: 2}}\n"
+                    f"data:\n  mlm: [{{kind: text, path: {tmp_path / 'de.txt'}, lang: de}}]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}:4 objectives.mlm.weight: a single objective "
+                                          "takes no weight"):
+        build_run(load_recipe(path, [f"output_dir={tmp_path / 'run'}"]))

@@ -171,7 +171,7 @@ def test_a_source_of_the_wrong_type_is_refused_before_anything_is_read(objective
                       f"data:\n  {objective}:\n    - {source}\noutput_dir: {tmp_path / 'run'}\n", encoding="utf-8")
     assert pretrain_main(["--config", str(recipe)]) == 2
     err = capsys.readouterr().err
-    assert f"recipe.yaml:7 data.{objective}[0]: objective {objective!r} consumes" in err
+    assert f"recipe.yaml:7 TrainConfig.data.{objective}[0]: objective {objective!r} consumes" in err
     assert provides in err and not (tmp_path / "run").exists()
 
 
