@@ -21,9 +21,14 @@ FINETUNE_RECIPE = "sib200_e5_small"
 # SIB-200 (Flores) folder codes whose Tatoeba file is named otherwise
 SIB_TO_TATOEBA = {"arb": "ara", "zho": "cmn"}
 INT8_SPEED_SENTENCES = 100  # per adapted language, the X side of its Tatoeba file, for the speed comparison
-# the exports --int8 compares, as `babelzoo convert --to-onnx` options
+# the exports --int8 compares, as `babelzoo convert --to-onnx` options; CALIBRATION stands for the
+# file of calibration texts (calibration_file), which SmoothQuant's activation scales are read from
+CALIBRATION = "{calibration}"
 ONNX_VARIANTS = {"fp32": [], "int8": ["--quantize", "int8"],
-                 "int8-ffn-fp32": ["--quantize", "int8", "--keep-fp32", "ffn_out"]}
+                 "int8-ffn-fp32": ["--quantize", "int8", "--keep-fp32", "ffn_out"],
+                 "int8-smooth": ["--quantize", "int8", "--calibration", CALIBRATION],
+                 "int8-smooth-ffn-fp32": ["--quantize", "int8", "--calibration", CALIBRATION, "--keep-fp32", "ffn_out"]}
+CALIBRATION_PAIRS = 16  # per adapted language, both sides: held-out training pairs, never a test sentence
 
 
 def by_language(results) -> dict[str, dict[str, float]]:
@@ -149,12 +154,33 @@ def sib200_finetune(run: Run, arm: str, command: list[str]) -> dict:
 
 # --- int8: the deployment path on the adapted languages ----------------------------------------------------
 
-def onnx_export(run: Run, arm: str, variant: str) -> dict:
+def calibration_file(run: Run, adapted: list[str]) -> Path:
+    """WORK/calibration.txt: SmoothQuant's calibration texts, as the encoder sees them (with e5's
+    prefix): both sides of the first :data:`CALIBRATION_PAIRS` pairs of each adapted language's
+    held-out split (``adaptation_pairs`` with ``split: heldout``: pairs training never reads,
+    with every test sentence under the data dir removed), so no test sentence sets a scale."""
+    from babelzoo._files import write_text_atomic
+    from babelzoo.datasets.sources import parse_source
+    from babelzoo.typed import Where
+
+    path = run.work / "calibration.txt"
+    if not path.is_file():
+        source = parse_source({"kind": "adaptation_pairs", "languages": adapted, "exclude": str(run.data_dir),
+                               "split": "heldout", "prefix": PREFIX}, Where("calibration"))
+        source.load()
+        texts = [text for corpus in source.corpora() for pair in corpus.pairs[:CALIBRATION_PAIRS] for text in pair]
+        write_text_atomic(path, "\n".join(texts) + "\n")
+    return path
+
+
+def onnx_export(run: Run, arm: str, variant: str, adapted: list[str]) -> dict:
     """``babelzoo convert --to-onnx`` of the arm's model as a user runs it, with the options of
     ``variant`` (:data:`ONNX_VARIANTS`), into ARM/onnx-VARIANT; its command and times."""
     folder = run.work / arm / f"onnx-{variant}"
+    options = [str(calibration_file(run, adapted)) if option == CALIBRATION else option
+               for option in ONNX_VARIANTS[variant]]
     command = [sys.executable, "-m", "babelzoo", "convert", "--from", str(model_of(run, arm)), "--to-onnx",
-               str(folder), *ONNX_VARIANTS[variant]]
+               str(folder), *options]
     return {"command": "babelzoo " + shlex.join(command[3:]),
             **timed_child(command, run.work / arm / f"onnx-{variant}.log", run.env)}
 
@@ -166,11 +192,12 @@ def onnx_variant(run: Run, arm: str, variant: str, adapted: list[str]) -> dict:
     from babelzoo.evaluation.tasks import TaskContext, load_tasks
 
     path = run.work / arm / f"onnx-{variant}.json"
-    key = {"files": model_files(run, arm), "options": ONNX_VARIANTS[variant], "adapted": adapted}
+    key = {"files": model_files(run, arm), "options": ONNX_VARIANTS[variant], "adapted": adapted,
+           **({"calibration_pairs": CALIBRATION_PAIRS} if CALIBRATION in ONNX_VARIANTS[variant] else {})}
     done = saved(path, key)
     if done is not None and (run.work / arm / f"onnx-{variant}").is_dir():
         return done
-    export = onnx_export(run, arm, variant)
+    export = onnx_export(run, arm, variant, adapted)
     encoder = OnnxEncoder(run.work / arm / f"onnx-{variant}", prefix=PREFIX, max_length=EVAL_MAX_LENGTH,
                           threads=run.args.threads, name=f"{arm} ONNX {variant}")
     context = TaskContext(run.data_dir, adapted, log=lambda m: None)

@@ -327,3 +327,40 @@ def test_the_docs_quote_the_committed_adaptation_run():
     assert quoted.groups() == (str(len(results["languages"])), pct(e5["adapted_mean"]),
                                pct(recipe["adapted_mean"]), str(len(results["other_languages"])),
                                pct(e5["other_mean"]), pct(recipe["other_mean"]))
+
+
+def test_the_vocabulary_decision_quotes_the_results_file():
+    """The recipe's comment, the guide and the benchmark's notes say why the recipe keeps e5's
+    pieces, with the figures of the run that decided it."""
+    from pathlib import Path
+
+    from benchmarks._adaptation.report import NOTES
+
+    repo = Path(__file__).resolve().parents[2]
+    arms = json.loads((repo / "benchmarks/results/adaptation/xeon.json").read_text(encoding="utf-8"))["results"]["arms"]
+    figure = {arm: f"{100 * arms[arm]['eval']['adapted_mean']:.1f}" for arm in ("recipe", "+vocab")}
+    khm = {arm: f"{100 * arms[arm]['eval']['tatoeba']['khm']['mean']:.1f}" for arm in ("ranking", "+vocab")}
+    assert (figure, khm) == ({"recipe": "57.1", "+vocab": "55.1"}, {"ranking": "67.2", "+vocab": "65.8"})
+    recipe = " ".join(line.lstrip("# ") for line in recipe_path("adapt_e5_small").read_text().splitlines())
+    guide = " ".join((repo / "docs/guides/adaptation.md").read_text(encoding="utf-8").split())
+    for text in (recipe, guide, NOTES[-1]):
+        assert "55.1 against" in text and "57.1" in text and "65.8 against" in text and "67.2" in text
+
+
+def test_smoothquant_exports_read_the_calibration_file(tmp_path, monkeypatch):
+    """The SmoothQuant variants give `babelzoo convert` the held-out calibration file; the others
+    give the options as written."""
+    from types import SimpleNamespace
+
+    from benchmarks._adaptation import evaluation
+
+    commands = []
+    monkeypatch.setattr(evaluation, "calibration_file", lambda run, adapted: tmp_path / f"calibration-{len(adapted)}")
+    monkeypatch.setattr(evaluation, "model_of", lambda run, arm: tmp_path / arm / "model")
+    monkeypatch.setattr(evaluation, "timed_child", lambda command, log, env: commands.append(command) or {})
+    run = SimpleNamespace(work=tmp_path, env={})
+    for variant in ("int8", "int8-smooth-ffn-fp32"):
+        evaluation.onnx_export(run, "recipe", variant, ["bre", "khm"])
+    assert [c[c.index("--to-onnx") + 2:] for c in commands] == [
+        ["--quantize", "int8"],
+        ["--quantize", "int8", "--calibration", str(tmp_path / "calibration-2"), "--keep-fp32", "ffn_out"]]
