@@ -5,6 +5,7 @@ path (the ONNX exports compared on the adapted languages)."""
 from __future__ import annotations
 
 import json
+import random
 import shlex
 import sys
 import time
@@ -28,7 +29,7 @@ ONNX_VARIANTS = {"fp32": [], "int8": ["--quantize", "int8"],
                  "int8-ffn-fp32": ["--quantize", "int8", "--keep-fp32", "ffn_out"],
                  "int8-smooth": ["--quantize", "int8", "--calibration", CALIBRATION],
                  "int8-smooth-ffn-fp32": ["--quantize", "int8", "--calibration", CALIBRATION, "--keep-fp32", "ffn_out"]}
-CALIBRATION_PAIRS = 16  # per adapted language, both sides: held-out training pairs, never a test sentence
+CALIBRATION_PAIRS = 32  # per adapted language, both sides: held-out training pairs, never a test sentence
 
 
 def by_language(results) -> dict[str, dict[str, float]]:
@@ -155,20 +156,22 @@ def sib200_finetune(run: Run, arm: str, command: list[str]) -> dict:
 # --- int8: the deployment path on the adapted languages ----------------------------------------------------
 
 def calibration_file(run: Run, adapted: list[str]) -> Path:
-    """WORK/calibration.txt: SmoothQuant's calibration texts, as the encoder sees them (with e5's
-    prefix): both sides of the first :data:`CALIBRATION_PAIRS` pairs of each adapted language's
+    """WORK/calibration-N.txt: SmoothQuant's calibration texts, as the encoder sees them (with e5's
+    prefix): both sides of :data:`CALIBRATION_PAIRS` pairs (a seeded sample) of each adapted language's
     held-out split (``adaptation_pairs`` with ``split: heldout``: pairs training never reads,
     with every test sentence under the data dir removed), so no test sentence sets a scale."""
     from babelzoo._files import write_text_atomic
     from babelzoo.datasets.sources import parse_source
     from babelzoo.typed import Where
 
-    path = run.work / "calibration.txt"
+    path = run.work / f"calibration-{CALIBRATION_PAIRS}.txt"
     if not path.is_file():
         source = parse_source({"kind": "adaptation_pairs", "languages": adapted, "exclude": str(run.data_dir),
                                "split": "heldout", "prefix": PREFIX}, Where("calibration"))
         source.load()
-        texts = [text for corpus in source.corpora() for pair in corpus.pairs[:CALIBRATION_PAIRS] for text in pair]
+        rng = random.Random(0)  # a seeded sample: a corpus lists its pairs by catalog (CLDR's names first)
+        texts = [text for corpus in source.corpora()
+                 for pair in rng.sample(corpus.pairs, min(CALIBRATION_PAIRS, len(corpus.pairs))) for text in pair]
         write_text_atomic(path, "\n".join(texts) + "\n")
     return path
 
