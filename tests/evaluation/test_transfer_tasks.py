@@ -100,3 +100,55 @@ def test_unknown_task_option_is_an_error(setup):
     context.options = {"sib200": {"recipie": "x"}}
     with pytest.raises(ValueError, match=r"task_options.sib200: unknown key\(s\) \['recipie'\]"):
         load_tasks().get("sib200")(encoder, context)
+
+
+# every word has one part of speech: a tagger that learns the words tags every test file alike
+WORDS = {"the": "DET", "a": "DET", "dog": "NOUN", "cat": "NOUN", "runs": "VERB", "sleeps": "VERB", "big": "ADJ"}
+
+
+def write_treebank(path: Path, sentences: list[list[str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blocks = []
+    for n, words in enumerate(sentences):
+        rows = [f"{i}\t{w}\t{w}\t{WORDS[w]}\t_\t_\t0\troot\t_\t_" for i, w in enumerate(words, 1)]
+        blocks.append("\n".join([f"# sent_id = s{n}", f"# text = {' '.join(words)}", *rows]))
+    path.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+
+
+def test_udpos_task_tags_every_treebank_with_its_protocol(tmp_path):
+    sentences = [[det, *adj, noun, verb] for det in ("the", "a") for adj in ([], ["big"]) for noun in ("dog", "cat")
+                 for verb in ("runs", "sleeps")]  # 16 sentences, 56 words
+    root = tmp_path / "data" / "ud"
+    write_treebank(root / "UD_English-Tiny" / "en_tiny-ud-dev.conllu", sentences * 4)
+    for name in ("UD_English-Tiny/en_tiny", "UD_Xx-Tiny/xx_tiny"):
+        write_treebank(root / f"{name}-ud-test.conllu", sentences)
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text("""model: xlmr_tiny
+task:
+  kind: token_classification
+  init: random
+  source: UD_English-Tiny
+  train: ${BABELZOO_DATA_DIR}/ud/UD_English-Tiny/en_tiny-ud-dev.conllu
+  dev_fraction: 0.25
+  test: ${BABELZOO_DATA_DIR}/ud/*/*-ud-test.conllu
+  max_length: 16
+  epochs: 4
+optimizer: adamw
+lr: 1.0e-2
+batch_size: 8
+eval_every: 4
+tensorboard: false
+measure_mfu: false
+""", encoding="utf-8")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    model = babelzoo.create_model("xlmr_tiny", num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64,
+                                  vocab_size=len(vocab), pad_token_id=0)
+    encoder = BabelEncoder("tiny", model, WordPieceTokenizer(vocab))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    context = TaskContext(data_dir=tmp_path / "data", log=lambda _: None, options={"udpos": {"recipe": str(recipe)}})
+    rows = load_tasks().get("udpos")(encoder, context)
+    assert [(r.metric, r.family) for r in rows] == [("acc UD_English-Tiny", "acc en"), ("acc UD_Xx-Tiny", "acc zero-shot")]
+    assert rows[0].value == rows[1].value > 0.9  # the same sentences; each word has one tag
+    protocol = rows[1].protocol
+    assert protocol["source"] == "UD_English-Tiny" and protocol["n"] == 56 and protocol["epochs"] == 4
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # the encoder is left as it was
