@@ -4,6 +4,7 @@ cross-entropy computed by hand from the fused states, and the image changes the 
 import pytest
 import torch
 import torch.nn.functional as F
+from fusion_models import fusion_models
 
 import babelzoo
 from babelzoo.datasets.specials import SpecialIds
@@ -39,7 +40,7 @@ def test_prepare_masks_only_caption_tokens():
     assert batch["pixel_values"].shape == (8, 3, 64, 64)
 
 
-@pytest.mark.parametrize("name", ["vl_fusion_tiny", "vl_albef_tiny", "speech_text_tiny"])
+@pytest.mark.parametrize("name", fusion_models(joint=True))
 def test_loss_is_the_cross_entropy_of_the_fused_states(name):
     model = babelzoo.create_model(name).eval()
     mlm = ConditionedMLM(SPECIALS)

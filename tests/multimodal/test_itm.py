@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from fusion_models import fusion_models
 
 import babelzoo
 from babelzoo.datasets.specials import SpecialIds
@@ -65,7 +66,7 @@ def examples(groups, size=64, seed=0):
             for i, grp in enumerate(groups)]
 
 
-@pytest.mark.parametrize("name", ["vl_fusion_tiny", "vl_albef_tiny"])
+@pytest.mark.parametrize("name", fusion_models(joint=True, vision=True))
 def test_objective_scores_positive_and_negative_pairs(name):
     model = babelzoo.create_model(name)
     itm = ITM(SPECIALS, model.config)

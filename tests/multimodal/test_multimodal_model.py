@@ -3,13 +3,14 @@ invariance, whether the other modality reaches the text states, and save → loa
 
 import pytest
 import torch
+from fusion_models import fusion_models
 
 import babelzoo
-from babelzoo.zoo.model_config import FusionConfig, ModelConfig, VisionConfig
-from babelzoo.zoo.families.transformer.config import TransformerConfig
 from babelzoo.zoo.factory import model_config
-from babelzoo.zoo.multimodal import FusionModel
 from babelzoo.zoo.families.rnn.config import RNNConfig
+from babelzoo.zoo.families.transformer.config import TransformerConfig
+from babelzoo.zoo.model_config import FusionConfig, ModelConfig, VisionConfig
+from babelzoo.zoo.multimodal import FusionModel
 
 FUSION_TINY = [n for n in babelzoo.list_models("*tiny") if model_config(n).fusion is not None]
 
@@ -79,7 +80,7 @@ def test_the_other_modality_reaches_the_text_only_when_fused(name):
     assert not torch.allclose(a.modality_hidden, b.modality_hidden)
 
 
-@pytest.mark.parametrize("name", ["vl_fusion_tiny", "speech_text_tiny"])
+@pytest.mark.parametrize("name", fusion_models())
 def test_save_load_round_trip(tmp_path, name):
     model = babelzoo.create_model(name).eval()
     ids, other = inputs(model)
