@@ -1,16 +1,42 @@
 """FLOPs per token: the analytic count equals torch's FLOP counter on real forward passes; the
 measured matmul peak and MFU are consistent."""
 
+import dataclasses
+
 import pytest
 import torch
 
 import babelzoo
+from babelzoo.zoo.family import FAMILIES, family_of
 from babelzoo.train.flops import count_flops, measure_matmul_peak, mfu, model_flops_per_token
 
 
-@pytest.mark.parametrize("name", ["xlmr_tiny", "albert_tiny", "nezha_tiny", "t5rel_prenorm_tiny"])
+# Text families whose analytic count is not compared with torch's counter on a forward pass here,
+# and why; every other family's *_tiny models are (a new family is compared the moment it is
+# registered, or must be named here).
+NOT_COMPARED = {
+    "rnn": "torch's FLOP counter has no formula for the LSTM/GRU kernels (it counts their projections only)",
+    "cove": "torch's FLOP counter has no formula for the LSTM kernels",
+    "seq2seq": "an encoder-decoder's forward needs decoder inputs; the count is its encoder's",
+    "transformer_xl": "the count is for a segment after a full memory of mem_len states, which a first segment "
+                      "does not have",
+    "xlnet": "the count (2L relative encodings, position scores over 2L distances) is 11% above torch's counter on "
+             "xlnet_tiny's content stream: not reconciled",
+}
+COMPARED = [name for name in babelzoo.list_models("*_tiny") if babelzoo.model_config(name).fusion is None
+            and family_of(babelzoo.model_config(name).text).name not in NOT_COMPARED]
+
+
+def test_every_family_is_compared_or_named():
+    assert set(NOT_COMPARED) <= set(FAMILIES.list())
+    assert {family_of(babelzoo.model_config(name).text).name for name in COMPARED} == (
+        set(FAMILIES.list()) - set(NOT_COMPARED))
+
+
+@pytest.mark.parametrize("name", COMPARED)
 def test_analytic_flops_match_the_counter(name):
-    model = babelzoo.create_model(name, vocab_size=500, pooler=False, dropout=0.0, attention_dropout=0.0)
+    options = {"pooler": False} if "pooler" in dataclasses.asdict(babelzoo.model_config(name).text) else {}
+    model = babelzoo.create_model(name, vocab_size=500, dropout=0.0, attention_dropout=0.0, **options)
     batch, length = 2, 16
     ids = torch.randint(5, 500, (batch, length))
     predicted = torch.zeros(batch, length, dtype=torch.bool)
