@@ -55,12 +55,13 @@ class XLNetConfig(EncoderConfig):
                self.clamp_len, "must be an integer (<= 0: distances are not clipped)")
 
     def encoder_flops_per_token(self, seq_len: int) -> float:
-        """Per layer 2·4H² for the query/key/value/output projections, 2·2H² for projecting the
-        2L relative encodings (2L·H² per sequence of L tokens), 2·2HI for the feed-forward, and
-        2·H·(L + 2L + L) for the content scores, the position scores over 2L distances and the
-        weighted values."""
+        """Per layer 2·4H² for the query/key/value/output projections, 2·2HI for the
+        feed-forward, and 2·H·(L + 2L + L) for the content scores, the position scores over 2L
+        distances and the weighted values. The 2L relative encodings are projected once per
+        batch (2·2L·H² per layer, whatever the batch size), so, like the embedding lookups, they
+        are not counted per token."""
         h = self.hidden_size
-        dense = 2 * (4 * h * h) + 2 * (2 * h * h) + 2 * (2 * h * self.intermediate_size)
+        dense = 2 * (4 * h * h) + 2 * (2 * h * self.intermediate_size)
         return float(self.num_layers * (dense + 2 * h * 4 * seq_len))
 
 
