@@ -75,7 +75,7 @@ class CrossAttention(nn.Module):
         b, length, width = x.shape
         q = self.query(x).view(b, length, self.num_heads, self.head_dim).transpose(1, 2)
         k, v = self.kv(context).view(b, context.shape[1], 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        out = attend(q, k, v, mask, dropout=self.dropout if self.training else 0.0)
+        out = attend(q, k, v, mask=mask, dropout=self.dropout if self.training else 0.0)
         return self.out(out.transpose(1, 2).reshape(b, length, width))
 
 

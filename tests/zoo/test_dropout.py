@@ -89,7 +89,7 @@ def test_attention_dropout_on_cpu_drops_probabilities_as_the_formula_says():
     q, k, v = (torch.randn(2, 3, 5, 8, dtype=torch.float64) for _ in range(3))
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :]
     torch.manual_seed(11)
-    out = attend(q, k, v, mask, dropout=0.2)
+    out = attend(q, k, v, mask=mask, dropout=0.2)
     torch.manual_seed(11)
     keep = keep_mask((2, 3, 5, 5), 0.2)
     # float64 stays float64 throughout (the softmax accumulates in fp32 only for bf16/fp16).
@@ -114,7 +114,7 @@ def test_attention_dropout_under_bf16_autocast_matches_the_fp32_formula():
     mask[1, ..., 12:] = False
     torch.manual_seed(5)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = attend(q, k, v, mask, dropout=0.1)
+        out = attend(q, k, v, mask=mask, dropout=0.1)
     torch.manual_seed(5)
     keep = keep_mask((2, 4, 16, 16), 0.1)
     assert out.dtype == torch.bfloat16

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .cache import LayerCache
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
            mask: Optional[torch.Tensor] = None,
            bias: Optional[torch.Tensor] = None,
            value_bias: Optional[torch.Tensor] = None,
@@ -206,7 +206,8 @@ class SelfAttention(nn.Module):
             # q_i·(k_j + a_ij) = q_i·k_j + q_i·a_ij: the second term is an additive score bias.
             rel_scores = torch.einsum("bhid,ijd->bhij", q, relative.to(q.dtype)) / math.sqrt(self.head_dim)
             bias = rel_scores if bias is None else bias + rel_scores
-        return attend(q, k, v, mask, bias, relative, self.dropout if self.training else 0.0, self.scale)
+        return attend(q, k, v, mask=mask, bias=bias, value_bias=relative,
+                      dropout=self.dropout if self.training else 0.0, scale=self.scale)
 
     def _merge(self, context: torch.Tensor) -> torch.Tensor:
         """[B, heads, queries, D] → [B, queries, inner]."""

@@ -139,7 +139,8 @@ class DecoderBlock(nn.Module):
     def forward(self, x: torch.Tensor, state: DecoderLayerState) -> torch.Tensor:
         """``x`` [B, L, H]: the decoder's states (the new positions only, with a cache)."""
         x = self._sublayer(x, self.attention_norm, lambda h: self._self_attend(h, state))
-        x = self._sublayer(x, self.cross_norm, lambda h: self.cross_attention(h, state.memory, state.memory_mask))
+        x = self._sublayer(x, self.cross_norm,
+                           lambda h: self.cross_attention(h, memory=state.memory, mask=state.memory_mask))
         return self._sublayer(x, self.ffn_norm, self.ffn)
 
     def _self_attend(self, x: torch.Tensor, state: DecoderLayerState) -> torch.Tensor:

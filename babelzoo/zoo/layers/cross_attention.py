@@ -39,5 +39,5 @@ class CrossAttention(nn.Module):
         b, length = x.shape[:2]
         q = self.query(x).view(b, length, self.num_heads, self.head_dim).transpose(1, 2)
         k, v = memory
-        context = attend(q, k, v, mask, dropout=self.dropout if self.training else 0.0, scale=self.scale)
+        context = attend(q, k, v, mask=mask, dropout=self.dropout if self.training else 0.0, scale=self.scale)
         return self.out(context.transpose(1, 2).reshape(b, length, -1))

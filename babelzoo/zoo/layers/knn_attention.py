@@ -50,7 +50,7 @@ class KNNAttention(SelfAttention):
             raise InputError("kNN attention takes no NEZHA or rotary positions")
         b, length, width = x.shape
         q, k, v = self.qkv(x).view(b, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        context = attend(q, k, v, mask, bias, None, self.dropout if self.training else 0.0)
+        context = attend(q, k, v, mask=mask, bias=bias, dropout=self.dropout if self.training else 0.0)
         if self.memory_size() > 0:
             gate = torch.sigmoid(self.gate).to(q.dtype)[None, :, None, None]
             context = gate * self.retrieve(q) + (1 - gate) * context

@@ -114,6 +114,6 @@ class XLRelativeAttention(nn.Module):
         by_distance = torch.einsum("bhid,hpd->bhip", q + self.position_bias[None, :, None], r)
         positional = relative_shift(by_distance, keys) / math.sqrt(dim)
         # (a) + (c): (q_i + u)·k_j/√d on the one attention path, (b) + (d) as its additive bias.
-        context = attend(q + self.content_bias[None, :, None], k, v, mask, positional,
+        context = attend(q + self.content_bias[None, :, None], k, v, mask=mask, bias=positional,
                          dropout=self.dropout if self.training else 0.0)
         return self.out(context.transpose(1, 2).reshape(b, length, width))

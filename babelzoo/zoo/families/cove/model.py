@@ -101,7 +101,7 @@ class CoVeModel(EncoderDecoderReadsText, Generates, Checkpointed, nn.Module):
         out, lstm_state = run_lstm(self.decoder, x, lstm_state)
         top = out[:, 0]
         q = self.query(top)[:, None, None]  # [N, 1, 1, H]: one head, the whole width
-        context = attend(q, encoded[:, None], encoded[:, None], mask, scale=1.0)[:, 0, 0]
+        context = attend(q, encoded[:, None], encoded[:, None], mask=mask, scale=1.0)[:, 0, 0]
         attentional = torch.tanh(self.combine(torch.cat([context, top], dim=-1)))
         return attentional, (lstm_state, attentional)
 

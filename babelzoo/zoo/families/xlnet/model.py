@@ -118,7 +118,7 @@ class RelativeAttention(nn.Module):
             segment = torch.einsum("bnid,snd->bnis", q + self.segment_bias[:, None], self.segment_embed)
             bias = bias + torch.where(same[:, None], segment[..., :1], segment[..., 1:])
         # SDPA adds (q_i + u)·k_j / √d to the bias, which is on that scale already
-        return attend(q + self.content_bias[:, None], k, v, mask, bias / math.sqrt(q.shape[-1]),
+        return attend(q + self.content_bias[:, None], k, v, mask=mask, bias=bias / math.sqrt(q.shape[-1]),
                       dropout=self.dropout if self.training else 0.0)
 
     def forward(self, h: torch.Tensor, state: StackState) -> torch.Tensor:
