@@ -364,3 +364,27 @@ def test_smoothquant_exports_read_the_calibration_file(tmp_path, monkeypatch):
     assert [c[c.index("--to-onnx") + 2:] for c in commands] == [
         ["--quantize", "int8"],
         ["--quantize", "int8", "--calibration", str(tmp_path / "calibration-2"), "--keep-fp32", "ffn_out"]]
+
+
+def test_the_docs_quote_the_committed_int8_run():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    check = json.loads((root / "benchmarks/results/adaptation/epyc-avx512.json").read_text(encoding="utf-8")
+                       )["results"]["int8"]
+    fp32, speed = check["tatoeba"]["fp32"], check["sentences_per_s"]
+
+    def worst(variant: str) -> str:
+        return f"{-100 * min(row['mean'] - fp32[lang]['mean'] for lang, row in check['tatoeba'][variant].items()):.1f}"
+
+    def ratio(variant: str) -> str:
+        return f"{speed[variant] / speed['fp32']:.2f}"
+
+    text = " ".join((root / "docs" / "performance.md").read_text(encoding="utf-8").split())
+    quoted = re.search(r"loses at most ([\d.]+) points on any adapted language against the fp32 export, at ([\d.]+)× "
+                       r"its sentences/s .*?; plain int8 runs ([\d.]+)× as fast but loses up to ([\d.]+) points, "
+                       r"SmoothQuant alone up to ([\d.]+)\.", text)
+    assert quoted, "the int8 sentence of docs/performance.md"
+    assert quoted.groups() == (worst("int8-smooth-ffn-fp32"), ratio("int8-smooth-ffn-fp32"), ratio("int8"),
+                               worst("int8"), worst("int8-smooth"))
