@@ -13,6 +13,8 @@ from babelzoo.evaluation.encoders import BabelEncoder
 from babelzoo.evaluation.tasks import TaskContext, TaskSkipped, load_tasks
 
 TOPICS = {"sports": "goal", "travel": "train", "health": "doctor"}
+# the training settings of both tiny fine-tuning recipes
+TRAINING = "optimizer: adamw\nlr: 1.0e-2\nbatch_size: 8\neval_every: 4\ntensorboard: false\nmeasure_mfu: false\n"
 
 
 def write_split(path: Path, n: int, offset: int):
@@ -45,13 +47,7 @@ task:
   id_column: index_id
   epochs: 2
   head: {pooling: mean}
-optimizer: adamw
-lr: 1.0e-2
-batch_size: 8
-eval_every: 4
-tensorboard: false
-measure_mfu: false
-""", encoding="utf-8")
+""" + TRAINING, encoding="utf-8")
     model = babelzoo.create_model("xlmr_tiny", num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64,
                                   vocab_size=len(vocab), pad_token_id=0)
     encoder = BabelEncoder("tiny", model, tokenizer)
@@ -133,13 +129,7 @@ task:
   test: ${BABELZOO_DATA_DIR}/ud/*/*-ud-test.conllu
   max_length: 16
   epochs: 4
-optimizer: adamw
-lr: 1.0e-2
-batch_size: 8
-eval_every: 4
-tensorboard: false
-measure_mfu: false
-""", encoding="utf-8")
+""" + TRAINING, encoding="utf-8")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
     model = babelzoo.create_model("xlmr_tiny", num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64,
                                   vocab_size=len(vocab), pad_token_id=0)
