@@ -24,7 +24,10 @@ same scorer at the same budget over the frozen e5 vectors:
 - ``inject_dea``: ERNIE's fusion layers, the entity table initialised from ComplEx vectors of the
   graph (``babelzoo kb train-kge``, counted in the arm's pre-training time), trained with the
   denoising entity auto-encoder on facts aligned to their entities (``kb_aligned_facts``) and
-  entity-level masked LM.
+  entity-level masked LM;
+- ``inject_kbert``: K-BERT's masked LM over sentence trees: every entity's text (``kb_texts``) as the
+  trunk, with up to two training facts ("relation + object name") hung after each mention the
+  linker finds (``kb_trees``), read through the visible matrix and soft positions.
 
     python -m benchmarks run kg_completion --data-dir ../shared/data/wn18rr
 
@@ -79,6 +82,9 @@ INJECTION = {  # arm: (recipe, overrides; {data}: the graph, {kge}: the arm's Co
         "data.dea=" + FACTS % "kb_aligned_facts",
         "data.entity_mlm=" + FACTS % "kb_facts",
         "objectives={dea: {}, entity_mlm: {max_length: 64, use_language_ids: false}}"]),
+    "inject_kbert": ("kbert_mlm_tiny", [
+        "data.kbert_mlm=[{kind: kb_trees, kb: {data}, sentences: {kind: kb_texts, kb: {data}}, linked_only: true}]",
+        "objectives.kbert_mlm={max_length: 128, use_language_ids: false}"]),
 }
 INJECTION_KGE_MINUTES = 5.0  # the dea arm's ComplEx entity vectors, within its pre-training budget
 ARMS = ("e5_zero_shot", *TRAINED, "ensemble", "rerank", "inject_none", *INJECTION)
@@ -309,7 +315,8 @@ LABELS = {"e5_zero_shot": "e5-small zero-shot (text, no training)", "structure":
           "ensemble": "text + structure + ComplEx, score ensemble", "rerank": "… + neighbourhood re-ranking",
           "inject_none": "text only, short scorer budget (no injection)",
           "inject_entity_mlm": "… after entity-level MLM on the facts (ERNIE 1.0)",
-          "inject_dea": "… after ERNIE fusion + dEA on the facts"}
+          "inject_dea": "… after ERNIE fusion + dEA on the facts",
+          "inject_kbert": "… after K-BERT sentence trees over the entity texts"}
 
 
 def _cell(value: Optional[float]) -> str:

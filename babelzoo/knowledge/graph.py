@@ -119,6 +119,12 @@ class GraphKB:
         text = self.graph.nodes[entity].get("text") if entity in self.graph else None
         return text if text else self.label(entity, lang)
 
+    def entity_name(self, entity: str, lang: str = "en") -> str:
+        """The entity's short name: its ``name`` attribute (a text KG's ``name, description``
+        gives it), else its label (:meth:`label`)."""
+        name = self.graph.nodes[entity].get("name") if entity in self.graph else None
+        return name if name else self.label(entity, lang)
+
     def relation_label(self, relation: str, lang: str = "en",
                        fallback: Iterable[str] = ("en", UNDETERMINED)) -> str:
         for code in (lang, *fallback):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, ClassVar, Optional, Union
@@ -20,8 +21,9 @@ from typing import Any, ClassVar, Optional, Union
 from torch.utils.data import Dataset
 
 from ..datasets.loader import CorpusMixture
-from ..datasets.sources import BuildContext, DataSource, check_consumes, parse_source, register_source, tokenized
-from ..datasets.text import ParallelCorpus, ReadReport
+from ..datasets.sources import (BuildContext, CorpusSource, DataSource, check_consumes, parse_source, register_source,
+                                tokenized)
+from ..datasets.text import MonolingualCorpus, ParallelCorpus, ReadReport
 from .._files import expand_path
 from ..errors import ConfigError
 from ..typed import Where
@@ -260,6 +262,51 @@ class KGLinkPairs(DataSource):
 
 @register_source
 @dataclass
+class KBTexts(CorpusSource):
+    """``{kind: kb_texts, kb: ${BABELZOO_DATA_DIR}/wn18rr}``: every entity's text, one sentence
+    each, in the knowledge base's entity order (:meth:`~babelzoo.knowledge.graph.GraphKB.entity_text`:
+    WN18RR's "lemma, gloss", else the entity's label in ``lang``): a graph's own descriptions as
+    sentences, for example the trunks of K-BERT trees (``kb_trees``). An entity without a text or
+    label in ``lang`` is an error, not a sentence made of its id."""
+
+    kind: ClassVar[str] = "kb_texts"
+    provides: ClassVar[str] = "sentence"
+    kb: str = ""
+    lang: str = "en"
+
+    def __post_init__(self) -> None:
+        if not self.kb:
+            raise ConfigError(f"{self.where}.kb: name the knowledge base (a registered name or a folder)")
+
+    def read(self) -> list:
+        kb = shared_kb(expand_path(self.kb, f"{self.where}.kb") if "$" in self.kb else self.kb)
+        entities = kb.entities()
+        texts = [kb.entity_text(e, self.lang) if hasattr(kb, "entity_text") else kb.label(e, self.lang)
+                 for e in entities]
+        unnamed = [e for e, text in zip(entities, texts) if text == e and not kb.labels(e, self.lang)]
+        if unnamed:
+            raise ConfigError(f"{self.where}: {len(unnamed)} entities of {self.kb!r} have no text in "
+                              f"{self.lang!r} (first: {unnamed[0]!r})")
+        report = ReadReport((f"{self.kb} entity texts",), len(texts), len(texts))
+        return [MonolingualCorpus(self.lang, texts, report)]
+
+
+def words(sentence: str) -> list[str]:
+    """The words of a sentence for a K-BERT tree: split at white space, with punctuation at a
+    word's start or end a word of its own (a run of it one word), so that "bowels;" links "bowels"."""
+    out = []
+    for chunk in sentence.split():
+        match = _WORD.fullmatch(chunk)
+        lead, word, trail = match.groups() if match else ("", chunk, "")
+        out += [part for part in (lead, word, trail) if part]
+    return out
+
+
+_WORD = re.compile(r"([^\w]*)(.*?)([^\w]*)")
+
+
+@register_source
+@dataclass
 class KBTrees(DataSource):
     """``{kind: kb_trees, kb: cldr, sentences: {kind: catalog_text, langs: [en]}}``: K-BERT
     sentence trees: each sentence of the nested ``sentences`` source (any source of sentences),
@@ -299,7 +346,7 @@ class KBTrees(DataSource):
                                      max_length=self.max_length, cls_id=specials.cls, sep_id=specials.sep,
                                      pad_id=specials.pad)
             for sentence in sentences:
-                tree = injector.tree(sentence.split())
+                tree = injector.tree(words(sentence))
                 if self.linked_only and not any(tree.is_branch):
                     continue
                 examples.append((tree, lang))

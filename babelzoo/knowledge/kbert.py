@@ -97,7 +97,8 @@ class KBertInjector:
     sentencepiece tokenizer's ``encode``). Mentions come from ``linker`` (an
     :class:`~babelzoo.knowledge.linker.EntityLinker`, word offsets) in language ``lang``; each
     gets up to ``max_branches`` triples (entity, relation, object), in the knowledge base's order,
-    as the branch text "relation label + object label" in ``lang``.
+    as the branch text "relation label + object name" in ``lang`` (the knowledge base's
+    ``entity_name`` where it has one, else the object's label).
     """
 
     def __init__(self, kb, tokenize: Callable[[str], Sequence[int]], linker=None, lang: str = "en",
@@ -159,6 +160,8 @@ def collate_trees(trees: Sequence[SentenceTree], pad_id: int = 0) -> dict[str, t
 
 
 def _entity_name(kb, entity: str, lang: str) -> str:
+    if hasattr(kb, "entity_name"):
+        return kb.entity_name(entity, lang)
     if hasattr(kb, "label"):
         return kb.label(entity, lang)
     names = kb.labels(entity, lang) or kb.labels(entity)

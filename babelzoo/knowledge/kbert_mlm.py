@@ -55,7 +55,7 @@ class KBertMLM(MaskingObjective):
         trunk = batch["is_branch"].logical_not() & batch["attention_mask"].bool()
         masked = self.masker(batch["input_ids"], candidates=trunk)
         batch.update(input_ids=masked.input_ids, labels=masked.labels)
-        if languages_known(list(langs), self.name):
+        if self.use_language_ids and languages_known(list(langs), self.name):
             lang = torch.tensor([language_index(self.specials, x, f"example {i}") for i, x in enumerate(langs)])
             batch["language_ids"] = lang[:, None].expand_as(batch["input_ids"]) * batch["attention_mask"]
         return batch

@@ -11,7 +11,10 @@ for WN18RR and FB15k-237:
 Every entity a triple names must have a text (a text model ranks entities by it): a triple naming
 one without is refused by file and line, and so is a malformed row. The entity's text is its
 label in ``lang`` and the node attribute ``text`` (:meth:`GraphKB.entity_text`); relation words
-are the relation's label.
+are the relation's label. When every entity's text reads ``name, description`` (WN18RR's
+``lemma, gloss``), the name is also an alias of the entity (after the text, which stays the
+preferred label), so that an entity linker finds the entity in running text ("stool"), and its
+node attribute ``name`` (:meth:`GraphKB.entity_name`, what a K-BERT branch calls it).
 
 ``load_wn18rr()`` reads ``root``, else ``$BABELZOO_DATA_DIR/wn18rr``, else downloads the files
 from the KG-BERT repository at a pinned commit, verifying every file's sha256.
@@ -64,6 +67,16 @@ def _texts(path: Path, what: str) -> dict[str, tuple[int, str]]:
     return out
 
 
+def _names(entity_text: dict[str, tuple[int, str]]) -> dict[str, str]:
+    """``id -> name`` when every text reads ``name, description`` (the text before the first
+    ", "), else nothing: a text without a description (FB15k-237's names, some of which hold a
+    comma: "Washington, D.C.") is a name whole."""
+    parts = {ident: text.split(", ", 1) for ident, (_, text) in entity_text.items()}
+    if not parts or any(len(p) < 2 or not p[0].strip() for p in parts.values()):
+        return {}
+    return {ident: p[0].strip() for ident, p in parts.items()}
+
+
 def _ids(path: Path, known: dict[str, tuple[int, str]], text_file: str) -> None:
     """Check that every id listed in ``path`` (one a line) has a text in ``text_file``."""
     for number, text in _lines(path, 1):
@@ -90,8 +103,12 @@ def read_text_kg(folder: str | Path, name: Optional[str] = None, lang: str = "en
                                       ("relations.txt", relation_text, RELATION_TEXT)):
         if (folder / listing).is_file():
             _ids(folder / listing, known, text_file)
+    names = _names(entity_text)
     for entity, (_, text) in entity_text.items():
         kb.add_label(entity, lang, text, preferred=True)
+        if entity in names:
+            kb.add_label(entity, lang, names[entity])
+            kb.graph.nodes[entity]["name"] = names[entity]
         extra = long_text.get(entity)
         kb.graph.nodes[entity]["text"] = f"{text}, {extra[1]}" if extra else text
     for relation, (_, words) in relation_text.items():

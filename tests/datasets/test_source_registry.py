@@ -228,6 +228,18 @@ def kb_trees_case(tmp: Path) -> Case:
                 malformed=({**spec, "kb": bad_kb(tmp)}, r"triples.tsv:2: expected 3 fields"))
 
 
+def kb_texts_case(tmp: Path) -> Case:
+    write(tmp / "kg" / "entity2text.txt", "01\tdog, a canid\n02\tcanine, a mammal\n03\tcat, a feline\n")
+    write(tmp / "kg" / "relation2text.txt", "_hypernym\thypernym\n")
+    write(tmp / "kg" / "train.tsv", "01\t_hypernym\t02\n")
+    write(tmp / "bad" / "entity2text.txt", "01\tdog, a canid\n02\n")
+    write(tmp / "bad" / "relation2text.txt", "_hypernym\thypernym\n")
+    write(tmp / "bad" / "train.tsv", "01\t_hypernym\t02\n")
+    # every entity's text, listed or not in a triple (the cat is in none), in the file's order
+    return Case({"kind": "kb_texts", "kb": str(tmp / "kg")}, {"en": ["dog, a canid", "canine, a mammal", "cat, a feline"]},
+                3, malformed=({"kind": "kb_texts", "kb": str(tmp / "bad")}, r"entity2text.txt:2: expected 'id<TAB>text'"))
+
+
 def kg_link_pairs_case(tmp: Path) -> Case:
     def graph(folder: str, train: str) -> str:
         write(tmp / folder / "entity2text.txt", "01\tdog\n02\tcanine\n03\tcat\n")
@@ -279,7 +291,7 @@ CASES: dict[str, Callable[[Path], Case]] = {
     "catalog_documents": catalog_case("catalog_documents", False),
     "catalog_parallel_documents": catalog_case("catalog_parallel_documents", True),
     "kb_facts": kb_facts_case, "kb_aligned_facts": kb_aligned_facts_case, "kb_names": kb_names_case,
-    "kb_trees": kb_trees_case, "kg_link_pairs": kg_link_pairs_case,
+    "kb_texts": kb_texts_case, "kb_trees": kb_trees_case, "kg_link_pairs": kg_link_pairs_case,
     "emoji_images": emoji_images_case, "emoji_speech": emoji_speech_case,
 }
 
