@@ -140,3 +140,46 @@ def test_kbert_mlm_masks_the_trunk_only_and_reads_the_tree():
     assert float(loss.metrics["knowledge_tokens_per_row"]) == float(branch.sum()) / 2
     with pytest.raises(ExampleError, match="expected a SentenceTree"):
         objective.prepare([[5, 6, 7]])
+
+
+def test_trees_over_a_text_graphs_own_texts_hang_training_facts_after_named_mentions(tmp_path):
+    from babelzoo.knowledge import load_kb
+    from babelzoo.knowledge.kb_sources import words
+
+    folder = tmp_path / "kg"
+    folder.mkdir()
+    files = {"entity2text.txt": "01\tdog, a domestic canid; not a cat.\n02\tcanid, a mammal\n03\tcat, a feline\n",
+             "relation2text.txt": "_hypernym\thypernym\n", "train.tsv": "01\t_hypernym\t02\n03\t_hypernym\t04\n",
+             "dev.tsv": "02\t_hypernym\t03\n", "entities.txt": "01\n02\n03\n04\n"}
+    (folder / "entity2text.txt").write_text(files["entity2text.txt"] + "04\tfelid, a mammal\n", encoding="utf-8")
+    for name in ("relation2text.txt", "train.tsv", "dev.tsv", "entities.txt"):
+        (folder / name).write_text(files[name], encoding="utf-8")
+    kb = load_kb(folder)
+    kb.graph.remove_edges_from([("02", "03")])  # the training graph only, as kb_trees reads it
+    vocab: dict[str, int] = {}
+
+    def tokenize(text: str) -> list[int]:
+        return [vocab.setdefault(w, len(vocab) + 10) for w in text.split()]
+
+    assert words("dog, a domestic canid; not a cat.") == ["dog", ",", "a", "domestic", "canid", ";", "not", "a",
+                                                          "cat", "."]
+    tree = KBertInjector(kb, tokenize, lang="en").tree(words(kb.entity_text("01")))
+    ids = {i: w for w, i in vocab.items()}
+    flat = [ids[i] for i in tree.input_ids]
+    # "dog", "canid" and "cat" are linked by their names, each followed by its training fact, which
+    # names its object by name: "hypernym canid", "hypernym felid" (the dev triple is not there)
+    assert flat == ["dog", "hypernym", "canid", ",", "a", "domestic", "canid", ";", "not", "a", "cat", "hypernym",
+                    "felid", "."]
+    assert [w for w, branch in zip(flat, tree.is_branch) if branch] == ["hypernym", "canid", "hypernym", "felid"]
+
+
+def test_kbert_mlm_leaves_language_ids_out_when_told():
+    from babelzoo.datasets.specials import SpecialIds
+    from babelzoo.objectives import ExampleError, build_objective
+
+    specials = SpecialIds(pad=0, cls=1, sep=2, unk=3, mask=4, vocab_size=30)  # no language ids
+    tree = KBertInjector(_toy_kb(), _tokenize, lang="en", cls_id=1, sep_id=2).tree(["Beijing", "now"])
+    with pytest.raises(ExampleError, match="language 'en' has no language id"):
+        build_objective("kbert_mlm", specials).prepare([(tree, "en")])
+    batch = build_objective("kbert_mlm", specials, use_language_ids=False).prepare([(tree, "en")])
+    assert "language_ids" not in batch and batch["input_ids"].shape == (1, 8)  # [CLS] Beijing + 2 facts, now, [SEP]

@@ -41,6 +41,24 @@ def test_a_small_folder_reads_with_texts_splits_and_relation_words(tmp_path):
     assert again.entity_text("03") == kb.entity_text("03")
 
 
+def test_a_name_before_its_description_is_an_alias_and_the_entity_name(tmp_path):
+    kb = load_kb(_folder(tmp_path))
+    assert kb.labels("01", "en") == ["dog, a domesticated canid", "dog"]  # the text stays the label
+    assert kb.entity_name("01") == "dog" and kb.entity_name("02") == "canine"
+    assert type(kb).from_dict(kb.to_dict()).entity_name("03") == "cat"
+    from babelzoo.knowledge.linker import EntityLinker
+
+    mentions = EntityLinker.from_kb(kb, ["en"]).link_text("A cat chased the dog.", lang="en")
+    assert [(m.text, m.entity) for m in mentions] == [("cat", "03"), ("dog", "01")]
+
+
+def test_texts_that_are_names_whole_give_no_alias(tmp_path):
+    # FB15k-237's entity2text.txt holds names, one of them with a comma: every text is a name whole
+    kb = load_kb(_folder(tmp_path, **{"entity2text.txt": "01\tWashington, D.C.\n02\tParis\n03\tLyon\n"}))
+    assert kb.labels("01", "en") == ["Washington, D.C."] and kb.entity_name("01") == "Washington, D.C."
+    assert kb.entity_name("02") == "Paris" == kb.label("02")
+
+
 @pytest.mark.parametrize("file, text, message", [
     ("train.tsv", "01\t_hypernym\t09\n", r"train.tsv:1: unknown entity '09': it has no line in entity2text.txt"),
     ("test.tsv", "\n02\t_causes\t03\n", r"test.tsv:2: unknown relation '_causes': it has no line in relation2text.txt"),
@@ -66,6 +84,7 @@ def test_wn18rr_as_shipped(shared_data):
     assert len(kb) == 40943 and len(kb.relations()) == 11
     assert {k: len(v) for k, v in kb.splits.items()} == {"train": 86835, "valid": 3034, "test": 3134}
     assert kb.entity_text("06845599") == "trade name, a name given to a product or service"
+    assert kb.entity_name("06845599") == "trade name"
     assert kb.relation_label("_derivationally_related_form") == "derivationally related form"
 
 
