@@ -41,6 +41,7 @@ reuses an arm whose model folder was trained under the same settings.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -106,15 +107,39 @@ def overrides_for(arm: str, runs: Path, data: Path, minutes: float) -> list[str]
 
 
 def trained_under(model: Path, recipe) -> bool:
-    """Whether ``model`` holds a scorer trained by ``recipe`` (same graph, scorer and training)."""
+    """Whether ``model`` holds a scorer trained by ``recipe``: the same graph (its path, and the
+    digest of its entity and relation texts, which a changed file changes), the
+    same encoder (its settings, and the weights of an encoder folder, which an injection arm may
+    have pre-trained again), scorer and training."""
     from dataclasses import asdict
+
+    from babelzoo.knowledge.text_kge import weights_digest
 
     record_file = model / "link_prediction.json"
     if not record_file.is_file():
         return False
     record = json.loads(record_file.read_text(encoding="utf-8"))
+    encoder = asdict(recipe.encoder) if recipe.uses_text else None
     return (record["scorer"] == {"model": recipe.scorer.model, "dim": recipe.scorer.dim, "options": recipe.scorer.options}
-            and all(record["train"].get(k) == v for k, v in asdict(recipe.train).items()))
+            and all(record["train"].get(k) == v for k, v in asdict(recipe.train).items())
+            and record.get("encoder") == encoder
+            and record.get("encoder_sha256") == (weights_digest(recipe.encoder.model) if encoder else None)
+            and record.get("kg") == recipe.kg.path
+            and record.get("graph_sha256") == graph_sha256(recipe.kg.path, recipe.kg.lang))
+
+
+@functools.lru_cache(maxsize=None)
+def graph_sha256(path: str, lang: str) -> str:
+    """The digest of a graph's entities, relations and texts, as a link-prediction run records it."""
+    from babelzoo._files import expand_path
+    from babelzoo.knowledge import load_kb
+    from babelzoo.knowledge.kge import LinkPredictionData
+    from babelzoo.knowledge.text_link import graph_digest, graph_texts
+
+    kb = load_kb(expand_path(path, "kg.path") if "$" in path else path)
+    data = LinkPredictionData.from_kb(kb)
+    texts, words = graph_texts(kb, data, lang)
+    return graph_digest(data.entities, texts, data.relations, words)
 
 
 def train_arm(arm: str, runs: Path, data: Path, minutes: float) -> dict:

@@ -354,6 +354,7 @@ def train_link_prediction(recipe: LinkPredictionRecipe, say: Optional[Callable[[
     record = {"kg": recipe.kg.path, "graph_sha256": digest, "entities": data.num_entities,
               "relations": data.num_relations, "train_triples": len(data.train),
               "encoder": asdict(recipe.encoder) if encoder is not None else None,
+              "encoder_sha256": weights_digest(recipe.encoder.model) if encoder is not None else None,
               "scorer": {"model": recipe.scorer.model, "dim": recipe.scorer.dim, "options": recipe.scorer.options},
               "train": {**asdict(recipe.train), "best_epoch": summary["best_epoch"], "epochs_run": summary["epochs"],
                         "seconds": summary["seconds"]},

@@ -7,11 +7,13 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import shutil
 
 import pytest
 
-from babelzoo.knowledge.text_kge import read_link_recipe
+from babelzoo.knowledge.text_kge import read_link_recipe, weights_digest
 from babelzoo.train.config import recipe_path
+from babelzoo.zoo.checkpoint_io import WEIGHTS_NAME
 from benchmarks import kg_completion as K
 
 
@@ -35,15 +37,34 @@ def test_each_trained_arm_is_the_shipped_recipe_with_its_overrides(tmp_path):
 
 
 def test_a_model_folder_is_reused_only_when_trained_under_the_same_settings(tmp_path):
+    small_graph(tmp_path / "kg")
     recipe = arm_recipe("text_only", tmp_path)
     model = tmp_path / "model"
     model.mkdir()
     record = {"scorer": {"model": recipe.scorer.model, "dim": recipe.scorer.dim, "options": recipe.scorer.options},
-              "train": {**dataclasses.asdict(recipe.train), "best_epoch": 3, "epochs_run": 4, "seconds": 9.0}}
+              "train": {**dataclasses.asdict(recipe.train), "best_epoch": 3, "epochs_run": 4, "seconds": 9.0},
+              "encoder": dataclasses.asdict(recipe.encoder), "encoder_sha256": None,
+              "kg": recipe.kg.path, "graph_sha256": K.graph_sha256(recipe.kg.path, recipe.kg.lang)}
     (model / "link_prediction.json").write_text(json.dumps(record), encoding="utf-8")
     assert K.trained_under(model, recipe)
     assert not K.trained_under(model, arm_recipe("text_structure", tmp_path))  # other scorer options
     assert not K.trained_under(model, dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, lr=0.01)))
+    other = tmp_path / "other-kg"  # another graph folder, the same files
+    shutil.copytree(recipe.kg.path, other)
+    assert not K.trained_under(model, dataclasses.replace(recipe, kg=dataclasses.replace(recipe.kg, path=str(other))))
+    record["graph_sha256"] = "0" * 64  # the graph's texts changed since (the same folder)
+    (model / "link_prediction.json").write_text(json.dumps(record), encoding="utf-8")
+    assert not K.trained_under(model, recipe)
+    record["graph_sha256"] = K.graph_sha256(recipe.kg.path, recipe.kg.lang)
+    encoder = tmp_path / "encoder"  # an encoder folder (an injection arm's): its weights are compared
+    encoder.mkdir()
+    (encoder / WEIGHTS_NAME).write_bytes(b"first")
+    folder_recipe = dataclasses.replace(recipe, encoder=dataclasses.replace(recipe.encoder, model=str(encoder)))
+    record.update(encoder=dataclasses.asdict(folder_recipe.encoder), encoder_sha256=weights_digest(str(encoder)))
+    (model / "link_prediction.json").write_text(json.dumps(record), encoding="utf-8")
+    assert K.trained_under(model, folder_recipe) and not K.trained_under(model, recipe)
+    (encoder / WEIGHTS_NAME).write_bytes(b"pre-trained again")
+    assert not K.trained_under(model, folder_recipe)
 
 
 def report(arms):
