@@ -201,22 +201,28 @@ def test_a_users_pairs_join_the_adapted_languages_through_the_test_filter(tmp_pa
                               "I AM tired.\tSkuizh on."])
     # Faroese: e5-small's 0.66 is above the recipe's threshold and CLDR is off: only the user's two pairs
     write_pairs(mine, "fao", ["Open the file\tLat fílu upp", "Good evening\tGott kvøld"])
+    # Zazaki: no Tatoeba file, no catalog, no e5 score: the user's pairs alone make it a language
+    write_pairs(mine, "zza", ["Thank you\tWeş be", "Welcome\tXêr ama", "Good morning\tSıba şıma xeyr bo",
+                              "Water\tAw"])
     path = recipe(tmp_path, data_dir, tokenizer={"vocab_size": 60, "model_type": "unigram"})
     with caplog.at_level("WARNING", logger="babelzoo.offline.adaptation"):
         assert pretrain_main(["--config", str(path), "--set", f"pairs_dir={mine}"]) == 0
     assert "fao has 2 pairs after the test-sentence filter, fewer than the rule's min_pairs=3" in caplog.text
     folder = tmp_path / "run" / "model"
     record = json.loads((folder / "adaptation.json").read_text(encoding="utf-8"))
-    assert record["languages"] == ["bre", "fao"]
+    assert record["languages"] == ["bre", "fao", "zza"]
+    # one of the four is in the held-out tenth (chosen by its English side)
+    assert record["pairs"]["zza"] == {"tag": "zza", "sources": {"pairs_dir": 4, "gettext": 0, "cldr": 0}, "available": 4,
+                                      "train": 3, "used": 3, "removed_as_test": 0, "same_text": 0}
     # the user's pairs come first: the catalog's "Save" is theirs now
     assert record["pairs"]["bre"]["sources"] == {"pairs_dir": 3, "gettext": 4, "cldr": 0}
     assert record["pairs"]["bre"]["removed_as_test"] == 2  # the catalog's planted sentence and the user's
     assert record["pairs"]["fao"] == {"tag": "fo", "sources": {"pairs_dir": 2, "gettext": 0, "cldr": 0}, "available": 2,
                                       "train": 1, "used": 1, "removed_as_test": 0, "same_text": 0}
-    assert record["own_pairs"] == {"pairs_dir": {"folder": str(mine), "files": {"bre": 4, "fao": 2}},
+    assert record["own_pairs"] == {"pairs_dir": {"folder": str(mine), "files": {"bre": 4, "fao": 2, "zza": 4}},
                                    "below_min_pairs": {"fao": 2}}
     card = (folder / "README.md").read_text(encoding="utf-8")
-    assert f"Pairs the user brought (pairs read, before the filter): from `{mine}`: bre.tsv (4), fao.tsv (2)." in card
+    assert f"Pairs the user brought (pairs read, before the filter): from `{mine}`: bre.tsv (4), fao.tsv (2), zza.tsv (4)." in card
     assert "adapted because given: fao (2)." in card
     run = build_run(load_recipe(path, [f"pairs_dir={mine}"]), path)
     data, tokenizer = run.data, run.tokenizer
