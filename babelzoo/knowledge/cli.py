@@ -248,16 +248,19 @@ def eval_main(args: argparse.Namespace, out=None) -> dict:
     import time
 
     from .._files import owned_file, write_owned_file
-    from .link_prediction import evaluate
+    from .link_prediction import split_metrics, split_ranks
 
     out = out or sys.stdout
-    if args.out and os.path.exists(args.out) and not owned_file(args.out, "link prediction metrics"):
-        raise UsageError(f"--out {args.out}: a file babelzoo did not write; nothing was changed: choose another name")
+    ranks_file = args.ranks
+    for flag, path, what in (("--out", args.out, "link prediction metrics"), ("--ranks", ranks_file, RANKS)):
+        if path and os.path.exists(path) and not owned_file(path, what):
+            raise UsageError(f"{flag} {path}: a file babelzoo did not write; nothing was changed: choose another name")
     start = time.process_time()
     ranker, kb, _ = text_ranker(args.model, args.kg, args.batch_size)
     if not len(ranker.data.split(args.split)):
         raise UsageError(f"--kg {args.kg} has no {args.split!r} triples")
-    metrics = evaluate(ranker, ranker.data, args.split)
+    tails, heads = split_ranks(ranker, ranker.data, args.split)
+    metrics = split_metrics(tails, heads)
     seconds = time.process_time() - start
     print(f"{args.model} on {args.kg} ({args.split}, {len(ranker.data.split(args.split)):,} triples, "
           f"{ranker.data.num_entities:,} candidates): filtered MRR {metrics['mrr']:.4f}, Hits@1 "
@@ -276,7 +279,21 @@ def eval_main(args: argparse.Namespace, out=None) -> dict:
 
         write_owned_file(args.out, write, "link prediction metrics")
         print(f"wrote {args.out}", file=out)
+    if ranks_file:
+        data = ranker.data
+        rows = "".join(f"{data.entities[h]}\t{data.relations[r]}\t{data.entities[t]}\t{tail:g}\t{head:g}\n"
+                       for (h, r, t), tail, head in zip(data.split(args.split).tolist(), tails.tolist(), heads.tolist()))
+
+        def write_ranks(tmp: str) -> None:
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write("head\trelation\ttail\ttail_rank\thead_rank\n" + rows)
+
+        write_owned_file(ranks_file, write_ranks, RANKS)
+        print(f"wrote {ranks_file}", file=out)
     return result
+
+
+RANKS = "link prediction ranks"
 
 
 def predict_main(args: argparse.Namespace, out=None) -> list:
@@ -345,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
         if action == "eval":
             p.add_argument("--split", choices=("train", "valid", "test"), default="test")
             p.add_argument("--out", default=None, help="JSON file for the metrics and their protocol")
+            p.add_argument("--ranks", default=None, metavar="TSV",
+                           help="TSV file of every triple's filtered ranks: head, relation, tail, the tail's rank "
+                                "among the answers to (head, relation, ?), the head's among those to (?, relation, tail)")
         else:
             p.add_argument("entity", help="the known entity: an id or its exact text")
             p.add_argument("relation", help="the relation: an id or its words")

@@ -275,12 +275,25 @@ def rank_metrics(ranks: torch.Tensor, prefix: str = "") -> dict[str, float]:
     return out
 
 
-@torch.no_grad()
 def evaluate(model, data: LinkPredictionData, split: str = "test", batch_size: int = 256,
              filters: Optional[KnownTriples] = None) -> dict[str, float]:
     """Filtered MRR and Hits@1/3/10 on ``split`` for tail and head prediction (keys
     ``tail_mrr``, ``head_hits@10``...) and their mean (``mrr``, ``hits@10``...). ``model`` needs
     ``score_tails(h, r)`` and ``score_heads(r, t)`` returning [B, N]."""
+    return split_metrics(*split_ranks(model, data, split, batch_size, filters))
+
+
+def split_metrics(tails: torch.Tensor, heads: torch.Tensor) -> dict[str, float]:
+    """:func:`evaluate`'s metrics from the ranks of :func:`split_ranks`."""
+    return {**rank_metrics(torch.cat([tails, heads])), **rank_metrics(tails, "tail_"), **rank_metrics(heads, "head_")}
+
+
+@torch.no_grad()
+def split_ranks(model, data: LinkPredictionData, split: str = "test", batch_size: int = 256,
+                filters: Optional[KnownTriples] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The filtered rank of every triple of ``split``'s answer, (tail ranks, head ranks), in the
+    split's order: 1 + the candidates scored higher + half those tied, every other true answer
+    left out (:func:`filtered_ranks`)."""
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
         model.eval()
@@ -299,5 +312,4 @@ def evaluate(model, data: LinkPredictionData, split: str = "test", batch_size: i
         head_ranks.append(filtered_ranks(scores, h, known))
     if was_training:
         model.train()
-    tails, heads = torch.cat(tail_ranks), torch.cat(head_ranks)
-    return {**rank_metrics(torch.cat([tails, heads])), **rank_metrics(tails, "tail_"), **rank_metrics(heads, "head_")}
+    return torch.cat(tail_ranks), torch.cat(head_ranks)

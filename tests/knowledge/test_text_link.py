@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from babelzoo.cli import main
 
@@ -109,6 +110,34 @@ def test_kb_eval_prints_and_writes_the_evaluators_metrics(kg, kg_dir, e5_small, 
     assert main(["kb", "eval", "--model", "multilingual_e5_small", "--kg", str(kg_dir), "--out", str(mine)]) == 2
     assert "a file babelzoo did not write; nothing was changed" in capsys.readouterr().err
     assert mine.read_text(encoding="utf-8") == "{}"
+
+
+def test_kb_eval_writes_every_triples_ranks_which_give_its_metrics(kg, kg_dir, e5_small, tmp_path, capsys):
+    data = LinkPredictionData.from_kb(kg)
+    ranks = tmp_path / "ranks.tsv"
+    assert main(["kb", "eval", "--model", "multilingual_e5_small", "--kg", str(kg_dir), "--ranks", str(ranks)]) == 0
+    assert f"wrote {ranks}" in capsys.readouterr().out
+    header, *rows = [line.split("\t") for line in ranks.read_text(encoding="utf-8").splitlines()]
+    assert header == ["head", "relation", "tail", "tail_rank", "head_rank"]
+    assert [tuple(r[:3]) for r in rows] == [(data.entities[h], data.relations[r], data.entities[t])
+                                            for h, r, t in data.test.tolist()]
+    # an independent evaluation: each tail's rank by brute force over the model's cosines, the
+    # other true tails of (h, r) left out, ties at the mean rank
+    predictor = TextLinkPredictor(e5_small, kg, data)
+    known = {(h, r, t) for split in ("train", "valid", "test") for h, r, t in data.split(split).tolist()}
+    for (h, r, t), row in zip(data.test.tolist(), rows):
+        scores = predictor.score_tails(torch.tensor([h]), torch.tensor([r]))[0].tolist()
+        others = [s for e, s in enumerate(scores) if e != t and (h, r, e) not in known]
+        expected = 1 + sum(s > scores[t] for s in others) + sum(s == scores[t] for s in others) / 2
+        assert float(row[3]) == expected
+    tails = torch.tensor([float(r[3]) for r in rows])
+    heads = torch.tensor([float(r[4]) for r in rows])
+    mrr = float(torch.cat([1 / tails, 1 / heads]).mean())
+    assert mrr == pytest.approx(evaluate(predictor, data)["mrr"], abs=1e-6)
+    mine = tmp_path / "mine.tsv"  # a file of the user's is never replaced
+    mine.write_text("mine\n", encoding="utf-8")
+    assert main(["kb", "eval", "--model", "multilingual_e5_small", "--kg", str(kg_dir), "--ranks", str(mine)]) == 2
+    assert "--ranks " in capsys.readouterr().err and mine.read_text(encoding="utf-8") == "mine\n"
 
 
 def test_kb_predict_prints_the_best_entities_by_id_or_text(kg_dir, capsys):
