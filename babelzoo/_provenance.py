@@ -136,6 +136,24 @@ def portable(option: str, root: Path = ROOT, env: Optional[Mapping[str, str]] = 
     return name + equals + value
 
 
+def portable_text(text: str, root: Path = ROOT, env: Optional[Mapping[str, str]] = None) -> str:
+    """``text`` (a recorded command, a ``--set`` value) with every path in the data folder written
+    ``$BABELZOO_DATA_DIR/...`` where that variable is set (babelzoo expands it in a recipe's
+    paths, quoted or not, and YAML reads it inside a flow mapping, where ``${...}`` is not a
+    plain scalar), else, in the data folder the scripts default to, ``../shared/data/...``,
+    and every path in the checkout relative to its root; what lies elsewhere stays as written."""
+    env = os.environ if env is None else env
+    places = [(DATA_VARIABLE, env.get("BABELZOO_DATA_DIR")), ("../shared/data", root.parent / "shared" / "data"),
+              ("", root)]
+    for shown, place in places:
+        if not place:
+            continue
+        folder = str(Path(place).resolve())
+        text = re.sub(re.escape(folder) + r"(?=[/\s,}\]'\"]|$)(/?)",
+                      lambda m: f"{shown}{m.group(1)}" if shown else ("" if m.group(1) else "."), text)
+    return text
+
+
 def benchmark_command(suite: str, options: Sequence[str], root: Path = ROOT) -> str:
     """``python -m benchmarks run SUITE OPTIONS``, the options :func:`portable` and without
     ``--out`` (the command writes where its results are kept, ``benchmarks/results/SUITE/``)."""

@@ -52,6 +52,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from babelzoo._provenance import portable_text  # noqa: E402
 from benchmarks._results import write_results  # noqa: E402
 
 # Published WN18RR test numbers (filtered MRR, Hits@1/3/10); None: not reported
@@ -162,8 +163,8 @@ def train_recipe(overrides: list[str], label: str, name: str = "kgc_e5_small") -
             argv += ["--set", item]
         cli(argv)
     record = json.loads((model / "link_prediction.json").read_text(encoding="utf-8"))
-    return {"model": str(model), "command": f"babelzoo pretrain --config {name} " +
-            " ".join(f"--set '{o}'" for o in overrides), "train_cpu_seconds": round(record["train"]["seconds"], 1),
+    command = f"babelzoo pretrain --config {name} " + " ".join(f"--set '{o}'" for o in overrides)
+    return {"model": str(model), "command": portable_text(command), "train_cpu_seconds": round(record["train"]["seconds"], 1),
             "recipe_cpu_seconds": round(record["cpu_seconds"], 1), "best_epoch": record["train"]["best_epoch"],
             "epochs": record["train"]["epochs_run"], "valid": record["valid"], "scorer": record["scorer"]}
 
@@ -181,7 +182,7 @@ def eval_arm(model: str, runs: Path, data: Path, name: str) -> dict:
         cli(["kb", "eval", "--model", model, "--kg", str(data), "--split", "test", "--out", str(out)])
     result = json.loads(out.read_text(encoding="utf-8"))
     return {"test": result["metrics"], "eval_cpu_seconds": round(result["cpu_seconds"], 1),
-            "eval_command": f"babelzoo kb eval --model {model} --kg {data} --split test"}
+            "eval_command": portable_text(f"babelzoo kb eval --model {model} --kg {data} --split test")}
 
 
 def injection_arm(arm: str, runs: Path, data: Path, pretrain_minutes: float, scorer_minutes: float) -> dict:
@@ -218,8 +219,8 @@ def injection_arm(arm: str, runs: Path, data: Path, pretrain_minutes: float, sco
         record = {"overrides": overrides, "budget_cpu_seconds": budget, "kge_cpu_seconds": round(kge_seconds, 1),
                   "pretrain_cpu_seconds": round(time.process_time() - start, 1),
                   "steps": summary.get("steps"), "tokens": summary.get("tokens"),
-                  "command": f"babelzoo pretrain --config {recipe} " + " ".join(
-                      f"--set '{o}'" for o in [*overrides, f"max_seconds={left:.0f}"])}
+                  "command": portable_text(f"babelzoo pretrain --config {recipe} " + " ".join(
+                      f"--set '{o}'" for o in [*overrides, f"max_seconds={left:.0f}"]))}
         record_file.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     row = train_recipe([*scorer, f"encoder.model={encoder / 'model'}", f"cache_dir={folder / 'cache'}"], arm)
     row["pretraining"] = {k: record[k] for k in ("command", "pretrain_cpu_seconds", "kge_cpu_seconds", "steps",

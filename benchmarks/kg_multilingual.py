@@ -48,6 +48,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from babelzoo._provenance import portable_text  # noqa: E402
 from benchmarks._results import write_results  # noqa: E402
 from benchmarks.kg_completion import cli, train_recipe  # noqa: E402
 
@@ -211,7 +212,7 @@ def alignment(args) -> dict:
         result = json.loads(metrics_file.read_text(encoding="utf-8"))
         rows[f"{a}-{b}"] = {"seeds": len(train), "test_pairs": len(test), "cpu_seconds": round(result["cpu_seconds"], 1),
                             "settings": result["settings"], "test": {k: round(v, 6) for k, v in result["metrics"].items()},
-                            "command": "babelzoo " + " ".join(argv)}
+                            "command": portable_text("babelzoo " + " ".join(argv))}
     return rows
 
 

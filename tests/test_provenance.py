@@ -66,6 +66,34 @@ def test_paths_are_written_as_they_read_from_the_root_on_another_machine(typed, 
     assert P.portable(typed, Path("/work/repo"), {"BABELZOO_DATA_DIR": "/data/shared/data"}) == shown
 
 
+def test_a_recorded_command_names_the_data_and_the_checkout_as_they_read_on_another_machine():
+    typed = ("babelzoo pretrain --set 'kg.path=/data/shared/data/wn18rr' "
+             "--set 'data.x=[{kind: kb_trees, kb: /data/shared/data/wn18rr, sentences: {kind: kb_texts, kb: /data/shared/data}}]' "
+             "--set output_dir=/work/repo/runs/kg /work/repo /work/repository/x /data/shared/datax")
+    assert P.portable_text(typed, Path("/work/repo"), {"BABELZOO_DATA_DIR": "/data/shared/data"}) == (
+        "babelzoo pretrain --set 'kg.path=$BABELZOO_DATA_DIR/wn18rr' "
+        "--set 'data.x=[{kind: kb_trees, kb: $BABELZOO_DATA_DIR/wn18rr, sentences: {kind: kb_texts, kb: $BABELZOO_DATA_DIR}}]' "
+        "--set output_dir=runs/kg . /work/repository/x /data/shared/datax")
+    assert P.portable_text("--kg /work/shared/data/dbp5l/el", Path("/work/repo"), {}) == "--kg ../shared/data/dbp5l/el"
+
+
+def test_a_recipe_reads_the_data_variable_where_a_recorded_command_writes_it(tmp_path, monkeypatch):
+    from babelzoo.knowledge.kb_sources import shared_kb
+    from babelzoo.train.config import load_recipe, recipe_path
+
+    folder = tmp_path / "data" / "kg"
+    folder.mkdir(parents=True)
+    (folder / "entity2text.txt").write_text("01\tdog, a canid\n02\tcanid, a mammal\n", encoding="utf-8")
+    (folder / "relation2text.txt").write_text("_hypernym\thypernym\n", encoding="utf-8")
+    (folder / "train.tsv").write_text("01\t_hypernym\t02\n", encoding="utf-8")
+    monkeypatch.setenv("BABELZOO_DATA_DIR", str(tmp_path / "data"))
+    spec = "[{kind: kb_trees, kb: $BABELZOO_DATA_DIR/kg, sentences: {kind: kb_texts, kb: $BABELZOO_DATA_DIR/kg}}]"
+    cfg = load_recipe(recipe_path("kbert_mlm_tiny"), [f"data.kbert_mlm={spec}"])
+    source = cfg.data["kbert_mlm"][0]
+    assert source["kb"] == "$BABELZOO_DATA_DIR/kg" and source["sentences"]["kb"] == "$BABELZOO_DATA_DIR/kg"
+    assert shared_kb(source["kb"]).entity_name("01") == "dog"
+
+
 def test_the_command_is_the_suites_without_its_out():
     options = ["--variants", "e5-small fp32", "--out", "/tmp/x.json", f"--config={P.ROOT}/benchmarks/configs/default.yaml",
                "--out=/tmp/y.json", "--runs", str(P.ROOT / "runs" / "kg")]

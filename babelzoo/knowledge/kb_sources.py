@@ -34,12 +34,18 @@ from .kbert import KBertInjector
 Langs = Union[list[str], dict[str, str]]
 
 
-@lru_cache(maxsize=8)
 def shared_kb(name: str, split: str = "all"):
     """The knowledge base ``name``, loaded once for a recipe's data sources and its ``knowledge:``
     section; with ``split``, only the triples of that split of a knowledge base that has splits
-    (every entity and name kept), see :func:`split_kb`."""
+    (every entity and name kept), see :func:`split_kb`. A folder may name ``${VARIABLES}``
+    (``${BABELZOO_DATA_DIR}/wn18rr``); the loaded ones are kept by the expanded name."""
+    return _shared_kb(expand_path(name, "kb") if "$" in name else name, split)
+
+
+@lru_cache(maxsize=8)
+def _shared_kb(name: str, split: str):
     return split_kb(load_kb(name), split, name)
+
 
 
 def split_kb(kb, split: str, name: str = ""):

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from babelzoo._provenance import portable_text
+
 from .arms import E5
 from .run import Run, keep, model_files, model_of, saved, sib200_rows, timed_child
 
@@ -150,7 +152,7 @@ def sib200_finetune(run: Run, arm: str, command: list[str]) -> dict:
     measured = timed_child(command, run.work / arm / "sib200.log", run.env)
     result = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     return {"accuracy": {lang: row["accuracy"] for lang, row in result["test"].items()}, "dev": result.get("dev"),
-            "command": "babelzoo " + shlex.join(command[3:]), **measured}
+            "command": portable_text("babelzoo " + shlex.join(command[3:])), **measured}
 
 
 # --- int8: the deployment path on the adapted languages ----------------------------------------------------
@@ -184,7 +186,7 @@ def onnx_export(run: Run, arm: str, variant: str, adapted: list[str]) -> dict:
                for option in ONNX_VARIANTS[variant]]
     command = [sys.executable, "-m", "babelzoo", "convert", "--from", str(model_of(run, arm)), "--to-onnx",
                str(folder), *options]
-    return {"command": "babelzoo " + shlex.join(command[3:]),
+    return {"command": portable_text("babelzoo " + shlex.join(command[3:])),
             **timed_child(command, run.work / arm / f"onnx-{variant}.log", run.env)}
 
 

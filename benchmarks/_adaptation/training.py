@@ -16,6 +16,7 @@ from typing import Optional
 import torch
 
 from babelzoo._files import write_json_atomic
+from babelzoo._provenance import portable_text
 
 from .arms import (
     E5,
@@ -108,7 +109,7 @@ def train_recipe_arm(run: Run, arm: str) -> dict:
         return done
     measured = timed_child(command, folder / "train.log", run.env)
     summary = json.loads((folder / RUN_FOLDER / "summary.json").read_text(encoding="utf-8"))
-    record = {"command": "babelzoo " + shlex.join(command[3:]), "overrides": command[7::2],
+    record = {"command": portable_text("babelzoo " + shlex.join(command[3:])), "overrides": command[7::2],
               "steps": summary["steps"], "tokens": summary["tokens"], "tokens_per_s": summary["tokens_per_s"],
               "train_time_s": summary["train_time_s"], "final_loss": summary.get("final_loss"), **measured}
     write_json_atomic(folder / "train.json", record)

@@ -7,7 +7,7 @@ import pytest
 
 from babelzoo.datasets.sources import parse_source
 from babelzoo.errors import ConfigError
-from babelzoo.knowledge.kb_sources import shared_kb, split_kb
+from babelzoo.knowledge.kb_sources import _shared_kb, shared_kb, split_kb
 from babelzoo.knowledge.text_kg import read_text_kg
 from babelzoo.typed import Where
 
@@ -25,9 +25,9 @@ def graph(tmp_path):
     (folder / "relation2text.txt").write_text("_hypernym\thypernym\n_part_of\tpart of\n", encoding="utf-8")
     for name, rows in (("train.tsv", TRAIN), ("dev.tsv", DEV), ("test.tsv", TEST)):
         (folder / name).write_text("".join("\t".join(t) + "\n" for t in rows), encoding="utf-8")
-    shared_kb.cache_clear()
+    _shared_kb.cache_clear()
     yield folder
-    shared_kb.cache_clear()
+    _shared_kb.cache_clear()
 
 
 def fact_triples(graph, **options) -> set[tuple[str, str, str]]:
