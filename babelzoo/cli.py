@@ -79,10 +79,9 @@ def _tasks() -> list[tuple[str, str]]:
 
 
 def _kbs() -> list[tuple[str, str]]:
-    from .knowledge.base import KNOWLEDGE_BASES, discover_entry_points
+    from .knowledge.base import KNOWLEDGE_BASES
 
-    discover_entry_points()
-    return [(name, KNOWLEDGE_BASES.get(name).__doc__) for name in KNOWLEDGE_BASES.list()]
+    return [(name, factory.__doc__) for name, factory in KNOWLEDGE_BASES.items()]
 
 
 def _recipes() -> list[tuple[str, str]]:

@@ -233,7 +233,7 @@ def test_an_installed_objective_source_task_and_knowledge_base_are_found_by_name
     ("objectives", "token_count", "[sentence] The number of real tokens in the batch, as a loss (a toy objective)."),
     ("sources", "hellos", "[sentence] {kind: hellos, lang: de}: one greeting."),
     ("tasks", "vector_width", "The width of the encoder's sentence vectors (a toy task)."),
-    ("kbs", "tiny-graph", "Knowledge base from entry point 'my_package.parts:tiny_graph'."),
+    ("kbs", "tiny-graph", "Berlin is the capital of Germany (a toy knowledge base)."),  # the part's own docstring
 ])
 def test_the_command_lists_an_installed_part(site, kind, name, summary):
     lines = run(site, "-m", "babelzoo.cli", "list", kind).splitlines()

@@ -14,7 +14,7 @@ from .._lazy import lazy_getattr
 
 _API = {
     "KnowledgeBase": "base", "KBError": "base", "Triple": "base", "KNOWLEDGE_BASES": "base",
-    "register_kb": "base", "load_kb": "base", "list_kbs": "base", "discover_entry_points": "base",
+    "register_kb": "base", "load_kb": "base", "list_kbs": "base",
     "GraphKB": "graph", "read_kb": "kb_layouts", "read_triples": "graph_files", "read_names": "graph_files",
     "read_openke": "openke",
     "load_cldr": "cldr", "build_cldr_kb": "cldr",

@@ -1,6 +1,6 @@
-"""The knowledge-base plug-in API: the :class:`KnowledgeBase` protocol, a registry of backends,
-discovery of third-party backends through the ``babelzoo.knowledge_bases`` entry-point group,
-and :func:`load_kb`.
+"""The knowledge-base plug-in API: the :class:`KnowledgeBase` protocol, the registry of backends
+(third-party ones found through the ``babelzoo.knowledge_bases`` entry-point group, as every
+registry finds its plug-ins, :mod:`babelzoo.registry`), and :func:`load_kb`.
 
 A backend is a callable (function or class) that returns an object following the protocol.
 Register one in code::
@@ -69,8 +69,9 @@ class KnowledgeBase(Protocol):
     def neighbors(self, entity: str, hops: int = 1) -> set[str]: ...
 
 
-KNOWLEDGE_BASES: Registry[Callable[..., KnowledgeBase]] = Registry("knowledge base", listed_by="babelzoo list kbs")
-_entry_point_names: Optional[list[str]] = None
+# the built-in backends register below; the layers above and installed packages through the group
+KNOWLEDGE_BASES: Registry[Callable[..., KnowledgeBase]] = Registry("knowledge base", group=ENTRY_POINT_GROUP,
+                                                                   listed_by="babelzoo list kbs")
 
 
 def register_kb(name: str, replace: bool = False) -> Callable:
@@ -78,42 +79,8 @@ def register_kb(name: str, replace: bool = False) -> Callable:
     return KNOWLEDGE_BASES.register(name=name, replace=replace)
 
 
-def discover_entry_points(refresh: bool = False) -> list[str]:
-    """Register every backend declared in the ``babelzoo.knowledge_bases`` entry-point group and
-    return their names. Entry points load lazily: the target module is imported only when the
-    knowledge base is built."""
-    global _entry_point_names
-    if _entry_point_names is not None and not refresh:
-        return list(_entry_point_names)
-    from importlib.metadata import entry_points
-
-    found = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in KNOWLEDGE_BASES and not getattr(KNOWLEDGE_BASES.get(ep.name), "entry_point", None):
-            continue  # a built-in or code registration wins over an installed plug-in of the same name
-        KNOWLEDGE_BASES.register(_lazy_entry_point(ep), name=ep.name, replace=True)
-        found.append(ep.name)
-    _entry_point_names = found
-    return list(found)
-
-
-def _lazy_entry_point(ep) -> Callable[..., KnowledgeBase]:
-    def factory(**kwargs: Any) -> KnowledgeBase:
-        try:
-            target = ep.load()
-        except Exception as err:  # an installed plug-in that fails to import
-            raise KBError(f"knowledge base {ep.name!r} (entry point {ep.value!r} in group "
-                          f"{ENTRY_POINT_GROUP!r}) failed to load: {err}") from err
-        return target(**kwargs)
-
-    factory.entry_point = ep.value
-    factory.__doc__ = f"Knowledge base from entry point {ep.value!r}."
-    return factory
-
-
 def list_kbs(pattern: Optional[str] = None) -> list[str]:
     """Names of registered and installed knowledge bases, optionally filtered by a wildcard."""
-    discover_entry_points()
     return KNOWLEDGE_BASES.list(pattern)
 
 
@@ -122,7 +89,8 @@ def load_kb(path_or_name: str | Path, **kwargs: Any) -> KnowledgeBase:
     plug-in) or read one from a file or folder (see :func:`babelzoo.knowledge.kb_layouts.read_kb`).
     Keyword arguments go to the backend."""
     name = str(path_or_name)
-    discover_entry_points()
+    if not isinstance(path_or_name, Path):
+        KNOWLEDGE_BASES.load_plug_ins(name)  # an installed backend of that name, imported now
     if not isinstance(path_or_name, Path) and name in KNOWLEDGE_BASES:
         kb = KNOWLEDGE_BASES.get(name)(**kwargs)
         if not isinstance(kb, KnowledgeBase):

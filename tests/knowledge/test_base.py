@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from babelzoo.knowledge import (KBError, KnowledgeBase, GraphKB, list_kbs, load_kb, read_kb, register_kb)
-from babelzoo.knowledge.base import KNOWLEDGE_BASES, discover_entry_points
+from babelzoo.knowledge.base import KNOWLEDGE_BASES
+from babelzoo.registry import PlugInError
 from babelzoo.registry import RegistryError
 
 TRIPLES = """# head\trelation\ttail
@@ -153,8 +154,8 @@ def test_duplicate_triples_are_one_fact_and_counted(tmp_path):
     assert len(kb.triples()) == 2 and kb.stats["duplicate_triples"] == 1
 
 
-def test_registry_and_entry_point_discovery(tmp_path, monkeypatch):
-    # a third-party package declaring a backend in the babelzoo.knowledge_bases group
+def test_an_installed_backend_is_found_through_its_entry_point_as_every_plug_in_is(tmp_path, monkeypatch):
+    # a third-party package declaring backends in the babelzoo.knowledge_bases group
     package = tmp_path / "toy_kb_plugin.py"
     package.write_text("from babelzoo.knowledge import GraphKB\n"
                        "def build(size=2):\n"
@@ -169,23 +170,24 @@ def test_registry_and_entry_point_discovery(tmp_path, monkeypatch):
                                            "toy-broken = toy_kb_missing:build\n"
                                            "cldr = toy_kb_plugin:build\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
+    saved = dict(KNOWLEDGE_BASES._entries), set(KNOWLEDGE_BASES._loaded), KNOWLEDGE_BASES._listed
+    KNOWLEDGE_BASES._listed = False
     try:
-        assert sorted(discover_entry_points(refresh=True)) == ["toy-broken", "toy-chain"]
-        assert "toy-chain" in list_kbs("toy*")
-        assert "toy_kb_plugin" not in sys.modules  # listing does not import the plug-in
+        assert "toy_kb_plugin" not in sys.modules  # nothing is imported before a name is asked for
         kb = load_kb("toy-chain", size=3)
         assert [t.head for t in kb.triples()] == ["e0", "e1", "e2"]
-        assert "toy_kb_plugin" in sys.modules  # imported only when built
-        with pytest.raises(KBError, match=r"'toy-broken' \(entry point 'toy_kb_missing:build' in group "
-                                          r"'babelzoo.knowledge_bases'\) failed to load: No module named"):
+        assert "toy_kb_plugin" in sys.modules and "toy-chain" in KNOWLEDGE_BASES
+        with pytest.raises(PlugInError, match=r"entry point toy-broken = toy_kb_missing:build \(group "
+                                              r"babelzoo.knowledge_bases\) failed to load: ModuleNotFoundError"):
             load_kb("toy-broken")
+        with pytest.raises(PlugInError, match="entry point toy-broken"):  # a listing imports every one
+            list_kbs("toy*")
         assert KNOWLEDGE_BASES.get("cldr").__module__ == "babelzoo.knowledge.base"  # a built-in keeps its name
     finally:
-        monkeypatch.undo()  # the plug-in leaves sys.path before the registry is refreshed
-        KNOWLEDGE_BASES._entries.pop("toy-chain", None)
-        KNOWLEDGE_BASES._entries.pop("toy-broken", None)
+        monkeypatch.undo()  # the plug-in leaves sys.path before the registry is put back
+        KNOWLEDGE_BASES._entries, KNOWLEDGE_BASES._loaded, KNOWLEDGE_BASES._listed = saved
         sys.modules.pop("toy_kb_plugin", None)
-        assert "toy-chain" not in discover_entry_points(refresh=True)
+    assert "toy-chain" not in list_kbs()
 
 
 def test_register_in_code_and_unknown_name(tmp_path):
