@@ -128,6 +128,24 @@ def test_each_injection_arm_pretrains_e5_with_a_shipped_recipe_on_the_training_f
     assert K.INJECTION["inject_dea"][1][0].startswith("knowledge={kb: {data}, entity_embeddings: {kge}")
 
 
+def test_the_warm_up_arm_trains_the_prediction_head_alone_then_goes_on_from_it(tmp_path):
+    import fnmatch
+
+    import babelzoo
+    from babelzoo.train.config import load_recipe
+
+    (arm, of), = K.HEAD_WARMUP.items()
+    name, extra = K.INJECTION[of]
+    overrides = [*K.E5_FOR_PRETRAINING, *(o.replace("{data}", str(tmp_path / "kg")) for o in extra)]
+    cfg = load_recipe(recipe_path(name), [*overrides, *K.HEAD_WARMUP_SETTINGS])
+    names = [n for n, _ in babelzoo.create_model(cfg.model, **cfg.model_overrides).named_parameters()]
+    trained = [n for n in names if not any(fnmatch.fnmatchcase(n, p) for p in cfg.parts.init.freeze)]
+    assert trained and all(n.startswith("lm_head.") for n in trained) and cfg.lr == 1e-3
+    after = load_recipe(recipe_path(name), [*overrides, f"init={{pretrained: {tmp_path / 'warm'}, freeze: [embeddings.word.*]}}"])
+    assert after.parts.init.pretrained == str(tmp_path / "warm") and after.lr == 3e-5
+    assert arm in K.ARMS and arm in K.LABELS
+
+
 def test_arms_not_run_now_are_carried_from_an_earlier_results_file_with_its_commit(tmp_path):
     test = {"mrr": 0.5, "hits@1": 0.4, "hits@3": 0.55, "hits@10": 0.6}
     earlier = tmp_path / "earlier.json"
