@@ -342,18 +342,28 @@ def carry_over(report: dict, earlier: Path) -> None:
     """The arms of the results file ``earlier`` that this run did not run, copied into ``report``
     (in the order of :data:`ARMS`) with their budgets and that file's machine, commit and date
     (``carried``): CPU budgets mean the same work only on the same machine, so the table says
-    which rows ran where."""
+    which rows ran where. An arm that file carried from another keeps where it ran."""
     old = json.loads(earlier.read_text(encoding="utf-8"))
     results = old["results"]
     carried = [arm for arm in results["arms"] if arm not in report["arms"]]
+    ran = where_ran(old)
     merged = {**results["arms"], **report["arms"]}
     report["arms"] = {arm: merged[arm] for arm in sorted(merged, key=lambda a: ARMS.index(a) if a in ARMS else len(ARMS))}
     for arm in carried:  # a carried arm keeps the budget it was trained under
         if arm in results["budgets_cpu_minutes"]:
             report["budgets_cpu_minutes"][arm] = results["budgets_cpu_minutes"][arm]
-    machine = old.get("machine") or {}
-    report["carried"] = {"arms": carried, "file": str(earlier), "machine": machine.get("tag"),
-                         "commit": old.get("commit"), "date": old.get("date")}
+    report["carried"] = {"arms": carried, "file": str(earlier), "ran": {arm: ran[arm] for arm in carried}}
+
+
+def where_ran(results_file: Mapping[str, Any]) -> dict[str, dict]:
+    """The machine, commit and date of every arm of a results file: the file's own, or, for an
+    arm it carried over, where that arm ran (a file of an earlier layout names one for all)."""
+    results = results_file["results"]
+    own = {"machine": (results_file.get("machine") or {}).get("tag"), "commit": results_file.get("commit"),
+           "date": results_file.get("date")}
+    carried = results.get("carried") or {}
+    before = carried.get("ran") or {arm: {k: carried.get(k) for k in own} for arm in carried.get("arms", ())}
+    return {arm: before.get(arm, own) for arm in results["arms"]}
 
 
 LABELS = {"e5_zero_shot": "e5-small zero-shot (text, no training)", "structure": "structure only: ComplEx",
@@ -416,9 +426,15 @@ def markdown(report: Mapping[str, Any]) -> str:
             notes.append(f"- {arm}: `{row['eval_command']}`")
     budgets = ", ".join(f"{k} {v:g}" for k, v in report["budgets_cpu_minutes"].items())
     c = report.get("carried")
-    carried = (f"\n† Carried over from `{c['file']}` (machine {c.get('machine') or 'unrecorded'}, commit {c['commit']}, "
-               f"{c['date']}), not run again: "
-               + ", ".join(c["arms"]) + ".\n") if c and c["arms"] else ""
+    carried = ""
+    if c and c["arms"]:
+        ran = c.get("ran") or {arm: {k: c.get(k) for k in ("machine", "commit", "date")} for arm in c["arms"]}
+        groups: dict[tuple, list[str]] = {}
+        for arm in c["arms"]:
+            groups.setdefault((ran[arm]["machine"] or "unrecorded", ran[arm]["commit"], ran[arm]["date"]), []).append(arm)
+        carried = (f"\n† Carried over from `{c['file']}`, not run again: " + "; ".join(
+            f"{', '.join(arms)} (machine {machine}, commit {commit}, {date})"
+            for (machine, commit, date), arms in groups.items()) + ".\n")
     return ("# WN18RR link prediction\n\n"
             f"Test split (3,134 triples), {report['protocol']}. CPU time is process time over every thread of a "
             f"{report['machine']['cpus']}-core CPU; training budgets in CPU minutes: {budgets}. Entity vectors "

@@ -161,11 +161,27 @@ def test_arms_not_run_now_are_carried_from_an_earlier_results_file_with_its_comm
     assert list(now["arms"]) == ["e5_zero_shot", "structure", "inject_none"]  # the benchmark's order
     assert now["arms"]["inject_none"]["test"]["mrr"] == 0.2  # what ran now wins
     assert now["budgets_cpu_minutes"] == {"text_structure": 60, "structure": 25, "inject_none": 10}
-    assert now["carried"] == {"arms": ["structure"], "file": str(earlier), "machine": "epyc-avx512",
-                              "commit": "abc1234", "date": "2026-12-05 19:33 UTC"}
+    there = {"machine": "epyc-avx512", "commit": "abc1234", "date": "2026-12-05 19:33 UTC"}
+    assert now["carried"] == {"arms": ["structure"], "file": str(earlier), "ran": {"structure": there}}
     page = K.markdown(now)
-    assert "(machine epyc-avx512, commit abc1234, 2026-12-05 19:33 UTC), not run again: structure." in page
+    assert "not run again: structure (machine epyc-avx512, commit abc1234, 2026-12-05 19:33 UTC)." in page
     assert "| structure only: ComplEx † | 0.500 |" in page and "| e5-small zero-shot (text, no training) | 0.500 |" in page
+    # carried again from the file this run writes: each arm keeps where it ran
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps({"machine": {"tag": "xeon"}, "commit": "def5678", "date": "2026-12-07 01:45 UTC",
+                                 "results": now}), encoding="utf-8")
+    again = report({"text_only": {"test": test, "eval_cpu_seconds": 60.0, "eval_command": "e"}})
+    K.carry_over(again, later)
+    assert again["carried"]["ran"] == {"e5_zero_shot": {"machine": "xeon", "commit": "def5678",
+                                                        "date": "2026-12-07 01:45 UTC"},
+                                       "structure": there,
+                                       "inject_none": {"machine": "xeon", "commit": "def5678",
+                                                       "date": "2026-12-07 01:45 UTC"}}
+    assert ("not run again: e5_zero_shot, inject_none (machine xeon, commit def5678, 2026-12-07 01:45 UTC); "
+            "structure (machine epyc-avx512, commit abc1234, 2026-12-05 19:33 UTC).") in K.markdown(again)
+    # a file of the earlier layout (one machine, commit and date for every carried arm) reads the same
+    old_layout = {**now, "carried": {"arms": ["structure"], "file": "f", **there}}
+    assert K.where_ran({"machine": {"tag": "xeon"}, "commit": "x", "results": old_layout})["structure"] == there
 
 
 def test_the_index_headline_names_the_best_arm_this_run_trained_not_a_carried_one():
