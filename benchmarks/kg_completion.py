@@ -318,7 +318,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             rows[arm] = train_arm(arm, args.runs, data, minutes)
             rows[arm].update(eval_arm(rows[arm]["model"], args.runs, data, arm))
     combinations(rows, args.runs, data, arms)
-    for arm in ("inject_none", *INJECTION):
+    for arm in ("inject_none", *INJECTION, *HEAD_WARMUP):
         if arm in arms:
             rows[arm] = injection_arm(arm, args.runs, data, args.injection_minutes, args.injection_scorer_minutes)
             rows[arm].update(eval_arm(rows[arm]["model"], args.runs, data, arm))

@@ -146,6 +146,16 @@ def test_the_warm_up_arm_trains_the_prediction_head_alone_then_goes_on_from_it(t
     assert arm in K.ARMS and arm in K.LABELS
 
 
+def test_every_injection_arm_asked_for_is_run(tmp_path, monkeypatch):
+    ran = []
+    test = {"mrr": 0.5, "hits@1": 0.4, "hits@3": 0.55, "hits@10": 0.6}
+    monkeypatch.setattr(K, "injection_arm", lambda arm, *args: ran.append(arm) or {"model": arm})
+    monkeypatch.setattr(K, "eval_arm", lambda model, *args: {"test": test, "eval_cpu_seconds": 1.0, "eval_command": "e"})
+    injection = ["inject_none", *K.INJECTION, *K.HEAD_WARMUP]
+    K.main(["--data-dir", str(small_graph(tmp_path / "kg")), "--runs", str(tmp_path / "runs"), "--arms", ",".join(injection)])
+    assert ran == injection
+
+
 def test_arms_not_run_now_are_carried_from_an_earlier_results_file_with_its_commit(tmp_path):
     test = {"mrr": 0.5, "hits@1": 0.4, "hits@3": 0.55, "hits@10": 0.6}
     earlier = tmp_path / "earlier.json"
