@@ -30,7 +30,9 @@ same scorer at the same budget over the frozen e5 vectors:
   linker finds (``kb_trees``), read through the visible matrix and soft positions;
 - ``inject_kbert_warm``: the same, but the masked-LM prediction head (e5 ships none, so it starts
   random) first trains alone for 5 of the 15 CPU minutes, the encoder frozen, so that its early
-  gradients do not reach e5; then everything but the word embeddings trains from there.
+  gradients do not reach e5; then everything but the word embeddings trains from there;
+- ``inject_entity_mlm_warm``, ``inject_dea_warm``: the same warm-up before the other two objectives
+  (the dEA arm's ComplEx vectors are trained first, inside the same budget).
 
     python -m benchmarks run kg_completion --data-dir ../shared/data/wn18rr
 
@@ -94,9 +96,13 @@ INJECTION = {  # arm: (recipe, overrides; {data}: the graph, {kge}: the arm's Co
 INJECTION_KGE_MINUTES = 5.0  # the dea arm's ComplEx entity vectors, within its pre-training budget
 # arm: the injection arm it repeats after a warm-up of the prediction head alone (e5 ships none: the
 # head starts random), within the same pre-training budget
-HEAD_WARMUP = {"inject_kbert_warm": "inject_kbert"}
+HEAD_WARMUP = {"inject_kbert_warm": "inject_kbert", "inject_entity_mlm_warm": "inject_entity_mlm",
+               "inject_dea_warm": "inject_dea"}
 HEAD_WARMUP_MINUTES = 5.0
-HEAD_WARMUP_SETTINGS = ["init={pretrained: true, freeze: ['embeddings.*', 'encoder.*']}", "lr=1e-3"]
+# every weight e5 brings stays fixed; what the arm adds (the prediction head, ERNIE's entity parts) trains
+E5_WEIGHTS = ["embeddings.*", "encoder.layers.*.attention.*", "encoder.layers.*.attention_norm.*",
+              "encoder.layers.*.ffn.up.*", "encoder.layers.*.ffn.down.*", "encoder.layers.*.ffn_norm.*"]
+HEAD_WARMUP_SETTINGS = ["init={pretrained: true, freeze: [%s]}" % ", ".join(f"'{p}'" for p in E5_WEIGHTS), "lr=1e-3"]
 ARMS = ("e5_zero_shot", *TRAINED, "ensemble", "rerank", "inject_none", *INJECTION, *HEAD_WARMUP)
 
 
@@ -373,7 +379,9 @@ LABELS = {"e5_zero_shot": "e5-small zero-shot (text, no training)", "structure":
           "inject_entity_mlm": "… after entity-level MLM on the facts (ERNIE 1.0)",
           "inject_dea": "… after ERNIE fusion + dEA on the facts",
           "inject_kbert": "… after K-BERT sentence trees over the entity texts",
-          "inject_kbert_warm": "… the same, its prediction head trained alone first (5 of the 15 CPU min)"}
+          "inject_kbert_warm": "… the same, its prediction head trained alone first (5 of the 15 CPU min)",
+          "inject_entity_mlm_warm": "… entity-level MLM, its prediction head trained alone first",
+          "inject_dea_warm": "… fusion + dEA, its prediction heads trained alone first"}
 
 
 def _cell(value: Optional[float]) -> str:

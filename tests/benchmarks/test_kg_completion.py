@@ -128,19 +128,25 @@ def test_each_injection_arm_pretrains_e5_with_a_shipped_recipe_on_the_training_f
     assert K.INJECTION["inject_dea"][1][0].startswith("knowledge={kb: {data}, entity_embeddings: {kge}")
 
 
-def test_the_warm_up_arm_trains_the_prediction_head_alone_then_goes_on_from_it(tmp_path):
+@pytest.mark.parametrize("arm", list(K.HEAD_WARMUP))
+def test_the_warm_up_arm_trains_what_the_arm_adds_alone_then_goes_on_from_it(tmp_path, arm):
     import fnmatch
 
     import babelzoo
     from babelzoo.train.config import load_recipe
 
-    (arm, of), = K.HEAD_WARMUP.items()
-    name, extra = K.INJECTION[of]
-    overrides = [*K.E5_FOR_PRETRAINING, *(o.replace("{data}", str(tmp_path / "kg")) for o in extra)]
+    name, extra = K.INJECTION[K.HEAD_WARMUP[arm]]
+    overrides = [*K.E5_FOR_PRETRAINING,
+                 *(o.replace("{data}", str(tmp_path / "kg")).replace("{kge}", str(tmp_path / "kge")) for o in extra)]
     cfg = load_recipe(recipe_path(name), [*overrides, *K.HEAD_WARMUP_SETTINGS])
-    names = [n for n, _ in babelzoo.create_model(cfg.model, **cfg.model_overrides).named_parameters()]
-    trained = [n for n in names if not any(fnmatch.fnmatchcase(n, p) for p in cfg.parts.init.freeze)]
-    assert trained and all(n.startswith("lm_head.") for n in trained) and cfg.lr == 1e-3
+    knowledge = {"entity_vocab_size": 10, "entity_dim": 8, "fusion_layers": (10, 11)} if cfg.knowledge else None
+    model = babelzoo.create_model(cfg.model, **cfg.model_overrides, **({"knowledge": knowledge} if knowledge else {}))
+    plain = {n for n, _ in babelzoo.create_model(cfg.model).named_parameters()}  # what e5's checkpoint holds
+    names = [n for n, _ in model.named_parameters()]
+    trained = {n for n in names if not any(fnmatch.fnmatchcase(n, p) for p in cfg.parts.init.freeze)}
+    assert trained == set(names) - plain and cfg.lr == 1e-3  # exactly what the arm adds to e5
+    assert any(n.startswith("lm_head.") for n in trained)
+    assert bool(knowledge) == any(".ffn.entity_" in n for n in trained)  # ERNIE's fusion parts, when the arm has them
     after = load_recipe(recipe_path(name), [*overrides, f"init={{pretrained: {tmp_path / 'warm'}, freeze: [embeddings.word.*]}}"])
     assert after.parts.init.pretrained == str(tmp_path / "warm") and after.lr == 3e-5
     assert arm in K.ARMS and arm in K.LABELS
