@@ -35,11 +35,14 @@ def load_config(cls: type, path: str | Path, overrides: Sequence[str] = (), *, w
     (``TrainConfig``), ``label`` the start of each key path (by default, the class name)."""
     what = what or cls.__name__
     data, lines = read_mapping(path, what, kind)
+    nest = getattr(cls, "nest_flat_keys", None)  # settings that moved into groups, spelt as before
+    if nest is not None:
+        data, lines = nest(data, lines)
     where = Where(file=str(path), lines=lines, label=f"{label or cls.__name__}.")
     config = build(cls, data, where, what=what)  # the file's own mistakes, with their lines
     if not overrides:
         return Loaded(config, where)
-    changed = [item.split("=", 1)[0].strip() for item in overrides]
+    changed = [moved_key(cls, item.split("=", 1)[0].strip()) for item in overrides]
     kept = {key: line for key, line in lines.items()
             if not any(key == c or key.startswith((f"{c}.", f"{c}[")) for c in changed)}
     where = dataclasses.replace(where, lines=kept)
@@ -68,11 +71,14 @@ def set_keys(cls: type, data: Mapping[str, Any], overrides: Sequence[str], what:
     (``objectives.mlm.masking.probability=0.2``)."""
     what = what or cls.__name__
     data, hints = dict(data), field_hints(cls)
+    nest = getattr(cls, "nest_flat_keys", None)  # settings that moved into groups: the old keys still set them
+    if nest is not None:
+        data = nest(data)[0]
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected key=value")
         key, raw = item.split("=", 1)
-        key = key.strip()
+        key = moved_key(cls, key.strip())
         try:
             value = load_yaml(raw)[0] if raw.strip() else ""
         except YAMLRefused as err:
@@ -95,6 +101,14 @@ def set_keys(cls: type, data: Mapping[str, Any], overrides: Sequence[str], what:
             target = child
         target[rest[-1]] = value
     return data
+
+
+def moved_key(cls: type, key: str) -> str:
+    """``key`` (a dotted ``--set`` key) as ``cls`` spells it now: a setting that moved into a group
+    (``cls.moved_keys``, e.g. ``lr`` → ``optim.lr``) under its new path."""
+    top, dot, rest = key.partition(".")
+    moved = getattr(cls, "moved_keys", {}).get(top)
+    return moved + dot + rest if moved else key
 
 
 def _holds_keys(hint: Any) -> bool:

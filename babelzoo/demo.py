@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     claim_run_folder(args.out, fresh=args.fresh)
     recipe = recipe_path("demo")
     overrides = [f"output_dir={args.out / 'train'}", f"max_steps={args.steps}", f"batch_size={args.batch_size}",
-                 f"warmup_steps={min(100, args.steps // 10)}", f"checkpoint_every={max(100, args.steps // 3)}"]
+                 f"optim.warmup_steps={min(100, args.steps // 10)}", f"checkpoints.every={max(100, args.steps // 3)}"]
     cfg = load_recipe(recipe, overrides)
     logger.info(f"[1/4] corpora and tokenizer ({recipe.name}): Gramps translations and CLDR facts and names in "
                 f"{', '.join(DEMO_LANGS)}; sentencepiece unigram, {cfg.tokenizer['vocab_size']} pieces, "

@@ -294,6 +294,10 @@ def build(cls: type, data: Any, where: Where = Where(), what: Optional[str] = No
     what = what or cls.__name__
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a mapping of {what} keys, got {type(data).__name__}")
+    nest = getattr(cls, "nest_flat_keys", None)  # a class whose settings moved into groups reads the old keys
+    if nest is not None:
+        data, lines = nest(data, where.lines, where.path)
+        where = dataclasses.replace(where, lines=lines)
     hints = field_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.init]
     for key in data:

@@ -48,8 +48,9 @@ def cell(steps: int, sentences: int) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = recipe_path("demo")
-        cfg = load_recipe(path).replace(output_dir=tmp, max_steps=steps, checkpoint_every=steps, progress=False,
-                                        log_every=steps, measure_mfu=False, tensorboard=False)
+        cfg = load_recipe(path).replace(output_dir=tmp, max_steps=steps, checkpoints={"every": steps},
+                                        logging={"progress": False, "every": steps, "measure_mfu": False,
+                                                 "tensorboard": False})
         run = build_run(cfg, path)
         model, tokenizer = run.model, run.tokenizer
         start = time.perf_counter()

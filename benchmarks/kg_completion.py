@@ -77,8 +77,8 @@ TRAINED = {  # arm: (output folder under --runs, recipe overrides)
 E5_FOR_PRETRAINING = [  # multilingual-e5-small as the start of a pre-training recipe
     "model=multilingual_e5_small", "init={pretrained: true, freeze: [embeddings.word.*]}",
     "tokenizer={from_model: multilingual_e5_small}", "model_overrides={mlm_head: true}", "precision=fp32",
-    "lr=3e-5", "schedule=constant", "warmup_steps=20", "max_steps=1000000", "budget_clock=cpu",
-    "checkpoint_every=1000000", "keep_cpu_buffers=false", "model_dir=model"]
+    "optim.lr=3e-5", "optim.schedule=constant", "optim.warmup_steps=20", "max_steps=1000000", "budget_clock=cpu",
+    "checkpoints.every=1000000", "keep_cpu_buffers=false", "model_dir=model"]
 FACTS = "[{kind: %s, kb: {data}, langs: [en]}]"  # the training split's facts
 INJECTION = {  # arm: (recipe, overrides; {data}: the graph, {kge}: the arm's ComplEx folder)
     "inject_entity_mlm": ("entity_mlm_tiny", [
@@ -102,7 +102,7 @@ HEAD_WARMUP_MINUTES = 5.0
 # every weight e5 brings stays fixed; what the arm adds (the prediction head, ERNIE's entity parts) trains
 E5_WEIGHTS = ["embeddings.*", "encoder.layers.*.attention.*", "encoder.layers.*.attention_norm.*",
               "encoder.layers.*.ffn.up.*", "encoder.layers.*.ffn.down.*", "encoder.layers.*.ffn_norm.*"]
-HEAD_WARMUP_SETTINGS = ["init={pretrained: true, freeze: [%s]}" % ", ".join(f"'{p}'" for p in E5_WEIGHTS), "lr=1e-3"]
+HEAD_WARMUP_SETTINGS = ["init={pretrained: true, freeze: [%s]}" % ", ".join(f"'{p}'" for p in E5_WEIGHTS), "optim.lr=1e-3"]
 ARMS = ("e5_zero_shot", *TRAINED, "ensemble", "rerank", "inject_none", *INJECTION, *HEAD_WARMUP)
 
 

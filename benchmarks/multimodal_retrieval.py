@@ -53,7 +53,7 @@ from babelzoo.evaluation.metrics import paired_recall_at_k  # noqa: E402
 from babelzoo.evaluation.tasks.multimodal import KS, embed_pairs  # noqa: E402
 from babelzoo.objectives.itc import ITC  # noqa: E402
 from babelzoo.train import Trainer  # noqa: E402
-from babelzoo.train.config import TrainConfig  # noqa: E402
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig  # noqa: E402
 from benchmarks._results import write_results  # noqa: E402
 
 USE_LANGS = {"en", "de", "fr", "es", "it", "pt", "ru", "tr", "ar", "ja", "ko", "zh"}  # USE m-v3's 16 minus nl/pl/th
@@ -102,10 +102,12 @@ def both_directions(sim: np.ndarray) -> dict[str, dict[str, float]]:
 
 
 def train(model, specials, dataset, steps: int, batch: int, out: Path, lr: float) -> dict:
-    config = TrainConfig(output_dir=str(out), max_steps=steps, batch_size=batch, optimizer="adamw", lr=lr,
-                         weight_decay=0.05, schedule="cosine", warmup_steps=max(1, steps // 20), device="cpu",
-                         progress=False, tensorboard=False, measure_mfu=False, checkpoint_every=steps,
-                         keep_checkpoints=1, resume=False, log_every=max(1, steps // 10), seed=0,
+    config = TrainConfig(output_dir=str(out), max_steps=steps, batch_size=batch,
+                         optim=OptimConfig(optimizer="adamw", lr=lr, weight_decay=0.05, schedule="cosine",
+                                           warmup_steps=max(1, steps // 20)),
+                         logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False,
+                                               every=max(1, steps // 10)),
+                         checkpoints=CheckpointConfig(every=steps, keep=1, resume=False), device="cpu", seed=0,
                          keep_cpu_buffers=True)
     clock = Clock()
     summary = Trainer(model, ITC(specials), dataset, config).fit()

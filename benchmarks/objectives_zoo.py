@@ -75,7 +75,7 @@ ARMS = {
 }
 FLOOR = "xlmr_tiny"
 FINETUNE = {"sib200": "sib200_e5_small", "udpos": "udpos_e5_small"}
-FINETUNE_SET = ("lr=5e-4", "task.prefix=", "task.max_length=128")
+FINETUNE_SET = ("optim.lr=5e-4", "task.prefix=", "task.max_length=128")
 COVERED = {"sib200": ("deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "ces_Latn"),
            "udpos": ("UD_German-GSD", "UD_French-GSD", "UD_Spanish-GSD", "UD_Russian-GSD"),
            "tatoeba": ("deu", "fra", "spa", "rus", "ces"),
@@ -121,10 +121,11 @@ def arm_config(arm: str, args: argparse.Namespace, tokenizer_dir: Path, work: Pa
     out_dir = work / "pretrain" / arm
     cfg = cfg.replace(model=model or cfg.model, model_overrides=overrides, tokenizer={"path": str(tokenizer_dir)},
                       objectives=objectives, data=data, output_dir=str(out_dir), max_steps=args.steps,
-                      batch_size=args.batch_size, optimizer="adamw", lr=args.lr, schedule="linear",
-                      warmup_steps=args.warmup, precision="fp32", checkpoint_every=args.steps, keep_checkpoints=1,
-                      log_every=50, progress=False, tensorboard=False, seed=args.seed, device="cpu",
-                      resume=False, max_seconds=args.cpu_seconds, budget_clock="cpu")
+                      batch_size=args.batch_size,
+                      optim={"optimizer": "adamw", "lr": args.lr, "schedule": "linear", "warmup_steps": args.warmup},
+                      checkpoints={"every": args.steps, "keep": 1, "resume": False},
+                      logging={"every": 50, "progress": False, "tensorboard": False}, precision="fp32", seed=args.seed,
+                      device="cpu", max_seconds=args.cpu_seconds, budget_clock="cpu")
     return cfg, path
 
 
@@ -174,7 +175,7 @@ def finetune(task: str, model, tokenizer, args: argparse.Namespace, work: Path, 
         overrides.append(f"task.head.pooling={fixed}")
     cfg = load_recipe(recipe_path(FINETUNE[task]), overrides)
     cfg = cfg.replace(model=model.config.architecture, output_dir=str(work / "finetune" / name / task),
-                      resume=False, progress=False, seed=args.seed)
+                      checkpoints={"resume": False}, logging={"progress": False}, seed=args.seed)
     start = time.perf_counter()
     result = run_finetune(cfg, data_dir=args.data_dir, base=model, tokenizer=tokenizer, log=lambda _: None)
     test = {lang: row["accuracy"] for lang, row in result["test"].items()}

@@ -62,7 +62,7 @@ def pretrain(work: Path, name: str, corpus: Path, streaming: bool, steps: int, t
     """``babelzoo pretrain --config mlm_tiny`` on the corpus; its summary and wall time."""
     out = work / name
     sets = [f"data.mlm={json.dumps([source(corpus, streaming)])}", f"output_dir={out}", f"max_steps={steps}",
-            f"checkpoint_every={steps}", "progress=false", "tensorboard=false", "log_every=10", *extra]
+            f"checkpoints.every={steps}", "logging.progress=false", "logging.tensorboard=false", "logging.every=10", *extra]
     if tokenizer is not None:
         sets.append(f"tokenizer={json.dumps({'path': str(tokenizer)})}")
     command = [sys.executable, "-m", "babelzoo", "pretrain", "--config", RECIPE,

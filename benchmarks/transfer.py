@@ -53,7 +53,8 @@ def babelzoo_arm(recipe, overrides, data_dir, out, base=None):
     from babelzoo.finetune import run_finetune
     from babelzoo.train.config import load_recipe, recipe_path
 
-    cfg = load_recipe(recipe_path(recipe), overrides).replace(output_dir=str(out), resume=False, progress=False)
+    cfg = load_recipe(recipe_path(recipe), overrides).replace(output_dir=str(out), checkpoints={"resume": False},
+                                                              logging={"progress": False})
     shutil.rmtree(out, ignore_errors=True)  # every run of the benchmark trains afresh
     result = run_finetune(cfg, data_dir=data_dir, base=base, log=lambda m: None)
     return cfg, result
@@ -78,9 +79,10 @@ def hf_optimizer(model, cfg):
         depth = hf_depth(name, model.config.num_hidden_layers)
         groups.setdefault((depth, no_decay), []).append(param)
     top = model.config.num_hidden_layers + 1
-    params = [{"params": p, "weight_decay": 0.0 if nd else cfg.weight_decay,
-               "lr": cfg.lr * cfg.layer_lr_decay ** (top - depth)} for (depth, nd), p in sorted(groups.items())]
-    return torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, foreach=True)
+    optim = cfg.optim
+    params = [{"params": p, "weight_decay": 0.0 if nd else optim.weight_decay,
+               "lr": optim.lr * optim.layer_lr_decay ** (top - depth)} for (depth, nd), p in sorted(groups.items())]
+    return torch.optim.AdamW(params, lr=optim.lr, betas=optim.betas, eps=optim.eps, foreach=True)
 
 
 def hf_arm(cfg, spec, data_dir, base, log):
@@ -111,7 +113,7 @@ def hf_arm(cfg, spec, data_dir, base, log):
     plan = BatchPlan(SINGLE, len(train), cfg.batch_size, 1, 1, cfg.seed)
     optimizer = hf_optimizer(hf, cfg)
     base_lrs = [g["lr"] for g in optimizer.param_groups]
-    schedule = Schedule(cfg.schedule, steps, cfg.warmup_steps, cfg.min_lr_ratio)
+    schedule = Schedule(cfg.optim.schedule, steps, cfg.optim.warmup_steps, cfg.optim.min_lr_ratio)
 
     def predict(examples):
         hf.eval()
@@ -139,7 +141,7 @@ def hf_arm(cfg, spec, data_dir, base, log):
         loss = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                   token_type_ids=batch["segment_ids"], labels=batch["labels"]).loss
         loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for p in hf.parameters() if p.requires_grad], cfg.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_([p for p in hf.parameters() if p.requires_grad], cfg.optim.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         seconds += time.perf_counter() - start

@@ -116,9 +116,10 @@ def shared_tokenizer(args: argparse.Namespace, work: Path):
 
 def common(cfg: TrainConfig, args: argparse.Namespace, out_dir: Path, steps: int, **fields) -> TrainConfig:
     return cfg.replace(model=MODEL, output_dir=str(out_dir), max_steps=steps, batch_size=args.batch_size,
-                       optimizer="adamw", lr=args.lr, schedule="linear", warmup_steps=args.warmup,
-                       precision="fp32", checkpoint_every=steps, keep_checkpoints=1, log_every=50, progress=False,
-                       tensorboard=False, seed=args.seed, device="cpu", resume=False, **fields)
+                       optim={"optimizer": "adamw", "lr": args.lr, "schedule": "linear", "warmup_steps": args.warmup},
+                       checkpoints={"every": steps, "keep": 1, "resume": False},
+                       logging={"every": 50, "progress": False, "tensorboard": False}, precision="fp32", seed=args.seed,
+                       device="cpu", **fields)
 
 
 def train(cfg: TrainConfig, path: Path) -> dict[str, Any]:

@@ -52,7 +52,7 @@ from babelzoo.evaluation.encoders import BabelEncoder  # noqa: E402
 from babelzoo.evaluation.tasks import TaskContext, load_tasks  # noqa: E402
 from babelzoo.objectives.mixture import Mixture  # noqa: E402
 from babelzoo.train.run import build_tokenizer  # noqa: E402
-from babelzoo.train.config import TrainConfig  # noqa: E402
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig  # noqa: E402
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
 from benchmarks._results import logged_means, write_results  # noqa: E402
@@ -174,11 +174,13 @@ def evaluate(model, tokenizer, data_dir: Path, limit: Optional[int], name: str) 
 def arm_config(spec: dict[str, dict[str, Any]], args: argparse.Namespace, out_dir: Path) -> TrainConfig:
     """The training run of one arm: AdamW, linear decay after warm-up, fp32, one checkpoint."""
     return TrainConfig(model=args.model, objectives=spec, mixture="sample", output_dir=str(out_dir),
-                       max_steps=args.steps, batch_size=args.batch_size, optimizer="adamw", lr=args.lr,
-                       weight_decay=0.01, schedule="linear", warmup_steps=args.warmup, precision="fp32",
-                       checkpoint_every=args.steps, keep_checkpoints=1, log_every=max(1, args.steps // 10),
-                       progress=False, tensorboard=False, measure_mfu=False, seed=args.seed, device="cpu",
-                       keep_cpu_buffers=True)
+                       max_steps=args.steps, batch_size=args.batch_size,
+                       optim=OptimConfig(optimizer="adamw", lr=args.lr, weight_decay=0.01, schedule="linear",
+                                         warmup_steps=args.warmup),
+                       checkpoints=CheckpointConfig(every=args.steps, keep=1),
+                       logging=LoggingConfig(every=max(1, args.steps // 10), progress=False, tensorboard=False,
+                                             measure_mfu=False),
+                       precision="fp32", seed=args.seed, device="cpu", keep_cpu_buffers=True)
 
 
 def run_arm(arm: str, args, tokenizer, data, work: Path) -> dict[str, Any]:

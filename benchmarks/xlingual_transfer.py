@@ -107,8 +107,8 @@ def tatoeba(model, tokenizer, args, name: str) -> dict[str, Any]:
 def finetune(task: str, model, tokenizer, args, work: Path, name: str) -> dict[str, Any]:
     """Fine-tune a copy of ``model`` on English by the task's shipped recipe; test accuracies."""
     cfg = load_recipe(recipe_path(RECIPES[task]), list(args.finetune_set))
-    cfg = cfg.replace(model=name, output_dir=str(work / "finetune" / name / task), resume=False, progress=False,
-                      seed=args.seed)
+    cfg = cfg.replace(model=name, output_dir=str(work / "finetune" / name / task), checkpoints={"resume": False},
+                      logging={"progress": False}, seed=args.seed)
     start = time.perf_counter()
     result = run_finetune(cfg, data_dir=args.data_dir, base=model, tokenizer=tokenizer, log=lambda _: None)
     test = {lang: row["accuracy"] for lang, row in result["test"].items()}
@@ -164,7 +164,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args.warmup = args.warmup if args.warmup is not None else (200 if scratch else 15)
     args.prefix = "" if scratch else "query: "
     if args.finetune_set is None:
-        args.finetune_set = ["lr=5e-4", "task.prefix=", "task.max_length=128"] if scratch else []
+        args.finetune_set = ["optim.lr=5e-4", "task.prefix=", "task.max_length=128"] if scratch else []
     if not scratch:
         args.model = E5
     if args.threads:

@@ -16,7 +16,7 @@ from babelzoo.errors import UsageError
 from babelzoo.evaluation.leaderboard import Cell, write_outputs
 from babelzoo.evaluation.tasks import Result
 from babelzoo.objectives.mlm import MLM
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import LoggingConfig, TrainConfig
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.factory import create_model
 
@@ -48,8 +48,8 @@ def user_project(tmp_path):
 def demo_outputs(out):
     """What the demo writes into ``out``: a training run, its saved model, a leaderboard."""
     model = tiny()
-    cfg = TrainConfig(output_dir=str(out / "train"), max_steps=2, batch_size=4, progress=False, tensorboard=False,
-                      measure_mfu=False, device="cpu")
+    cfg = TrainConfig(output_dir=str(out / "train"), max_steps=2, batch_size=4,
+                      logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False), device="cpu")
     Trainer(model, MLM(SPECIALS, max_length=32, use_language_ids=False), ROWS, cfg).fit()
     model.save_pretrained(out / "model")
     write_outputs([Result("bli", "m", "acc@1", 0.5)], [Cell("m", "bli", "ok")], out / "leaderboard", {"run": 1})

@@ -71,7 +71,7 @@ def test_the_trainer_and_the_encoder_run_with_the_chosen_count(two_threads, tmp_
     import babelzoo
     from babelzoo.datasets.specials import SpecialIds
     from babelzoo.objectives.mlm import MLM
-    from babelzoo.train.config import TrainConfig
+    from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
     from babelzoo.train.trainer import Trainer
 
     seen = []
@@ -79,8 +79,9 @@ def test_the_trainer_and_the_encoder_run_with_the_chosen_count(two_threads, tmp_
     model.register_forward_pre_hook(lambda *a: seen.append(torch.get_num_threads()))
     specials = SpecialIds(pad=1, cls=0, sep=2, unk=4, mask=3, vocab_size=50)
     data = [list(range(5, 5 + n)) for n in range(3, 20)]
-    config = TrainConfig(output_dir=str(tmp_path / "run"), max_steps=2, batch_size=4, optimizer="adamw",
-                         checkpoint_every=2, progress=False, tensorboard=False, measure_mfu=False, threads=1,
+    config = TrainConfig(output_dir=str(tmp_path / "run"), max_steps=2, batch_size=4,
+                         optim=OptimConfig(optimizer="adamw"), checkpoints=CheckpointConfig(every=2),
+                         logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False), threads=1,
                          device="cpu")
     summary = Trainer(model, MLM(specials, max_length=24), data, config).fit()
     assert summary["cpu_threads"] == 1 and set(seen) == {1} and torch.get_num_threads() == 2

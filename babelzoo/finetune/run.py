@@ -299,8 +299,8 @@ def protocol(cfg: TrainConfig, spec: TaskSpec, selection: str, summary: dict, mo
             "layer": head.layer, "hidden_layer": head.hidden_layer, "train": recipe_value(spec.train), "selection": selection,
             "selection_metric": summary.get("selection_metric"), "best_step": summary.get("best_step"),
             "max_steps": cfg.max_steps, "epochs": spec.epochs, "batch_size": cfg.batch_size * cfg.grad_accum,
-            "lr": cfg.lr, "optimizer": cfg.optimizer, "schedule": cfg.schedule, "warmup_steps": cfg.warmup_steps,
-            "layer_lr_decay": cfg.layer_lr_decay, "weight_decay": cfg.weight_decay, "seed": cfg.seed,
+            **{k: getattr(cfg.optim, k) for k in ("lr", "optimizer", "schedule", "warmup_steps", "layer_lr_decay",
+                                                   "weight_decay")}, "seed": cfg.seed,
             "precision": cfg.precision, "max_length": spec.max_length, "prefix": spec.prefix,
             "freeze": list(spec.freeze), **zero_shot.to_dict()}
 

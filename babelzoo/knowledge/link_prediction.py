@@ -184,17 +184,18 @@ def build_kge_run(model: KGEModel, data: LinkPredictionData, config: KGETrainCon
     """The :class:`~babelzoo.train.run.Run` of a KG embedding: ``config`` in the shared
     trainer's terms (an epoch is one pass over ``data.train``; evaluation every ``eval_every``
     epochs), the triple objective, and filtered MRR on the valid split as the evaluator."""
-    from ..train import TrainConfig
+    from ..train import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
 
     batch_size = min(config.batch_size, len(data.train))  # a graph smaller than a batch: one batch of it all
     steps_per_epoch = -(-len(data.train) // batch_size)
-    train = TrainConfig(
-        output_dir=str(output_dir), seed=config.seed, max_steps=config.epochs * steps_per_epoch,
-        max_seconds=config.max_seconds, budget_clock=config.clock, device="cpu", batch_size=batch_size,
-        optimizer="adamw", lr=config.lr, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8, schedule="constant",
-        max_grad_norm=0.0, eval_every=config.eval_every * steps_per_epoch, patience=config.patience,
-        distributed="none", checkpoint_every=config.epochs * steps_per_epoch, keep_checkpoints=1, resume=False,
-        log_every=steps_per_epoch, progress=False, tensorboard=False, measure_mfu=False)
+    train = TrainConfig(output_dir=str(output_dir), seed=config.seed, max_steps=config.epochs * steps_per_epoch,
+                        max_seconds=config.max_seconds, budget_clock=config.clock, device="cpu", batch_size=batch_size,
+                        optim=OptimConfig(optimizer="adamw", lr=config.lr, weight_decay=0.0, betas=(0.9, 0.999),
+                                          eps=1e-8, schedule="constant", max_grad_norm=0.0),
+                        checkpoints=CheckpointConfig(every=config.epochs * steps_per_epoch, keep=1, resume=False),
+                        logging=LoggingConfig(every=steps_per_epoch, progress=False, tensorboard=False,
+                                              measure_mfu=False),
+                        eval_every=config.eval_every * steps_per_epoch, patience=config.patience, distributed="none")
     clock = time.process_time if config.clock == "cpu" else time.perf_counter
     objective = TripleObjective(config)
     evaluator = ValidationRanking(data, objective, steps_per_epoch, clock, log)

@@ -1,4 +1,5 @@
-"""Training configuration: one typed dataclass, and YAML recipes that map onto it 1:1.
+"""Training configuration: one typed dataclass (its optimisation, checkpoint and logging settings
+in groups of their own), and YAML recipes that map onto it 1:1.
 
 A recipe is a YAML mapping whose keys are :class:`TrainConfig` fields::
 
@@ -11,9 +12,9 @@ A recipe is a YAML mapping whose keys are :class:`TrainConfig` fields::
         - {kind: text, path: corpus/de.txt, lang: de}
         - {kind: text, path: corpus/fr.txt, lang: fr}
     batch_size: 32
-    lr: 1.0e-3
+    optim: {lr: 1.0e-3}
 
-``load_recipe("mlm_tiny.yaml", ["lr=5e-4", "model_overrides.dropout=0.0"])`` reads it, applies
+``load_recipe("mlm_tiny.yaml", ["optim.lr=5e-4", "model_overrides.dropout=0.0"])`` reads it, applies
 ``--set``-style overrides (values parsed as YAML; dotted keys reach into dict fields) and
 validates every value. An unknown key is an error naming the file, the line, a close match and
 every valid key.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import InitVar, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, ClassVar, Mapping, Optional, Sequence
 
 from .._files import inside_folder
 from ..config_files import Loaded, load_config, read_mapping, set_keys
@@ -42,15 +43,153 @@ CHECKPOINT_FORMATS = ("full", "sharded")
 
 
 @dataclass
+class OptimConfig:
+    """How parameters move: the optimizer, its learning-rate schedule, clipping and layer-wise
+    decay (a recipe's ``optim:`` group, ``--set optim.lr=5e-4``)."""
+
+    optimizer: str = "lamb"
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    betas: tuple[float, ...] = (0.9, 0.999)
+    eps: float = 1e-6
+    schedule: str = "linear"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0
+    max_grad_norm: float = 1.0  # 0: no clipping
+    # layer-wise learning-rate decay (ELECTRA, Clark et al. 2020): layer l of L gets
+    # lr · decay^(L + 1 − l), the embeddings (l = 0) the smallest, the heads (l = L + 1) lr itself
+    layer_lr_decay: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_fields(self, "TrainConfig.optim")
+        _one_of(self, "TrainConfig.optim", optimizer=OPTIMIZERS, schedule=SCHEDULES)
+        for name in ("lr", "eps"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"TrainConfig.optim.{name}={getattr(self, name)!r} must be positive")
+        for name in ("weight_decay", "max_grad_norm", "warmup_steps"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"TrainConfig.optim.{name}={getattr(self, name)!r} must be non-negative"
+                                  + (" (0 disables clipping)" if name == "max_grad_norm" else ""))
+        if not 0.0 < self.layer_lr_decay <= 1.0:
+            raise ConfigError(f"TrainConfig.optim.layer_lr_decay={self.layer_lr_decay!r} must be in (0, 1] (1: no decay)")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ConfigError(f"TrainConfig.optim.min_lr_ratio={self.min_lr_ratio!r} must be in [0, 1]")
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ConfigError(f"TrainConfig.optim.betas={self.betas!r} must be two numbers in [0, 1)")
+
+
+@dataclass
+class CheckpointConfig:
+    """When and how a run writes checkpoints, and whether it resumes from them (a recipe's
+    ``checkpoints:`` group, ``--set checkpoints.every=1000``).
+
+    ``resume``: continue from the newest valid checkpoint in ``output_dir`` (a fresh directory
+    simply starts); with ``resume: false`` a directory that already holds checkpoints is an
+    error rather than silently mixed with a new run. ``format``: ``full``, rank 0 gathers the
+    model and optimizer into one safetensors file each; ``sharded``, every rank writes its own
+    slices through torch.distributed.checkpoint (no gathering, no pickle), and a run of any
+    number of processes resumes from them (:mod:`babelzoo.train.checkpoint`)."""
+
+    every: int = 500
+    keep: int = 3
+    resume: bool = True
+    format: str = "full"
+
+    def __post_init__(self) -> None:
+        check_fields(self, "TrainConfig.checkpoints")
+        _one_of(self, "TrainConfig.checkpoints", format=CHECKPOINT_FORMATS)
+        _at_least_one(self, "TrainConfig.checkpoints", "every", "keep")
+
+
+@dataclass
+class LoggingConfig:
+    """What a run reports and where (a recipe's ``logging:`` group, ``--set logging.progress=false``):
+    a line every ``every`` steps, a progress bar, TensorBoard, or the experiment trackers
+    ``loggers`` names (:mod:`babelzoo.train.trackers`: tensorboard, mlflow, wandb; when given,
+    they replace the ``tensorboard`` switch, and a tracker whose package is missing is an
+    error); model FLOPs utilisation against ``peak_flops`` (FLOP/s; null: the device's, where known)."""
+
+    every: int = 10
+    progress: bool = True
+    tensorboard: bool = True
+    loggers: Optional[list[str]] = None
+    measure_mfu: bool = True
+    peak_flops: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        check_fields(self, "TrainConfig.logging")
+        _at_least_one(self, "TrainConfig.logging", "every")
+        if self.loggers is not None:
+            from .trackers import TRACKERS
+
+            unknown = [name for name in self.loggers if name not in TRACKERS]
+            if unknown:
+                raise ConfigError(f"TrainConfig.logging.loggers: unknown logger(s) {unknown}; "
+                                  f"known: {', '.join(sorted(TRACKERS))}")
+        if self.peak_flops is not None and not self.peak_flops > 0:
+            raise ConfigError(f"TrainConfig.logging.peak_flops={self.peak_flops!r} must be positive (FLOP/s) or null")
+
+
+def _one_of(obj: Any, label: str, **choices: Sequence[str]) -> None:
+    for name, options in choices.items():
+        if getattr(obj, name) not in options:
+            raise ConfigError(f"{label}.{name}={getattr(obj, name)!r} must be one of {', '.join(map(repr, options))}")
+
+
+def _at_least_one(obj: Any, label: str, *names: str) -> None:
+    for name in names:
+        if getattr(obj, name) < 1:
+            raise ConfigError(f"{label}.{name}={getattr(obj, name)!r} must be at least 1")
+
+
+# where each setting of the flat layout of earlier versions now lives: recipes, ``--set`` and the
+# configs saved in run folders and checkpoints may still spell them flat (``lr=5e-4``)
+MOVED = {
+    **{name: f"optim.{name}" for name in (f.name for f in fields(OptimConfig))},
+    "checkpoint_every": "checkpoints.every", "keep_checkpoints": "checkpoints.keep", "resume": "checkpoints.resume",
+    "checkpoint_format": "checkpoints.format",
+    "log_every": "logging.every", "progress": "logging.progress", "tensorboard": "logging.tensorboard",
+    "loggers": "logging.loggers", "measure_mfu": "logging.measure_mfu", "peak_flops": "logging.peak_flops",
+}
+
+
+def nest_flat_keys(data: Mapping[str, Any], lines: Optional[Mapping[str, int]] = None, path: str = ""
+                   ) -> tuple[dict[str, Any], Optional[dict[str, int]]]:
+    """A TrainConfig mapping with the flat keys of earlier versions (:data:`MOVED`) moved into
+    their groups, and ``lines`` (the line of each key path, the mapping read at ``path``) moved
+    with them; a key given both ways is an error, since one of the two would be lost."""
+    prefix = f"{path}." if path else ""
+    out = dict(data)
+    lines = dict(lines) if lines is not None else None
+    for old, new in MOVED.items():
+        if old not in out:
+            continue
+        group, name = new.split(".")
+        section = out.get(group)
+        section = dict(section) if isinstance(section, Mapping) else {} if section is None else section
+        if not isinstance(section, dict):
+            break  # a malformed group: its own error names it
+        if name in section:
+            raise ConfigError(f"TrainConfig: {prefix}{old!r} and {prefix}{new!r} both set; {old!r} is the earlier "
+                              f"spelling of {new!r}, keep one")
+        section[name] = out.pop(old)
+        out[group] = section
+        if lines is not None and prefix + old in lines:
+            lines[prefix + new] = lines.pop(prefix + old)
+    return out, lines
+
+
+@dataclass
 class TrainConfig:
     """Everything a pre-training run needs, with defaults that train a tiny model on a CPU.
 
     Batches: ``batch_size`` examples per micro-batch on each rank, ``grad_accum`` micro-batches
     per optimizer step; the global batch is ``batch_size * grad_accum * world_size``. Training
-    length is ``max_steps`` optimizer steps; each dataset cycles through seeded epochs.
-    ``resume``: continue from the newest valid checkpoint in ``output_dir`` (a fresh directory
-    simply starts); with ``resume: false`` a directory that already holds checkpoints is an
-    error rather than silently mixed with a new run.
+    length is ``max_steps`` optimizer steps; each dataset cycles through seeded epochs. How
+    parameters move is ``optim`` (:class:`OptimConfig`), when checkpoints are written and whether
+    a run resumes from them ``checkpoints`` (:class:`CheckpointConfig`), what it reports
+    ``logging`` (:class:`LoggingConfig`); the flat names of earlier versions (``lr``,
+    ``checkpoint_every``, ...) are read into them (:data:`MOVED`).
 
     The ``model``/``model_overrides``/``init``/``tokenizer``/``objectives``/``mixture``/``data`` fields
     are read by ``babelzoo pretrain`` to build the run (see :mod:`babelzoo.train.run` for their
@@ -99,19 +238,10 @@ class TrainConfig:
     batch_size: int = 32
     grad_accum: int = 1
     num_workers: int = 0
-    # --- optimisation ---------------------------------------------------------------------------
-    optimizer: str = "lamb"
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    betas: tuple[float, ...] = (0.9, 0.999)
-    eps: float = 1e-6
-    schedule: str = "linear"
-    warmup_steps: int = 0
-    min_lr_ratio: float = 0.0
-    max_grad_norm: float = 1.0
-    # layer-wise learning-rate decay (ELECTRA, Clark et al. 2020): layer l of L gets
-    # lr · decay^(L + 1 − l), the embeddings (l = 0) the smallest, the heads (l = L + 1) lr itself
-    layer_lr_decay: float = 1.0
+    # --- optimisation, checkpoints, logging -----------------------------------------------------
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
     # --- evaluation and model selection (a Trainer given an evaluator) --------------------------
     eval_every: int = 0        # evaluate every N steps, and always at the end (0: only at the end)
     patience: int = 0          # stop after N evaluations without a new best (0: never stop early)
@@ -119,23 +249,6 @@ class TrainConfig:
     precision: str = "fp32"
     distributed: str = "auto"
     find_unused_parameters: bool = True
-    # --- checkpoints ----------------------------------------------------------------------------
-    checkpoint_every: int = 500
-    keep_checkpoints: int = 3
-    resume: bool = True
-    # full: rank 0 gathers the model and optimizer into one safetensors file each; sharded: every
-    # rank writes its own slices through torch.distributed.checkpoint (no gathering, no pickle),
-    # and a run of any number of processes resumes from them (babelzoo.train.checkpoint)
-    checkpoint_format: str = "full"
-    # --- logging --------------------------------------------------------------------------------
-    log_every: int = 10
-    progress: bool = True
-    tensorboard: bool = True
-    # experiment trackers (babelzoo.train.trackers): tensorboard, mlflow, wandb; when given, they
-    # replace the tensorboard switch, and a tracker whose package is missing is an error
-    loggers: Optional[list[str]] = None
-    measure_mfu: bool = True
-    peak_flops: Optional[float] = None
     # --- runtime --------------------------------------------------------------------------------
     # CPU: keep large freed buffers in the process between steps (babelzoo.train.allocator), for
     # the run only: glibc's malloc options are set when it starts and put back when it ends. Off
@@ -153,46 +266,27 @@ class TrainConfig:
     def __post_init__(self, where: Optional[Where] = None) -> None:
         check_fields(self)
         self.parts = RecipeParts.read(self, where or Where(label="TrainConfig."))
-        choices = {"optimizer": OPTIMIZERS, "schedule": SCHEDULES, "precision": PRECISIONS,
-                   "distributed": STRATEGIES, "device": DEVICES, "mixture": MIXTURES, "budget_clock": ("wall", "cpu"),
-                   "checkpoint_format": CHECKPOINT_FORMATS}
-        for name, options in choices.items():
-            if getattr(self, name) not in options:
-                raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be one of "
-                                  f"{', '.join(map(repr, options))}")
-        for name in ("max_steps", "batch_size", "grad_accum", "checkpoint_every", "keep_checkpoints", "log_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be at least 1")
-        if self.loggers is not None:
-            from .trackers import TRACKERS
-
-            unknown = [name for name in self.loggers if name not in TRACKERS]
-            if unknown:
-                raise ConfigError(f"TrainConfig.loggers: unknown logger(s) {unknown}; known: {', '.join(sorted(TRACKERS))}")
+        _one_of(self, "TrainConfig", precision=PRECISIONS, distributed=STRATEGIES, device=DEVICES, mixture=MIXTURES,
+                budget_clock=("wall", "cpu"))
+        _at_least_one(self, "TrainConfig", "max_steps", "batch_size", "grad_accum")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"TrainConfig.threads={self.threads!r} must be at least 1 (or null: chosen per run)")
-        for name in ("num_workers", "warmup_steps", "eval_every", "patience"):
+        for name in ("num_workers", "eval_every", "patience"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be non-negative")
         if self.max_seconds is not None and not self.max_seconds > 0:
             raise ConfigError(f"TrainConfig.max_seconds={self.max_seconds!r} must be positive (or null: no budget)")
-        for name in ("lr", "eps"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} must be positive")
-        if self.weight_decay < 0 or self.max_grad_norm < 0:
-            raise ConfigError("TrainConfig.weight_decay and max_grad_norm must be non-negative "
-                              "(max_grad_norm=0 disables clipping)")
-        if not 0.0 < self.layer_lr_decay <= 1.0:
-            raise ConfigError(f"TrainConfig.layer_lr_decay={self.layer_lr_decay!r} must be in (0, 1] (1: no decay)")
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ConfigError(f"TrainConfig.min_lr_ratio={self.min_lr_ratio!r} must be in [0, 1]")
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise ConfigError(f"TrainConfig.betas={self.betas!r} must be two numbers in [0, 1)")
-        if self.peak_flops is not None and not self.peak_flops > 0:
-            raise ConfigError(f"TrainConfig.peak_flops={self.peak_flops!r} must be positive (FLOP/s) or null")
         if self.model_dir and not inside_folder(self.model_dir):
             raise ConfigError(f"TrainConfig.model_dir={self.model_dir!r} must name a folder inside output_dir, "
                               "where the final model is written (a relative path without '..', e.g. model)")
+
+    # --- the flat layout of earlier versions ------------------------------------------------------
+    moved_keys: ClassVar[Mapping[str, str]] = MOVED
+
+    @staticmethod
+    def nest_flat_keys(data: Mapping[str, Any], lines: Optional[Mapping[str, int]] = None, path: str = ""
+                       ) -> tuple[dict[str, Any], Optional[dict[str, int]]]:
+        return nest_flat_keys(data, lines, path)
 
     # --- round trip -----------------------------------------------------------------------------
     @classmethod
@@ -201,22 +295,32 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        out["betas"] = list(self.betas)
+        out["optim"]["betas"] = list(self.optim.betas)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "", lines: Optional[Mapping[str, int]] = None
                   ) -> "TrainConfig":
-        """From a recipe mapping; ``where`` (the file) and ``lines`` (:func:`babelzoo.yaml_files.key_lines`)
-        put the file and line in every error."""
+        """From a recipe mapping (or a saved config, in the flat layout of earlier versions too);
+        ``where`` (the file) and ``lines`` (:func:`babelzoo.yaml_files.key_lines`) put the file and
+        line in every error."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where or 'recipe'}: expected a mapping of TrainConfig keys, got {type(data).__name__}")
         return build(cls, data, Where(file=where or None, lines=lines, label="TrainConfig."), what="TrainConfig")
 
     def replace(self, **changes: Any) -> "TrainConfig":
+        """A copy with ``changes``; a mapping given for a group changes only the settings it names
+        (``cfg.replace(optim={"lr": 1e-4}, logging={"progress": False})``)."""
         for key in changes:
             if key not in self.field_names():
                 raise ConfigError(unknown_key_message(key, self.field_names()))
+        for group in ("optim", "checkpoints", "logging"):
+            if isinstance(changes.get(group), Mapping):
+                current = getattr(self, group)
+                unknown = [k for k in changes[group] if k not in {f.name for f in fields(current)}]
+                if unknown:
+                    raise ConfigError(unknown_key(unknown[0], [f.name for f in fields(current)], f"TrainConfig.{group}"))
+                changes[group] = dataclasses.replace(current, **changes[group])
         return dataclasses.replace(self, **changes)
 
 

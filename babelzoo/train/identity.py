@@ -10,7 +10,6 @@ the list of differences, since continuing would silently mix two runs.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import inspect
 import json
@@ -22,13 +21,13 @@ from .._files import read_json_object
 from ..zoo.config import ConfigError
 from .config import TrainConfig
 
-# TrainConfig fields a resumed run may change: where and how it runs, logs and checkpoints, how
-# long it trains (max_steps, upward only), the learning rate and the evaluation cadence.
+# TrainConfig settings a resumed run may change: where and how it runs, logs and checkpoints, how
+# long it trains (max_steps, upward only), the learning rate and the evaluation cadence (a group
+# names all of its settings)
 RESUMABLE = frozenset({
     "output_dir", "device", "num_workers", "distributed", "find_unused_parameters", "keep_cpu_buffers", "compile",
-    "max_steps", "lr", "eval_every", "patience", "checkpoint_every", "keep_checkpoints", "resume",
-    "log_every", "progress", "tensorboard", "loggers", "threads", "measure_mfu", "peak_flops", "max_seconds", "budget_clock", "model_dir",
-    "checkpoint_format",
+    "max_steps", "optim.lr", "eval_every", "patience", "checkpoints", "logging", "threads", "max_seconds",
+    "budget_clock", "model_dir",
 })
 # ... and these, when another number of processes keeps the global batch (batch_size × grad_accum
 # × world_size): every step then sees the examples it would have seen
@@ -55,7 +54,7 @@ def differences(saved: Any, current: Any, skip: frozenset = frozenset(), saved_a
     a, b = _flatten(saved), _flatten(current)
     lines = []
     for key in sorted(set(a) | set(b)):
-        if key.split(".", 1)[0] in skip:
+        if any(key == name or key.startswith(f"{name}.") for name in skip):
             continue
         old, new = a.get(key, "(absent)"), b.get(key, "(absent)")
         if old != new:
@@ -116,10 +115,9 @@ def check_same_run(where: str, saved: Mapping[str, Any], current: Mapping[str, A
     differences listed (a checkpoint, a run's record of itself)."""
     lines: list[str] = []
     if saved.get("config") is not None:
-        # a setting added to TrainConfig after the checkpoint was written has its default there
-        defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
-        before = {**{k: v for k, v in defaults.items() if k not in saved["config"] and k in current["config"]},
-                  **saved["config"]}
+        # a checkpoint of the flat layout of earlier versions reads as its groups; a setting added
+        # to TrainConfig after the checkpoint was written has its default there
+        before = _with_defaults(TrainConfig.nest_flat_keys(saved["config"])[0], _defaults(), current["config"])
         lines += differences(before, current["config"], RESUMABLE | _same_global_batch(before, current["config"],
                                                                                       world_sizes), saved_as)
         max_steps = current["config"].get("max_steps")
@@ -135,6 +133,24 @@ def check_same_run(where: str, saved: Mapping[str, Any], current: Mapping[str, A
             + f"\nTo start fresh, choose a new output_dir; to resume, restore the settings and files it was "
               f"trained with (a *_sha256 entry is a file's content). Fields that may change on resume: "
               f"{', '.join(sorted(RESUMABLE))}")
+
+
+def _defaults() -> dict[str, Any]:
+    """TrainConfig's defaults, as a saved config spells them (JSON)."""
+    return json.loads(json.dumps(TrainConfig().to_dict()))
+
+
+def _with_defaults(saved: Mapping[str, Any], defaults: Mapping[str, Any], current: Mapping[str, Any]) -> dict:
+    """``saved`` with the default of every setting it lacks and ``current`` has, group by group."""
+    out = dict(saved)
+    for key, default in defaults.items():
+        if key not in current:
+            continue
+        if key not in out:
+            out[key] = default
+        elif isinstance(default, Mapping) and isinstance(out[key], Mapping) and isinstance(current[key], Mapping):
+            out[key] = _with_defaults(out[key], default, current[key])
+    return out
 
 
 def _same_global_batch(before: Mapping[str, Any], now: Mapping[str, Any], world_sizes: tuple[int, int]

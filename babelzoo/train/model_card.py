@@ -18,7 +18,7 @@ def run_facts(cfg: TrainConfig, summary: Mapping[str, Any]) -> dict[str, Any]:
             "budget": {"max_steps": cfg.max_steps, "max_seconds": cfg.max_seconds, "clock": cfg.budget_clock},
             "seconds": summary.get("wall_time_s"), "tokens": summary.get("tokens"),
             "out_of_time": bool(summary.get("out_of_time")),
-            "batch_size": cfg.batch_size * cfg.grad_accum, "lr": cfg.lr, "precision": cfg.precision,
+            "batch_size": cfg.batch_size * cfg.grad_accum, "lr": cfg.optim.lr, "precision": cfg.precision,
             "objectives": sorted(cfg.objectives), "start": cfg.init or {"model": cfg.model}}
 
 

@@ -153,19 +153,19 @@ def build_optimizer(module: nn.Module, config: TrainConfig, fused: bool = False)
     the start, so that the optimizer's state dict has the same layout before and after the
     first step. ``fused``: AdamW's fused kernels (one pass per tensor, and a non-finite step
     skipped on the device; see :mod:`babelzoo.train.precision`), else the multi-tensor path."""
-    groups = param_groups(module, config.weight_decay, config.layer_lr_decay, _num_layers(module))
+    optim = config.optim
+    groups = param_groups(module, optim.weight_decay, optim.layer_lr_decay, _num_layers(module))
     for g in groups:
-        g["base_lr"] = config.lr * g.pop("lr_scale")
+        g["base_lr"] = optim.lr * g.pop("lr_scale")
         g["lr"] = g["base_lr"]
-    if config.optimizer == "lamb":
-        return LAMB(groups, lr=config.lr, betas=config.betas, eps=config.eps, weight_decay=config.weight_decay)
+    if optim.optimizer == "lamb":
+        return LAMB(groups, lr=optim.lr, betas=optim.betas, eps=optim.eps, weight_decay=optim.weight_decay)
     for g in groups:
         g.pop("adapt")
     # foreach is the fast multi-tensor path on CPU and GPU; it also handles FSDP's DTensors.
     options = {"fused": True} if fused else {"foreach": True}
-    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps,
-                             weight_decay=config.weight_decay, **options)
-
+    return torch.optim.AdamW(groups, lr=optim.lr, betas=optim.betas, eps=optim.eps, weight_decay=optim.weight_decay,
+                             **options)
 
 class Schedule:
     """Learning-rate multiplier f(step) ∈ [0, 1]: linear warm-up over ``warmup_steps``, then
@@ -210,5 +210,6 @@ class Schedule:
 
 
 def build_schedule(config: TrainConfig) -> Schedule:
-    return Schedule(config.schedule, config.max_steps, config.warmup_steps, config.min_lr_ratio)
+    optim = config.optim
+    return Schedule(optim.schedule, config.max_steps, optim.warmup_steps, optim.min_lr_ratio)
 

@@ -180,9 +180,9 @@ def _checkpoint_with_tokenizer(cfg: TrainConfig) -> Optional[Path]:
     from ..datasets.tokenizer import saved_metadata
     from .checkpoint import CheckpointManager
 
-    if not cfg.resume:
+    if not cfg.checkpoints.resume:
         return None
-    latest = CheckpointManager(Path(cfg.output_dir) / "checkpoints", cfg.keep_checkpoints).latest_here()
+    latest = CheckpointManager(Path(cfg.output_dir) / "checkpoints", cfg.checkpoints.keep).latest_here()
     return latest if latest is not None and saved_metadata(latest) is not None else None
 
 

@@ -1,5 +1,5 @@
 """A training run's checkpoints: what :class:`~babelzoo.train.trainer.Trainer` saves every
-``checkpoint_every`` steps (whole, or sharded under FSDP), how a run resumes from the newest one
+``checkpoints.every`` steps (whole, or sharded under FSDP), how a run resumes from the newest one
 after checking it is the same run, and the emergency checkpoint after an unexpected error."""
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ OPTIMIZER_PREFIX = "optimizer."  # the optimizer's tensors among a sharded check
 def finished_checkpoint(config: TrainConfig) -> Optional[Path]:
     """The newest checkpoint in ``config.output_dir`` when it has already reached
     ``config.max_steps`` (resuming it trains nothing), else None."""
-    if not config.resume:
+    if not config.checkpoints.resume:
         return None
-    path = CheckpointManager(Path(config.output_dir) / "checkpoints", config.keep_checkpoints).latest()
+    path = CheckpointManager(Path(config.output_dir) / "checkpoints", config.checkpoints.keep).latest()
     if path is None:
         return None
     step = read_part(path, "trainer").get("step")
@@ -83,7 +83,7 @@ class RunCheckpoints:
             "selection": self.selection.state_dict() if self.selection is not None else None,
         }
         extra = self.tokenizer.save if self.tokenizer is not None else None
-        if self.config.checkpoint_format == "sharded":
+        if self.config.checkpoints.format == "sharded":
             tensors, values = self._sharded_state()
             shared = {"optimizer": values, "trainer": {**trainer, "checkpoint_format": "sharded"}}
             return self.checkpoints.save(self.step, lambda: shared, {"rng": rng_state()}, lambda: (None, config_json),
@@ -171,9 +171,10 @@ class RunCheckpoints:
         path = self.checkpoints.latest()
         if path is None:
             return None
-        if not self.config.resume:
+        if not self.config.checkpoints.resume:
             raise ConfigError(f"{self.checkpoints.root} already holds checkpoints (newest {path.name}) and "
-                                  "resume is off: resume them (resume: true) or choose a new output_dir")
+                              "checkpoints.resume is off: resume them (checkpoints.resume: true) or choose a new "
+                              "output_dir")
         trainer = read_trainer_state(path)
         check_same_run(str(path), {"config": trainer.get("config"), "model": saved_model_config(path),
                                    "objectives": trainer.get("objective_identity"),

@@ -75,7 +75,7 @@ def build_trackers(names: list[str], output_dir: Path, config: Mapping[str, Any]
     out = []
     for name in names:
         if name not in TRACKERS:
-            raise ConfigError(f"TrainConfig.loggers: unknown logger {name!r}; known: {', '.join(sorted(TRACKERS))}")
+            raise ConfigError(f"TrainConfig.logging.loggers: unknown logger {name!r}; known: {', '.join(sorted(TRACKERS))}")
         out.append(TRACKERS[name](output_dir, config))
     return out
 
@@ -86,7 +86,7 @@ def _require(module: str, package: str):
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ConfigError(f"TrainConfig.loggers names {package.split()[0]!r}, which needs {package}: "
+        raise ConfigError(f"TrainConfig.logging.loggers names {package.split()[0]!r}, which needs {package}: "
                           f"pip install {package}") from None
 
 

@@ -10,7 +10,7 @@ average over equally many items per micro-batch); DDP averages over ranks. The s
 schedule follows the steps attempted. Nothing in a step reads the device (with AdamW; LAMB
 decides a skip on the host): losses, metrics and norms stay tensors until the logging interval,
 where they are read back in one transfer. Checkpoints are
-written every ``checkpoint_every`` steps, at the end, and when SIGTERM/SIGINT arrives (at the
+written every ``checkpoints.every`` steps, at the end, and when SIGTERM/SIGINT arrives (at the
 next step boundary, after which ``fit`` returns). ``fit`` resumes from the newest valid
 checkpoint in ``output_dir`` and then continues exactly as if never interrupted: same batches,
 same masks, same dropout.
@@ -125,7 +125,7 @@ class Trainer(RunCheckpoints, RunSelection):
         self.stream = DataStream(self.data, self.objectives.prepare, batch_size=cfg.batch_size,
                                  grad_accum=cfg.grad_accum, rank=self.info.rank, world_size=self.info.world_size,
                                  seed=cfg.seed, num_workers=cfg.num_workers, pin_memory=self.device.type == "cuda")
-        self.checkpoints = CheckpointManager(self.output_dir / "checkpoints", cfg.keep_checkpoints, self.info.rank)
+        self.checkpoints = CheckpointManager(self.output_dir / "checkpoints", cfg.checkpoints.keep, self.info.rank)
 
     @staticmethod
     def _seed_everything(seed: int) -> None:
@@ -193,13 +193,13 @@ class Trainer(RunCheckpoints, RunSelection):
         metrics: dict[str, Any] = {}
         for m in range(accum):
             batch = _to_device(drawn[m], self.device)
-            count_now = (self.flops_per_token is None and m == 0 and self.info.is_main and cfg.measure_mfu)
+            count_now = (self.flops_per_token is None and m == 0 and self.info.is_main and cfg.logging.measure_mfu)
             with self._sync_context(m == accum - 1):
                 value, n, micro_metrics = self._micro_step(batch, accum, count_now)
             loss_sum, tokens = loss_sum + value, tokens + n
             for k, v in micro_metrics.items():
                 metrics[k] = metrics.get(k, 0.0) + v / accum
-        result = self.precision.step(self.optimizer, self.params, cfg.max_grad_norm)
+        result = self.precision.step(self.optimizer, self.params, cfg.optim.max_grad_norm)
         self.optimizer.zero_grad(set_to_none=True)
         if cfg.compile and not self._compiled:
             # After the first step: FlopCounterMode does not see inside compiled graphs.
@@ -302,19 +302,19 @@ class Trainer(RunCheckpoints, RunSelection):
         measured now (on the main process) when the recipe asks for MFU."""
         if finished:
             return self._resumed_peak
-        if not self.config.measure_mfu:
+        if not self.config.logging.measure_mfu:
             return None
         dtype = self.precision.dtype or torch.float32
-        return self.config.peak_flops or (measure_matmul_peak(self.device, dtype) if self.info.is_main else None)
+        return self.config.logging.peak_flops or (measure_matmul_peak(self.device, dtype) if self.info.is_main else None)
 
     def _run_logger(self, finished: bool, started: float) -> RunLogger:
         cfg = self.config
-        trackers = (build_trackers(cfg.loggers, self.output_dir, cfg.to_dict())
-                    if cfg.loggers is not None and self.info.is_main and not finished else [])
+        trackers = (build_trackers(cfg.logging.loggers, self.output_dir, cfg.to_dict())
+                    if cfg.logging.loggers is not None and self.info.is_main and not finished else [])
         logger = RunLogger(self.output_dir, cfg.max_steps, self.step, enabled=self.info.is_main, trackers=trackers,
-                           progress=cfg.progress and not finished,
-                           tensorboard=cfg.tensorboard if cfg.loggers is None else False,
-                           log_every=cfg.log_every, started=started)
+                           progress=cfg.logging.progress and not finished,
+                           tensorboard=cfg.logging.tensorboard if cfg.logging.loggers is None else False,
+                           log_every=cfg.logging.every, started=started)
         logger.truncate_after(self.step)  # records of steps this run will (re)do
         return logger
 
@@ -348,9 +348,9 @@ class Trainer(RunCheckpoints, RunSelection):
                         or bool(cfg.eval_every and self.step % cfg.eval_every == 0))
                     if evaluated:
                         pending[-1].update(self.evaluate())
-                    checkpoint = (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps
+                    checkpoint = (self.step % cfg.checkpoints.every == 0 or self.step == cfg.max_steps
                                   or self._stop_signal is not None or self._stopped_early or out_of_time)
-                    if checkpoint or evaluated or self.step % cfg.log_every == 0:
+                    if checkpoint or evaluated or self.step % cfg.logging.every == 0:
                         write_pending()  # the one read of the device since the last one
                     if checkpoint:
                         last_checkpoint, saved_step = self.save_checkpoint(), self.step

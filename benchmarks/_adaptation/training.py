@@ -223,9 +223,9 @@ def train_st_arm(run: Run) -> dict:
     # old_fit: sentence-transformers' own training loop, which needs neither `datasets` nor
     # `accelerate` (its Trainer and `fit` do); same AdamW, warm-up + linear decay and clipping
     student.old_fit(train_objectives=[(loader, losses.MSELoss(student))], epochs=1, steps_per_epoch=steps,
-                    scheduler="WarmupLinear", warmup_steps=cfg.warmup_steps, optimizer_class=torch.optim.AdamW,
-                    optimizer_params={"lr": cfg.lr, "betas": tuple(cfg.betas), "eps": cfg.eps},
-                    weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, show_progress_bar=False)
+                    scheduler="WarmupLinear", warmup_steps=cfg.optim.warmup_steps, optimizer_class=torch.optim.AdamW,
+                    optimizer_params={"lr": cfg.optim.lr, "betas": tuple(cfg.optim.betas), "eps": cfg.optim.eps},
+                    weight_decay=cfg.optim.weight_decay, max_grad_norm=cfg.optim.max_grad_norm, show_progress_bar=False)
     fit_s = time.perf_counter() - fit_start
     student.save(str(folder / "hf"))
     lengths = student.tokenizer([t for pair in pairs for t in pair], truncation=True, max_length=max_length)

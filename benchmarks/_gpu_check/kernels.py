@@ -14,13 +14,13 @@ from .common import Context, expect, relative_error
 
 def check_grad_scaler(ctx: Context) -> dict:
     """An fp16 overflow skips the fused AdamW step on the device and backs the scale off."""
-    from babelzoo.train.config import TrainConfig
+    from babelzoo.train.config import OptimConfig, TrainConfig
     from babelzoo.train.optim import build_optimizer
     from babelzoo.train.precision import Precision, skips_on_device
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 1)).to(ctx.device)
-    optimizer = build_optimizer(model, TrainConfig(optimizer="adamw", lr=1e-3), fused=True)
+    optimizer = build_optimizer(model, TrainConfig(optim=OptimConfig(optimizer="adamw", lr=1e-3)), fused=True)
     precision = Precision("fp16", ctx.device)
     x = torch.randn(32, 64, device=ctx.device)
 

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 def trainer_section(texts: list[str], tok, args, log) -> dict:
     """Run :class:`babelzoo.train.trainer.Trainer` (MLM, small config, batch ``args.batch``
     sentences) and read ``data_time``/``step_time`` from its own per-step log."""
-    from babelzoo.train.config import TrainConfig
+    from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
     from babelzoo.train.trainer import Trainer
 
     examples = tok.batch_encode(texts, padding=False, return_tensors=None, add_special_tokens=False)["input_ids"]
@@ -28,9 +28,10 @@ def trainer_section(texts: list[str], tok, args, log) -> dict:
     model = build_one("small", "babelzoo", torch.device(args.device), args.seed)
     steps = args.trainer_steps
     with tempfile.TemporaryDirectory() as tmp:
-        config = TrainConfig(output_dir=tmp, max_steps=steps, batch_size=args.batch, optimizer="adamw", lr=1e-4,
-                             device=args.device, progress=False, tensorboard=False, measure_mfu=False,
-                             checkpoint_every=steps, log_every=1, num_workers=0, resume=False,
+        config = TrainConfig(output_dir=tmp, max_steps=steps, batch_size=args.batch,
+                             optim=OptimConfig(optimizer="adamw", lr=1e-4),
+                             logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False, every=1),
+                             checkpoints=CheckpointConfig(every=steps, resume=False), device=args.device, num_workers=0,
                              keep_cpu_buffers=not args.default_malloc)
         Trainer(model, MLM(tok.specials, max_length=args.seq), examples, config).fit()
         records = [json.loads(line) for line in (Path(tmp) / "metrics.jsonl").read_text().splitlines()]

@@ -82,7 +82,7 @@ def test_the_vocabulary_arm_starts_from_the_grown_model_and_trains_its_new_rows(
     assert cfg.init == {"pretrained": str(grown), "train_rows_from": 250002}  # no frozen word embeddings
     assert cfg.tokenizer == {"path": str(grown)} and cfg.model_overrides["vocab_size"] == 257067
     assert cfg.objectives == shipped.objectives
-    assert cfg.data == shipped.data and cfg.lr == shipped.lr and cfg.max_steps == 7
+    assert cfg.data == shipped.data and cfg.optim.lr == shipped.optim.lr and cfg.max_steps == 7
     with pytest.raises(ValueError, match="give its folder"):
         arm_overrides("+vocab", read_shipped_recipe())
 

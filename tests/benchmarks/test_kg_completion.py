@@ -121,7 +121,7 @@ def test_each_injection_arm_pretrains_e5_with_a_shipped_recipe_on_the_training_f
         overrides = [*K.E5_FOR_PRETRAINING, f"output_dir={tmp_path / arm}",
                      *(o.replace("{data}", str(tmp_path / "kg")).replace("{kge}", str(tmp_path / "kge")) for o in extra)]
         cfg = load_recipe(recipe_path(name), overrides)
-        assert cfg.model == "multilingual_e5_small" and cfg.budget_clock == "cpu" and cfg.lr == 3e-5
+        assert cfg.model == "multilingual_e5_small" and cfg.budget_clock == "cpu" and cfg.optim.lr == 3e-5
         assert cfg.init["freeze"] == ["embeddings.word.*"]  # the tied LM head stays e5's word embeddings
         sources = [s for specs in cfg.data.values() for s in specs]
         assert sources and all(s["kb"] == str(tmp_path / "kg") and "split" not in s for s in sources), arm
@@ -144,11 +144,11 @@ def test_the_warm_up_arm_trains_what_the_arm_adds_alone_then_goes_on_from_it(tmp
     plain = {n for n, _ in babelzoo.create_model(cfg.model).named_parameters()}  # what e5's checkpoint holds
     names = [n for n, _ in model.named_parameters()]
     trained = {n for n in names if not any(fnmatch.fnmatchcase(n, p) for p in cfg.parts.init.freeze)}
-    assert trained == set(names) - plain and cfg.lr == 1e-3  # exactly what the arm adds to e5
+    assert trained == set(names) - plain and cfg.optim.lr == 1e-3  # exactly what the arm adds to e5
     assert any(n.startswith("lm_head.") for n in trained)
     assert bool(knowledge) == any(".ffn.entity_" in n for n in trained)  # ERNIE's fusion parts, when the arm has them
     after = load_recipe(recipe_path(name), [*overrides, f"init={{pretrained: {tmp_path / 'warm'}, freeze: [embeddings.word.*]}}"])
-    assert after.parts.init.pretrained == str(tmp_path / "warm") and after.lr == 3e-5
+    assert after.parts.init.pretrained == str(tmp_path / "warm") and after.optim.lr == 3e-5
     assert arm in K.ARMS and arm in K.LABELS
 
 

@@ -7,7 +7,7 @@ import torch
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.evaluation.encoders import BabelEncoder
 from babelzoo.objectives.mixture import Mixture
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import LoggingConfig, TrainConfig
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.config import ConfigError
 from babelzoo.zoo.factory import create_model
@@ -23,7 +23,8 @@ def tiny(max_positions: int = 32):
 def test_objective_longer_than_the_model_is_refused_when_the_trainer_is_built(tmp_path):
     model = tiny(32)
     mixture = Mixture.from_spec({"mlm": {"max_length": 32}, "tlm": {"max_length": 48}}, SPECIALS, model.config)
-    cfg = TrainConfig(output_dir=str(tmp_path), max_steps=1, device="cpu", progress=False, tensorboard=False)
+    cfg = TrainConfig(output_dir=str(tmp_path), max_steps=1, device="cpu",
+                      logging=LoggingConfig(progress=False, tensorboard=False))
     with pytest.raises(ConfigError, match=r"objectives\.tlm\.max_length=48 is longer than the model's "
                                           r"max_positions=32"):
         Trainer(model, mixture, [], cfg)

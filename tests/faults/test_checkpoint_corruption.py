@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.objectives.mlm import MLM
 from babelzoo.train.checkpoint import CheckpointCorrupted
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.factory import create_model
 
@@ -23,8 +23,9 @@ ROWS = [[5 + (i * 7 + j) % 50 for j in range(6 + i % 5)] for i in range(48)]
 def fit(folder, steps=6):
     torch.manual_seed(0)
     model = create_model("xlmr_tiny", vocab_size=64, num_layers=1, max_positions=32)  # dropout 0.1
-    cfg = TrainConfig(output_dir=str(folder), max_steps=steps, batch_size=4, lr=1e-3, checkpoint_every=3,
-                      keep_checkpoints=2, progress=False, tensorboard=False, measure_mfu=False, device="cpu")
+    cfg = TrainConfig(output_dir=str(folder), max_steps=steps, batch_size=4, optim=OptimConfig(lr=1e-3),
+                      checkpoints=CheckpointConfig(every=3, keep=2),
+                      logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False), device="cpu")
     return Trainer(model, MLM(SPECIALS, max_length=32, use_language_ids=False), ROWS, cfg).fit()
 
 

@@ -31,15 +31,15 @@ def pretrain(tmp_path, capsys, *overrides: str, recipe: str = RECIPE) -> tuple[i
 
 
 @pytest.mark.parametrize("override, message", [
-    ("lr=.inf", "TrainConfig.lr=inf must be a finite number"),
-    ("lr=1e400", "TrainConfig.lr='1e400' must be a finite number"),  # YAML 1.1 reads it as a string
-    ("eps=.inf", "TrainConfig.eps=inf must be a finite number"),
-    ("max_grad_norm=.nan", "TrainConfig.max_grad_norm=nan must be a finite number"),
-    ("weight_decay=.nan", "TrainConfig.weight_decay=nan must be a finite number"),
-    ("weight_decay=-.inf", "TrainConfig.weight_decay=-inf must be a finite number"),
-    ("betas=[0.9, .nan]", "TrainConfig.betas[1]=nan must be a finite number"),
+    ("lr=.inf", "TrainConfig.optim.lr=inf must be a finite number"),
+    ("lr=1e400", "TrainConfig.optim.lr='1e400' must be a finite number"),  # YAML 1.1 reads it as a string
+    ("eps=.inf", "TrainConfig.optim.eps=inf must be a finite number"),
+    ("max_grad_norm=.nan", "TrainConfig.optim.max_grad_norm=nan must be a finite number"),
+    ("weight_decay=.nan", "TrainConfig.optim.weight_decay=nan must be a finite number"),
+    ("weight_decay=-.inf", "TrainConfig.optim.weight_decay=-inf must be a finite number"),
+    ("betas=[0.9, .nan]", "TrainConfig.optim.betas[1]=nan must be a finite number"),
     ("max_seconds=.inf", "TrainConfig.max_seconds=inf must be a finite number"),
-    ("peak_flops=.nan", "TrainConfig.peak_flops=nan must be a finite number"),
+    ("peak_flops=.nan", "TrainConfig.logging.peak_flops=nan must be a finite number"),
     ("seed=1180591620717411303424", "TrainConfig.seed=1180591620717411303424 must be in [0, 4294967295]"),
     ("seed=4294967296", "TrainConfig.seed=4294967296 must be in [0, 4294967295]"),
     ("seed=-1", "TrainConfig.seed=-1 must be in [0, 4294967295]"),
@@ -61,7 +61,7 @@ def test_a_set_value_no_run_can_use_is_one_line_before_anything_is_read(tmp_path
 
 def test_the_same_value_in_the_recipe_names_its_line(tmp_path, capsys):
     code, err, _ = pretrain(tmp_path, capsys, recipe="model: xlmr_tiny\nlr: .inf\n")
-    assert (code, err) == (2, "babelzoo pretrain: DIR/r.yaml:2 TrainConfig.lr=inf must be a finite number\n")
+    assert (code, err) == (2, "babelzoo pretrain: DIR/r.yaml:2 TrainConfig.optim.lr=inf must be a finite number\n")
     code, err, _ = pretrain(tmp_path, capsys, recipe=RECIPE + "seed: 18446744073709551616\n")
     assert (code, err) == (2, "babelzoo pretrain: DIR/r.yaml:5 TrainConfig.seed=18446744073709551616 must be in "
                               "[0, 4294967295]\n")

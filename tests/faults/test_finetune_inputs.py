@@ -13,7 +13,7 @@ from babelzoo.datasets.labelled import LabelError
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.finetune import TaskSpec, run_finetune
 from babelzoo.finetune.run import TestFileError
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
 from babelzoo.train.identity import ResumeMismatch
 from babelzoo.zoo.config import ConfigError
 
@@ -54,9 +54,10 @@ def config(tmp, out="run", tokenizer=None, **task) -> TrainConfig:
             "dev": f"{tmp}/data/eng/dev.tsv", "test": f"{tmp}/data/*/test.tsv", "label_column": "category",
             "id_column": "index_id", "head": {"pooling": "mean"}, **task}
     return TrainConfig(model="xlmr_tiny", tokenizer=tokenizer or {"path": str(tmp / "tokenizer")}, task=spec,
-                       model_overrides=TINY, output_dir=str(tmp / out), optimizer="adamw", lr=1e-2, batch_size=8,
-                       max_steps=2, eval_every=2, checkpoint_every=1000, progress=False, tensorboard=False,
-                       measure_mfu=False)
+                       model_overrides=TINY, output_dir=str(tmp / out), optim=OptimConfig(optimizer="adamw", lr=1e-2),
+                       checkpoints=CheckpointConfig(every=1000),
+                       logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False), batch_size=8,
+                       max_steps=2, eval_every=2)
 
 
 def quiet(message):

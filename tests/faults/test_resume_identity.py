@@ -9,7 +9,7 @@ from babelzoo.datasets.loader import TokenizedCorpus
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.datasets.text import MonolingualCorpus, ReadReport
 from babelzoo.objectives.mixture import Mixture
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
 from babelzoo.train.identity import ResumeMismatch
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.factory import create_model
@@ -45,7 +45,7 @@ def run(tmp_path, data=None, num_layers=1, objectives=None, **changes):
                     progress=False, tensorboard=False, measure_mfu=False, device="cpu", objectives=spec)
     settings.update(changes)
     data = data if data is not None else corpus(tmp_path, SENTENCES)
-    return Trainer(model, mixture, {"mlm": data}, TrainConfig(**settings)).fit()
+    return Trainer(model, mixture, {"mlm": data}, TrainConfig.from_dict({**settings})).fit()
 
 
 @pytest.mark.parametrize("change, line", [
@@ -87,8 +87,10 @@ def test_objectives_built_in_python_are_compared_too(tmp_path):
     spec = {"mlm": {"max_length": 32, "use_language_ids": False}}
     other = Mixture.from_spec({"mlm": {"max_length": 32, "use_language_ids": False, "weight": 2.0}}, SPECIALS,
                               model.config)
-    cfg = TrainConfig(output_dir=str(tmp_path / "run"), max_steps=4, batch_size=4, lr=1e-3, checkpoint_every=2,
-                      progress=False, tensorboard=False, measure_mfu=False, device="cpu", objectives=spec)
+    cfg = TrainConfig(output_dir=str(tmp_path / "run"), max_steps=4, batch_size=4, optim=OptimConfig(lr=1e-3),
+                      checkpoints=CheckpointConfig(every=2),
+                      logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False), device="cpu",
+                      objectives=spec)
     with pytest.raises(ResumeMismatch, match=r"objectives\.mixture\.weights\.mlm: 1\.0 \(checkpoint\) → 2\.0"):
         Trainer(model, other, {"mlm": corpus(tmp_path, SENTENCES)}, cfg).fit()
 

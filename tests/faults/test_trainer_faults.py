@@ -12,7 +12,7 @@ import torch
 
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.objectives.mlm import MLM
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, TrainConfig
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.config import ConfigError
 from babelzoo.zoo.factory import create_model
@@ -49,7 +49,7 @@ def tiny():
 def config(tmp_path, **changes):
     settings = dict(output_dir=str(tmp_path / "run"), max_steps=8, batch_size=4, lr=1e-3, checkpoint_every=100,
                     progress=False, tensorboard=False, measure_mfu=False, device="cpu")
-    return TrainConfig(**{**settings, **changes})
+    return TrainConfig.from_dict({**{**settings, **changes}})
 
 
 def checkpoints(tmp_path):
@@ -84,8 +84,9 @@ def test_a_full_disk_leaves_no_partial_checkpoint(small_disk):
     torch.manual_seed(0)
     model = create_model("xlmr_tiny", vocab_size=64, num_layers=2, max_positions=32, hidden_size=128,
                          intermediate_size=512, num_heads=2)  # ~2 MB of weights: more than the disk holds
-    cfg = TrainConfig(output_dir=str(small_disk / "run"), max_steps=2, batch_size=4, checkpoint_every=1,
-                      progress=False, tensorboard=False, measure_mfu=False, device="cpu")
+    cfg = TrainConfig(output_dir=str(small_disk / "run"), max_steps=2, batch_size=4,
+                      checkpoints=CheckpointConfig(every=1),
+                      logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False), device="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the emergency save fails the same way
         with pytest.raises(OSError) as err:

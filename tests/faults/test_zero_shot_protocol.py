@@ -14,7 +14,7 @@ from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.finetune import TaskSpec, run_finetune
 from babelzoo.finetune.data import digest_of
 from babelzoo.finetune.protocol import certify
-from babelzoo.train.config import TrainConfig, load_recipe, recipe_path
+from babelzoo.train.config import LoggingConfig, TrainConfig, load_recipe, recipe_path
 from babelzoo.zoo.config import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -109,8 +109,8 @@ def test_results_say_honestly_when_the_zero_shot_mean_is_not_certified(root, tmp
             "dev_fraction": 0.25, "test": f"{root}/*/test.tsv", "label_column": "category", "id_column": "index_id"}
     cfg = TrainConfig(model="xlmr_tiny", tokenizer={"path": str(tmp_path / "tok")}, task=task,
                       model_overrides={"num_layers": 1, "hidden_size": 16, "num_heads": 2, "intermediate_size": 32},
-                      output_dir=str(tmp_path / "run"), max_steps=2, batch_size=8, eval_every=2, progress=False,
-                      tensorboard=False, measure_mfu=False)
+                      output_dir=str(tmp_path / "run"), max_steps=2, batch_size=8, eval_every=2,
+                      logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False))
     result = run_finetune(cfg, log=lambda _: None)
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert saved["protocol"]["zero_shot"] is False and saved["mean_zero_shot"] is None

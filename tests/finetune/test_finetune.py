@@ -162,9 +162,11 @@ def test_checkpoints_keep_only_the_touched_rows_of_adams_moments_and_resume_exac
     WordPieceTokenizer(vocab).save(tmp_path / "big")  # 2,118 rows x 32 = 67,776 elements: above the threshold
 
     def cfg(out, steps):
-        return recipe(tmp_path, tmp_path / "big", epochs=None).replace(
-            output_dir=str(tmp_path / out), max_steps=steps, checkpoint_every=3, keep_checkpoints=1,
-            schedule="constant")  # the same rate whatever max_steps says, so that 3 + 3 steps are 6
+        return recipe(tmp_path, tmp_path / "big", epochs=None).replace(output_dir=str(tmp_path / out), max_steps=steps,
+                                                                       checkpoints={"every": 3, "keep": 1},
+                                                                       # the same rate whatever max_steps says,
+                                                                       # so that 3 + 3 steps are 6
+                                                                       optim={"schedule": "constant"})
 
     run_finetune(cfg("whole", 6), data_dir=topic_data, log=lambda _: None)
     run_finetune(cfg("split", 3), data_dir=topic_data, log=lambda _: None)

@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
 
 WORDS = ["sun", "rain", "goal", "match", "vote", "law", "the", "is", "a", "big", "today", "again"]
 TOPICS = {"weather": ["sun", "rain"], "sport": ["goal", "match"], "politics": ["vote", "law"]}
@@ -36,8 +36,9 @@ def recipe(tmp_path, tokenizer_dir, **task):
     return TrainConfig(model="xlmr_tiny", tokenizer={"path": str(tokenizer_dir)}, task=spec,
                        model_overrides={"num_layers": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64,
                                         "dropout": 0.0, "attention_dropout": 0.0},
-                       output_dir=str(tmp_path / "run"), optimizer="adamw", lr=1e-2, batch_size=8, eval_every=6,
-                       progress=False, tensorboard=False, measure_mfu=False, checkpoint_every=1000)
+                       output_dir=str(tmp_path / "run"), optim=OptimConfig(optimizer="adamw", lr=1e-2),
+                       logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False),
+                       checkpoints=CheckpointConfig(every=1000), batch_size=8, eval_every=6)
 
 
 def write_tokenizer(directory: Path) -> Path:

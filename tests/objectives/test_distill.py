@@ -192,7 +192,7 @@ def test_the_teacher_is_not_a_parameter_a_state_or_a_submodule(teacher):
 
 
 def test_the_teacher_stays_out_of_the_optimizer_and_checkpoints_and_does_not_change(teacher, tmp_path):
-    from babelzoo.train import TrainConfig, Trainer
+    from babelzoo.train import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig, Trainer
     from babelzoo.train.checkpoint import read_model, read_part
 
     torch.manual_seed(1)
@@ -200,8 +200,9 @@ def test_the_teacher_stays_out_of_the_optimizer_and_checkpoints_and_does_not_cha
     objective = DistillMLM(SPECIALS, student.config, teacher=teacher, alpha_hidden=1.0)
     before = {k: v.clone() for k, v in teacher.state_dict().items()}
     data = [[10 + (i + k) % 50 for k in range(6 + i % 5)] for i in range(32)]
-    config = TrainConfig(output_dir=str(tmp_path), max_steps=3, batch_size=4, lr=1e-2, optimizer="adamw",
-                         checkpoint_every=3, progress=False, tensorboard=False, measure_mfu=False, log_every=1)
+    config = TrainConfig(output_dir=str(tmp_path), max_steps=3, batch_size=4,
+                         optim=OptimConfig(lr=1e-2, optimizer="adamw"), checkpoints=CheckpointConfig(every=3),
+                         logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False, every=1))
     trainer = Trainer(student, objective, data, config)
     trainer.fit()
     trained = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}

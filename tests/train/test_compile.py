@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
 from babelzoo.train.trainer import Trainer
 from tiny_objectives import FIRST, FixedMaskMLM, one_thread, tiny_model  # noqa: F401
 
@@ -18,8 +18,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def fit(output_dir, compile: bool):
     # Rows of one length: one compiled graph, no recompilation for new shapes.
     data = [[FIRST + (3 * i + 5 * j) % 60 for j in range(12)] for i in range(32)]
-    config = TrainConfig(output_dir=str(output_dir), max_steps=4, batch_size=8, lr=3e-3, optimizer="adamw",
-                         checkpoint_every=4, progress=False, tensorboard=False, peak_flops=1e10, compile=compile)
+    config = TrainConfig(output_dir=str(output_dir), max_steps=4, batch_size=8,
+                         optim=OptimConfig(lr=3e-3, optimizer="adamw"), checkpoints=CheckpointConfig(every=4),
+                         logging=LoggingConfig(progress=False, tensorboard=False, peak_flops=1e10), compile=compile)
     model = tiny_model(dropout=0.0)
     trainer = Trainer(model, FixedMaskMLM(), data, config)
     summary = trainer.fit()

@@ -14,7 +14,7 @@ from tiny_objectives import corpus, one_thread, tiny_model  # noqa: F401
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.objectives.classification import SequenceClassification
 from babelzoo.objectives.mlm import MLM
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
 from babelzoo.train.data import DataStream
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.model_config import HeadConfig
@@ -77,7 +77,7 @@ def run_counted(monkeypatch, tmp_path, model, objective, data, **changes):
                     optimizer="adamw", lr=1e-3, max_grad_norm=1.0, progress=False, tensorboard=False,
                     measure_mfu=False, num_workers=0)
     settings.update(changes)
-    summary = Trainer(model, objective, data, TrainConfig(**settings)).fit()
+    summary = Trainer(model, objective, data, TrainConfig.from_dict({**settings})).fit()
     return counter.by_module, reads, summary
 
 
@@ -107,8 +107,9 @@ def test_fine_tuning_steps_read_nothing_until_the_log_point(monkeypatch, tmp_pat
 def test_the_records_read_back_hold_plain_numbers(tmp_path):
     import json
 
-    config = TrainConfig(output_dir=str(tmp_path), max_steps=6, log_every=3, checkpoint_every=6, batch_size=8,
-                         optimizer="adamw", progress=False, tensorboard=False, measure_mfu=False)
+    config = TrainConfig(output_dir=str(tmp_path), max_steps=6,
+                         logging=LoggingConfig(every=3, progress=False, tensorboard=False, measure_mfu=False),
+                         checkpoints=CheckpointConfig(every=6), optim=OptimConfig(optimizer="adamw"), batch_size=8)
     Trainer(tiny_model(), MLM(SPECIALS, max_length=24), corpus(32), config).fit()
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]

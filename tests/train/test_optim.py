@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import babelzoo
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import OptimConfig, TrainConfig
 from babelzoo.train.optim import LAMB, Schedule, build_optimizer, param_groups
 
 
@@ -72,7 +72,7 @@ def test_bias_and_layernorm_are_excluded_from_decay_and_adaptation():
     assert all(n.endswith("weight") and "norm" not in n for n in included)
     # the tied decoder is the word embedding: one tensor, optimised once
     assert len(decay["params"]) + len(no_decay["params"]) == len({id(p) for p in model.parameters()})
-    opt = build_optimizer(model, TrainConfig(optimizer="adamw", weight_decay=0.1))
+    opt = build_optimizer(model, TrainConfig(optim=OptimConfig(optimizer="adamw", weight_decay=0.1)))
     assert isinstance(opt, torch.optim.AdamW) and [g["weight_decay"] for g in opt.param_groups] == [0.1, 0.0]
 
 

@@ -11,7 +11,7 @@ from tiny_objectives import FixedMaskMLM, corpus, one_thread, tiny_model  # noqa
 
 import babelzoo
 from babelzoo.errors import CheckpointError
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import OptimConfig, TrainConfig
 from babelzoo.train.optim import build_optimizer, layer_depth
 from babelzoo.train.selection import Selection
 from babelzoo.train.train_module import TrainModule
@@ -40,7 +40,7 @@ class ScriptedEvaluator:
 def config(tmp_path, **changes):
     settings = dict(output_dir=str(tmp_path), max_steps=8, batch_size=4, lr=1e-2, checkpoint_every=100,
                     progress=False, tensorboard=False, measure_mfu=False)
-    return TrainConfig(**{**settings, **changes})
+    return TrainConfig.from_dict({**{**settings, **changes}})
 
 
 def test_selection_keeps_the_strictly_best_and_counts_patience():
@@ -117,7 +117,7 @@ def test_layer_depth(name, depth):
 def test_layer_wise_decay_scales_each_layers_learning_rate():
     model = babelzoo.create_model("xlmr_tiny", num_layers=2, head={"labels": ["a", "b"]})
     module = TrainModule(model, FixedMaskMLM())
-    optimizer = build_optimizer(module, TrainConfig(lr=1e-3, layer_lr_decay=0.5, optimizer="adamw"))
+    optimizer = build_optimizer(module, TrainConfig(optim=OptimConfig(lr=1e-3, layer_lr_decay=0.5, optimizer="adamw")))
     lr_of = {id(p): g["lr"] for g in optimizer.param_groups for p in g["params"]}
     names = dict(module.named_parameters())
     assert lr_of[id(names["model.head.out.weight"])] == pytest.approx(1e-3)
@@ -127,7 +127,7 @@ def test_layer_wise_decay_scales_each_layers_learning_rate():
     decay_of = {id(p): g["weight_decay"] for g in optimizer.param_groups for p in g["params"]}
     assert decay_of[id(names["model.encoder.layers.0.ffn.up.bias"])] == 0.0
     assert decay_of[id(names["model.encoder.layers.0.ffn.up.weight"])] == 0.01
-    plain = build_optimizer(module, TrainConfig(lr=1e-3))
+    plain = build_optimizer(module, TrainConfig(optim=OptimConfig(lr=1e-3)))
     assert len(plain.param_groups) == 2 and {g["lr"] for g in plain.param_groups} == {1e-3}
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import babelzoo.train.trainer as trainer_module
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, TrainConfig
 from babelzoo.train.trainer import Trainer
 from tiny_objectives import FixedMaskMLM, corpus, one_thread, tiny_model  # noqa: F401
 
@@ -28,8 +28,8 @@ def test_malloc_options_change_only_when_asked(tmp_path, monkeypatch, asked):
 
     monkeypatch.setattr(trainer_module, "cpu_buffers_kept", kept)
     changes = {"keep_cpu_buffers": True} if asked else {}
-    config = TrainConfig(output_dir=str(tmp_path), max_steps=2, batch_size=8, progress=False, tensorboard=False,
-                         measure_mfu=False, checkpoint_every=2, **changes)
+    config = TrainConfig(output_dir=str(tmp_path), max_steps=2, batch_size=8, checkpoints=CheckpointConfig(every=2),
+                         logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False), **changes)
     Trainer(tiny_model(), FixedMaskMLM(), corpus(16), config).fit()
     assert calls == (["set", "restored"] if asked else [])
     assert TrainConfig().keep_cpu_buffers is False
@@ -40,8 +40,9 @@ def draws():
 
 
 def test_the_callers_random_sequence_goes_on_as_if_no_run_happened(tmp_path):
-    config = TrainConfig(output_dir=str(tmp_path), max_steps=2, batch_size=8, progress=False, tensorboard=False,
-                         measure_mfu=False, checkpoint_every=2, seed=5)
+    config = TrainConfig(output_dir=str(tmp_path), max_steps=2, batch_size=8,
+                         logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False),
+                         checkpoints=CheckpointConfig(every=2), seed=5)
     model = tiny_model()
     for seed in (0, 1):
         random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)

@@ -16,7 +16,7 @@ from babelzoo.datasets.specials import SpecialIds
 from babelzoo.errors import ConfigError
 from babelzoo.objectives.mlm import MLM
 from babelzoo.train import trackers as T
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
 from babelzoo.train.trainer import Trainer
 
 SPECIALS = SpecialIds(pad=1, cls=0, sep=2, unk=3, mask=4, vocab_size=60)
@@ -26,9 +26,9 @@ DATA = [list(range(5, 5 + n % 17 + 3)) for n in range(40)]
 def run(tmp_path: Path, loggers: list[str], objective=None, **changes) -> tuple[dict, Path]:
     torch.manual_seed(0)
     model = babelzoo.create_model("xlmr_tiny", vocab_size=60, hidden_size=32, intermediate_size=64)
-    config = TrainConfig(output_dir=str(tmp_path / "run"), max_steps=4, batch_size=4, optimizer="adamw", lr=1e-3,
-                         checkpoint_every=4, log_every=2, progress=False, measure_mfu=False, device="cpu",
-                         loggers=loggers, model_dir="model", **changes)
+    config = TrainConfig(output_dir=str(tmp_path / "run"), max_steps=4, batch_size=4, device="cpu", model_dir="model",
+                         optim=OptimConfig(optimizer="adamw", lr=1e-3), checkpoints=CheckpointConfig(every=4),
+                         logging=LoggingConfig(every=2, progress=False, measure_mfu=False, loggers=loggers), **changes)
     summary = Trainer(model, objective or MLM(SPECIALS, max_length=24), DATA, config).fit()
     return summary, Path(config.output_dir)
 
@@ -48,7 +48,7 @@ def test_mlflow_gets_the_config_every_window_and_the_final_model(tmp_path):
     experiment = client.get_experiment_by_name("babelzoo")
     (found,) = client.search_runs([experiment.experiment_id])
     assert found.info.status == "FINISHED"
-    assert found.data.params["lr"] == "0.001" and found.data.params["max_steps"] == "4"
+    assert found.data.params["optim.lr"] == "0.001" and found.data.params["max_steps"] == "4"
     history = {m.step: m.value for m in client.get_metric_history(found.info.run_id, "loss")}
     assert history.keys() == {2, 4} and history == pytest.approx(window_losses(folder), rel=1e-9)
     assert found.data.tags["model_dir"] == str(folder / "model")
@@ -95,7 +95,7 @@ def test_wandb_writes_an_offline_run_with_the_config_windows_and_summary(tmp_pat
 
 def test_an_unknown_or_missing_tracker_says_what_to_do(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="unknown logger.*comet.*known: mlflow, tensorboard, wandb"):
-        TrainConfig(loggers=["comet"])
+        TrainConfig(logging=LoggingConfig(loggers=["comet"]))
     import importlib
 
     real = importlib.import_module

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from babelzoo.train.config import TrainConfig, apply_overrides, load_recipe, recipe_path
+from babelzoo.train.config import (CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig, apply_overrides,
+                                   load_recipe, recipe_path)
 from babelzoo.zoo.config import ConfigError
 
 SHIPPED = [path for path in sorted((Path(__file__).resolve().parents[2] / "babelzoo" / "recipes").glob("*.yaml"))
@@ -20,12 +21,44 @@ def write(tmp_path, text: str) -> Path:
 
 
 def test_recipe_maps_onto_train_config(tmp_path):
-    path = write(tmp_path, "model: xlm_tiny\nlr: 1e-3\nbetas: [0.9, 0.98]\nmax_steps: 7\nprecision: bf16\n"
-                           "objectives: {mlm: {max_length: 64}}\n")
+    path = write(tmp_path, "model: xlm_tiny\noptim: {lr: 1e-3, betas: [0.9, 0.98]}\nmax_steps: 7\nprecision: bf16\n"
+                           "checkpoints: {every: 3}\nlogging: {progress: false}\nobjectives: {mlm: {max_length: 64}}\n")
     cfg = load_recipe(path)
-    assert cfg.model == "xlm_tiny" and cfg.lr == 1e-3 and cfg.betas == (0.9, 0.98) and cfg.max_steps == 7
+    assert cfg.model == "xlm_tiny" and cfg.optim.lr == 1e-3 and cfg.optim.betas == (0.9, 0.98) and cfg.max_steps == 7
+    assert cfg.optim == OptimConfig(lr=1e-3, betas=(0.9, 0.98))  # the rest of the group at its defaults
+    assert cfg.checkpoints == CheckpointConfig(every=3) and cfg.logging == LoggingConfig(progress=False)
     assert cfg.precision == "bf16" and cfg.objectives == {"mlm": {"max_length": 64}}
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg  # round trip
+    assert cfg.to_dict()["optim"]["betas"] == [0.9, 0.98]  # JSON's spelling
+
+
+def test_the_flat_settings_of_earlier_versions_are_read_into_their_groups(tmp_path):
+    flat = {"lr": 2e-3, "betas": [0.9, 0.98], "schedule": "cosine", "checkpoint_every": 7, "keep_checkpoints": 1,
+            "resume": False, "checkpoint_format": "sharded", "log_every": 3, "progress": False, "peak_flops": 1e12}
+    path = write(tmp_path, "".join(f"{k}: {v}\n".replace("False", "false") for k, v in flat.items()))
+    cfg = load_recipe(path)
+    assert cfg.optim == OptimConfig(lr=2e-3, betas=(0.9, 0.98), schedule="cosine")
+    assert cfg.checkpoints == CheckpointConfig(every=7, keep=1, resume=False, format="sharded")
+    assert cfg.logging == LoggingConfig(every=3, progress=False, peak_flops=1e12)
+    assert TrainConfig.from_dict(flat) == cfg  # a config a run folder saved before the groups
+    # --set in either spelling; the old one lands in the group, over the file's value
+    assert load_recipe(path, ["lr=5e-4", "logging.every=9"]).optim.lr == 5e-4
+    assert load_recipe(path, ["optim.lr=5e-4", "log_every=9"]).logging.every == 9
+    # an error in an old key names its line and the setting's new place
+    with pytest.raises(ConfigError, match=r"recipe.yaml:2: TrainConfig.optim.lr=-1.0 must be positive"):
+        load_recipe(write(tmp_path, "seed: 1\nlr: -1\n"))
+    with pytest.raises(ConfigError, match="'lr' and 'optim.lr' both set; 'lr' is the earlier spelling of 'optim.lr'"):
+        load_recipe(write(tmp_path, "lr: 1e-3\noptim: {lr: 2e-3}\n"))
+
+
+def test_replace_changes_only_the_settings_a_group_mapping_names():
+    cfg = TrainConfig(optim=OptimConfig(lr=1e-2, schedule="constant"))
+    assert cfg.replace(optim={"lr": 5e-4}).optim == OptimConfig(lr=5e-4, schedule="constant")
+    assert cfg.replace(optim=OptimConfig(lr=5e-4)).optim.schedule == "linear"  # an object replaces the group
+    with pytest.raises(ConfigError, match="unknown TrainConfig.optim key 'learning_rate'"):
+        cfg.replace(optim={"learning_rate": 1})
+    with pytest.raises(ConfigError, match="TrainConfig.optim.lr=-1.0 must be positive"):
+        OptimConfig(lr=-1)
 
 
 def test_unknown_key_names_file_line_close_match_and_valid_keys(tmp_path):
@@ -34,37 +67,42 @@ def test_unknown_key_names_file_line_close_match_and_valid_keys(tmp_path):
         load_recipe(path)
     message = str(err.value)
     assert f"{path}:3 TrainConfig.learning_rate: unknown TrainConfig key 'learning_rate'" in message
-    assert "Valid keys:" in message and all(k in message for k in ("lr", "max_steps", "grad_accum", "precision"))
+    assert "Valid keys:" in message and all(k in message for k in ("optim", "max_steps", "grad_accum", "precision"))
     with pytest.raises(ConfigError, match="did you mean 'batch_size'"):
         load_recipe(write(tmp_path, "batch_sise: 3\n"))
 
 
 def test_set_overrides_parse_yaml_and_reach_into_mappings(tmp_path):
-    path = write(tmp_path, "lr: 0.1\nmodel_overrides: {hidden_size: 64}\nobjectives: {mlm: {max_length: 32}}\n")
-    cfg = load_recipe(path, ["lr=5e-4", "progress=false", "betas=[0.8,0.9]", "model_overrides.num_layers=3",
-                             "objectives.mlm.masking.probability=0.2", "output_dir=runs/x"])
-    assert cfg.lr == 5e-4 and cfg.progress is False and cfg.betas == (0.8, 0.9) and cfg.output_dir == "runs/x"
+    path = write(tmp_path, "optim: {lr: 0.1}\nmodel_overrides: {hidden_size: 64}\nobjectives: {mlm: {max_length: 32}}\n")
+    cfg = load_recipe(path, ["optim.lr=5e-4", "logging.progress=false", "optim.betas=[0.8,0.9]",
+                             "model_overrides.num_layers=3", "objectives.mlm.masking.probability=0.2",
+                             "output_dir=runs/x"])
+    assert cfg.optim.lr == 5e-4 and cfg.logging.progress is False and cfg.optim.betas == (0.8, 0.9)
+    assert cfg.output_dir == "runs/x"
     assert cfg.model_overrides == {"hidden_size": 64, "num_layers": 3}
     assert cfg.objectives == {"mlm": {"max_length": 32, "masking": {"probability": 0.2}}}
     # an objective's options are checked as the recipe is read, not after its data is
     with pytest.raises(ConfigError, match="TrainConfig.objectives.mlm.masking.rate: unknown MaskingConfig key 'rate'"):
         load_recipe(path, ["objectives.mlm.masking.rate=0.2"])
-    with pytest.raises(ConfigError, match="unknown TrainConfig key 'lrr'; did you mean 'lr'"):
-        load_recipe(path, ["lrr=1"])
+    with pytest.raises(ConfigError, match="unknown TrainConfig key 'optm'; did you mean 'optim'"):
+        load_recipe(path, ["optm.lr=1"])
     with pytest.raises(ConfigError, match="expected key=value"):
         apply_overrides({}, ["lr"])
-    with pytest.raises(ConfigError, match="TrainConfig.lr is not a mapping"):
-        apply_overrides({}, ["lr.x=1"])
+    with pytest.raises(ConfigError, match="TrainConfig.seed is not a mapping"):
+        apply_overrides({}, ["seed.x=1"])
 
 
 @pytest.mark.parametrize("text, fragment", [
     ("max_steps: ten\n", "recipe.yaml:1 TrainConfig.max_steps='ten' must be an integer"),
     ("precision: fp8\n", "recipe.yaml:1: TrainConfig.precision='fp8' must be one of 'fp32', 'bf16', 'fp16'"),
     ("seed: 1\nbatch_size: 0\n", "recipe.yaml:2: TrainConfig.batch_size=0 must be at least 1"),
-    ("betas: [0.9]\n", "recipe.yaml:1: TrainConfig.betas=(0.9,) must be two numbers"),
-    ("betas: [a, 0.9]\n", "recipe.yaml:1 TrainConfig.betas[0]='a' must be a number, got str"),
-    ("progress: 3\n", "recipe.yaml:1 TrainConfig.progress=3 must be true or false"),
-    ("lr: -1\n", "recipe.yaml:1: TrainConfig.lr=-1.0 must be positive"),
+    ("optim:\n  betas: [0.9]\n", "recipe.yaml:2: TrainConfig.optim.betas=(0.9,) must be two numbers"),
+    ("optim: {betas: [a, 0.9]}\n", "recipe.yaml:1 TrainConfig.optim.betas[0]='a' must be a number, got str"),
+    ("logging: {progress: 3}\n", "recipe.yaml:1 TrainConfig.logging.progress=3 must be true or false"),
+    ("optim:\n  lr: -1\n", "recipe.yaml:2: TrainConfig.optim.lr=-1.0 must be positive"),
+    ("optim: 3\n", "recipe.yaml:1 TrainConfig.optim=3 must be a mapping of OptimConfig fields"),
+    ("checkpoints: {every: 0}\n", "recipe.yaml:1: TrainConfig.checkpoints.every=0 must be at least 1"),
+    ("checkpoints: {eviry: 3}\n", "unknown CheckpointConfig key 'eviry'; did you mean 'every'"),
     ("- a\n- b\n", "a recipe must be a mapping"),
     ("lr: [1\n", "invalid YAML"),
 ])

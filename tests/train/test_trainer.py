@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from babelzoo.objectives.base import Loss, Objective
-from babelzoo.train.config import TrainConfig
+from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
 from babelzoo.train.run_checkpoints import finished_checkpoint
 from babelzoo.train.trainer import Trainer
 from tiny_objectives import FixedMaskMLM, RandomMaskMLM, corpus, one_thread, tiny_model  # noqa: F401
@@ -37,8 +37,9 @@ class TwoTasks(Objective):
 
 def test_dict_of_datasets_trains_a_mixture_and_logs_everything(tmp_path, capsys):
     data = {"dynamic": corpus(40, seed=1), "fixed": corpus(24, seed=2)}
-    config = TrainConfig(output_dir=str(tmp_path), max_steps=4, batch_size=4, lr=1e-2, checkpoint_every=2,
-                         log_every=2, progress=True, tensorboard=True, peak_flops=5e10)
+    config = TrainConfig(output_dir=str(tmp_path), max_steps=4, batch_size=4, optim=OptimConfig(lr=1e-2),
+                         checkpoints=CheckpointConfig(every=2),
+                         logging=LoggingConfig(every=2, progress=True, tensorboard=True, peak_flops=5e10))
     summary = Trainer(tiny_model(), TwoTasks(), data, config).fit()
     log = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3, 4]
@@ -59,8 +60,8 @@ def test_dict_of_datasets_trains_a_mixture_and_logs_everything(tmp_path, capsys)
 
 def test_data_position_of_each_dataset_is_checkpointed(tmp_path):
     data = {"dynamic": corpus(40, seed=1), "fixed": corpus(24, seed=2)}
-    config = TrainConfig(output_dir=str(tmp_path), max_steps=7, batch_size=4, checkpoint_every=7, progress=False,
-                         tensorboard=False, measure_mfu=False)
+    config = TrainConfig(output_dir=str(tmp_path), max_steps=7, batch_size=4, checkpoints=CheckpointConfig(every=7),
+                         logging=LoggingConfig(progress=False, tensorboard=False, measure_mfu=False))
     Trainer(tiny_model(), TwoTasks(), data, config).fit()
     from babelzoo.train.checkpoint import read_part
 
@@ -83,8 +84,9 @@ def test_progress_bar_and_summary_agree_on_what_they_both_show(tmp_path, capsys)
     """The bar's last figures are the summary's last window; the whole-run figures say what they
     average over and are what the step records give."""
     data = {"dynamic": corpus(40, seed=1), "fixed": corpus(24, seed=2)}
-    config = TrainConfig(output_dir=str(tmp_path), max_steps=8, batch_size=4, lr=1e-2, checkpoint_every=4,
-                         log_every=3, progress=True, tensorboard=False, peak_flops=5e10)
+    config = TrainConfig(output_dir=str(tmp_path), max_steps=8, batch_size=4, optim=OptimConfig(lr=1e-2),
+                         checkpoints=CheckpointConfig(every=4),
+                         logging=LoggingConfig(every=3, progress=True, tensorboard=False, peak_flops=5e10))
     summary = Trainer(tiny_model(), sampled_mixture(), data, config).fit()
     err = capsys.readouterr().err
     first, last, loss, tokens_per_s, mfu, lr = BAR.findall(err)[-1]  # the bar as it was closed
@@ -123,15 +125,15 @@ def test_a_finished_run_resumed_reports_its_own_figures_and_says_so(tmp_path, ca
     data = {"dynamic": corpus(40, seed=1), "fixed": corpus(24, seed=2)}
     settings = {"output_dir": str(tmp_path), "max_steps": 4, "batch_size": 4, "checkpoint_every": 4, "log_every": 2,
                 "tensorboard": False}
-    done = Trainer(tiny_model(), sampled_mixture(), data, TrainConfig(**settings, peak_flops=5e10,
-                                                                      progress=False)).fit()
+    done = Trainer(tiny_model(), sampled_mixture(), data,
+                   TrainConfig.from_dict({**settings, "peak_flops": 5e10, "progress": False})).fit()
     capsys.readouterr()
     # The same run again, where a peak of 8e10 would be measured now: nothing is trained, no bar
     # shows the run as done in no time, and no figure mixes the old steps with the new peak.
-    config = TrainConfig(**settings, peak_flops=8e10, progress=True)
+    config = TrainConfig.from_dict({**settings, "peak_flops": 8e10, "progress": True})
     checkpoint = tmp_path / "checkpoints" / "step-00000004"
     assert finished_checkpoint(config) == checkpoint  # what `babelzoo demo` asks before it trains
-    assert finished_checkpoint(TrainConfig(**{**settings, "max_steps": 5})) is None
+    assert finished_checkpoint(TrainConfig.from_dict({**{**settings, "max_steps": 5}})) is None
     again = Trainer(tiny_model(), sampled_mixture(), data, config).fit()
     err = capsys.readouterr().err
     assert "train:" not in err

@@ -64,7 +64,8 @@ def finetune_results(task: str, folder: str, default_recipe: str, encoder, conte
 
     with tempfile.TemporaryDirectory(prefix=f"babelzoo-{task}-") as tmp:
         out = Path(options["out"]) / encoder.name if options.get("out") else Path(tmp)
-        cfg = cfg.replace(model=encoder.name, output_dir=str(out), resume=False, progress=False, seed=context.seed)
+        cfg = cfg.replace(model=encoder.name, output_dir=str(out), checkpoints={"resume": False},
+                          logging={"progress": False}, seed=context.seed)
         try:
             result = run_finetune(cfg, data_dir=context.data_dir, base=model, tokenizer=encoder.tokenizer,
                                   log=context.log, max_steps_given=gives_max_steps(where, options.get("set", [])))
