@@ -144,3 +144,18 @@ def test_a_model_dir_outside_output_dir_is_refused_naming_the_field(model_dir, t
     with pytest.raises(ConfigError, match=r"recipe.yaml:1: TrainConfig.model_dir="):
         load_recipe(write(tmp_path, f"model_dir: '{model_dir}'\n"))
     assert TrainConfig(model_dir="final/model").model_dir == "final/model"
+
+
+def test_a_checkpoint_saved_with_the_flat_settings_resumes_under_the_groups():
+    from babelzoo.train.identity import ResumeMismatch, check_same_run
+
+    now = TrainConfig(optim=OptimConfig(lr=1e-3, schedule="constant"), checkpoints=CheckpointConfig(every=5))
+    saved = {k: v for k, v in now.to_dict().items() if k not in ("optim", "checkpoints", "logging")}
+    # as an earlier version saved it: flat, and without the settings added since (min_lr_ratio, peak_flops, ...)
+    saved.update(optimizer="lamb", lr=2e-3, weight_decay=0.01, betas=[0.9, 0.999], eps=1e-6, schedule="constant",
+                 warmup_steps=0, max_grad_norm=1.0, checkpoint_every=50, keep_checkpoints=3, log_every=1)
+    check_same_run("step-2", {"config": saved}, {"config": now.to_dict()}, 2)  # lr and the cadences may change
+    with pytest.raises(ResumeMismatch, match=r"optim\.schedule: 'linear' \(checkpoint\) → 'constant' \(now\)"):
+        check_same_run("step-2", {"config": {**saved, "schedule": "linear"}}, {"config": now.to_dict()}, 2)
+    with pytest.raises(ResumeMismatch, match=r"optim\.min_lr_ratio: 0\.0 \(checkpoint\) → 0\.5 \(now\)"):
+        check_same_run("step-2", {"config": saved}, {"config": now.replace(optim={"min_lr_ratio": 0.5}).to_dict()}, 2)
