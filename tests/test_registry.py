@@ -138,3 +138,21 @@ def test_a_listing_imports_every_plug_in_once(installed, monkeypatch, tmp_path):
     with pytest.raises(RegistryError, match="unknown widget 'gear'"):
         WIDGETS.get("gear")  # an unknown name is looked for among the installed entry points again
     assert scans == [{"group": "babelzoo_test.widgets"}]  # by its name; the listing is not made again
+
+
+@pytest.mark.parametrize("registry, package", [("babelzoo.objectives.base:OBJECTIVES", "babelzoo.objectives"),
+                                               ("babelzoo.evaluation.tasks:TASKS", "babelzoo.evaluation.tasks"),
+                                               ("babelzoo.datasets.sources:SOURCES", "babelzoo.datasets")])
+def test_every_built_in_part_of_a_layer_is_declared_in_its_registrys_table(registry, package):
+    """A layer's parts are its registry's built-in entry points, found by name the way a plug-in's
+    are: every part a module of the layer registers is in the table, under its own module."""
+    import importlib
+
+    module, name = registry.split(":")
+    table = getattr(importlib.import_module(module), name)
+    table.list()  # every entry point imported
+    own = {key: value for key, value in table._entries.items()
+           if getattr(value, "__module__", "").startswith(package + ".") and getattr(value, "__module__", "") != module}
+    assert own and set(own) <= set(table.builtin), sorted(set(own) - set(table.builtin))  # (families: test_plugins)
+    for key, value in own.items():
+        assert table.builtin[key].split(":")[0] == value.__module__, key

@@ -61,10 +61,22 @@ class Objective(nn.Module, abc.ABC):
         """Compute the loss of ``model`` on ``batch``."""
 
 
-# objectives of the layers above (the knowledge objectives) and of installed packages register
-# through the entry-point group
+# this layer's objectives are its built-in entry points, each found in its module when first named
+# (the path an installed package's objective takes); those of the layers above (the knowledge
+# objectives) and of installed packages register through the entry-point group
+BUILTIN_OBJECTIVES = {name: f"babelzoo.objectives.{module}" for name, module in {
+    "clm": "clm", "clmlm": "clmlm", "clpc": "clpc", "clwr": "clwr", "distill_mlm": "distill_mlm",
+    "distill_sentence": "distill_sentence", "glm": "glm", "infersent": "infersent", "itc": "itc", "itm": "itm",
+    "mass": "mass", "mbart_denoising": "mbart_denoising", "mlm": "mlm", "mlm_conditioned": "mlm_conditioned",
+    "mmlm": "mlm", "nsp": "sop", "plm": "plm", "quick_thoughts": "quick_thoughts", "rtd": "rtd", "sbo": "sbo",
+    "segment_clm": "segment_clm", "segment_mlm": "segment_mlm", "sequence_classification": "classification",
+    "skip_thoughts": "skip_thoughts", "sop": "sop", "span_corruption": "span_corruption",
+    "text_infilling": "text_infilling", "tlm": "tlm", "token_classification": "classification",
+    "translation": "translation", "translation_ranking": "translation_ranking", "unilm": "unilm", "xae": "xae",
+    "xlco": "xlco"
+}.items()}
 OBJECTIVES: Registry[type[Objective]] = Registry("objective", group="babelzoo.objectives",
-                                                 listed_by="babelzoo list objectives")
+                                                 builtin=BUILTIN_OBJECTIVES, listed_by="babelzoo list objectives")
 
 # What a run can give an objective that declares it in ``from_run``.
 RUN_INPUTS = {
