@@ -18,7 +18,7 @@ DISTILL = ("distill_sentence", {"teacher": E5, "max_length": 64, "use_language_i
 # the objective +tlm adds, on the recipe's pairs (both sides of a pair, one sequence)
 TLM = ("tlm", {"max_length": 128, "use_language_ids": False})
 # steps400: the recipe with the schedule of its first version (400 steps, 40 warm-up)
-SHORT = {"max_steps": 400, "warmup_steps": 40}
+SHORT = {"max_steps": 400, "optim.warmup_steps": 40}
 # +own: the recipe with a user's own pairs (pairs_dir), made from the SIB-200 train split of the
 # --own-pairs languages (Flores-200 sentences, English and X aligned by index_id), in --work/OWN_PAIRS;
 # judged on the same languages' SIB-200 dev and test sentences, which no arm trains on

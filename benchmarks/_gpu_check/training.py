@@ -47,10 +47,13 @@ def recipe_config(ctx: Context, recipe: str, model: Optional[str], precision: st
     overrides.pop("vocab_size", None)
     settings = dict(model=model or cfg.model, model_overrides=overrides, tokenizer={"path": str(ctx.tokenizer_dir)},
                     data=data, output_dir=str(ctx.work / "runs" / name), max_steps=ctx.steps,
-                    batch_size=min(cfg.batch_size, 16 if ctx.dry else 32), optimizer="adamw", lr=1e-4,
-                    warmup_steps=0, precision=precision, device=ctx.device.type, checkpoint_every=ctx.steps,
-                    keep_checkpoints=1, log_every=1, progress=False, tensorboard=False, resume=False,
-                    num_workers=0, keep_cpu_buffers=False)
+                    batch_size=min(cfg.batch_size, 16 if ctx.dry else 32), precision=precision,
+                    device=ctx.device.type, num_workers=0, keep_cpu_buffers=False,
+                    optim={"optimizer": "adamw", "lr": 1e-4, "warmup_steps": 0},
+                    checkpoints={"every": ctx.steps, "keep": 1, "resume": False},
+                    logging={"every": 1, "progress": False, "tensorboard": False})
+    for group in ("optim", "checkpoints", "logging"):  # a change to a group changes the settings it names
+        settings[group] = {**settings[group], **changes.pop(group, {})}
     return cfg.replace(**{**settings, **changes}), path
 
 
@@ -149,7 +152,7 @@ def check_fsdp(ctx: Context) -> dict:
     if not dist.is_available():
         raise Skip("torch.distributed is not available in this build")
     # a constant learning rate: stopping half way does not change the schedule
-    common = dict(model_overrides={"max_positions": 128, "dropout": 0.0}, schedule="constant")
+    common = dict(model_overrides={"max_positions": 128, "dropout": 0.0}, optim={"schedule": "constant"})
     plain = train(ctx, "mlm_tiny", None, "bf16", "fsdp-plain", **common)
     store = dist.FileStore(str(ctx.work / "fsdp-store"), 1)
     if ctx.cuda:
@@ -160,9 +163,11 @@ def check_fsdp(ctx: Context) -> dict:
     half = ctx.steps // 2
     try:
         sharded = train(ctx, "mlm_tiny", None, "bf16", "fsdp-on", distributed="fsdp", **common)
-        slices = dict(distributed="fsdp", checkpoint_format="sharded", **common)
-        train(ctx, "mlm_tiny", None, "bf16", "fsdp-sliced", max_steps=half, checkpoint_every=half, **slices)
-        resumed = train(ctx, "mlm_tiny", None, "bf16", "fsdp-sliced", resume=True, **slices)
+        slices = dict(distributed="fsdp", **common)
+        train(ctx, "mlm_tiny", None, "bf16", "fsdp-sliced", max_steps=half,
+              checkpoints={"format": "sharded", "every": half}, **slices)
+        resumed = train(ctx, "mlm_tiny", None, "bf16", "fsdp-sliced", checkpoints={"format": "sharded", "resume": True},
+                        **slices)
     finally:
         dist.destroy_process_group()
     error = max(abs(a - b) / abs(a) for a, b in zip(plain["losses"], sharded["losses"]))

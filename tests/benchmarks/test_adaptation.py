@@ -69,7 +69,8 @@ def test_ablations_keep_or_add_objectives_on_the_recipes_pairs(tmp_path, arm, ob
 def test_the_short_arm_is_the_recipe_on_its_first_schedule(tmp_path):
     ours, theirs = arm_config("steps400", tmp_path).to_dict(), load_recipe(recipe_path(RECIPE)).to_dict()
     assert {k: ours[k] for k in theirs if ours[k] != theirs[k]} == {
-        "output_dir": str(tmp_path / "steps400"), "max_steps": 400, "warmup_steps": 40, "languages": ["bre", "eus"]}
+        "output_dir": str(tmp_path / "steps400"), "max_steps": 400, "optim": {**theirs["optim"], "warmup_steps": 40},
+        "languages": ["bre", "eus"]}
 
 
 def test_the_vocabulary_arm_starts_from_the_grown_model_and_trains_its_new_rows(tmp_path):
