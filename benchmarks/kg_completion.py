@@ -215,7 +215,8 @@ def injection_arm(arm: str, runs: Path, data: Path, pretrain_minutes: float, sco
     budget = pretrain_minutes * 60
     record_file = encoder / "injection.json"
     record = json.loads(record_file.read_text(encoding="utf-8")) if record_file.is_file() else None
-    if record is not None and record["overrides"] == overrides and record["budget_cpu_seconds"] == budget \
+    if record is not None and spelt_now(record["overrides"]) == spelt_now(overrides) \
+            and record["budget_cpu_seconds"] == budget \
             and (encoder / "model").is_dir():
         print(f"{arm}: reusing {encoder / 'model'}, pre-trained under the same settings", flush=True)
     else:
@@ -248,6 +249,15 @@ def injection_arm(arm: str, runs: Path, data: Path, pretrain_minutes: float, sco
     row["pretraining"] = {k: record[k] for k in ("command", "pretrain_cpu_seconds", "kge_cpu_seconds", "steps",
                                                  "tokens", "warmup_command", "warmup_cpu_seconds") if k in record}
     return row
+
+
+def spelt_now(overrides: Sequence[str]) -> list[str]:
+    """``--set`` overrides with each key as TrainConfig spells it now (``lr=`` is ``optim.lr=``):
+    a record written before the settings were grouped still names the same run."""
+    from babelzoo.config_files import moved_key
+    from babelzoo.train.config import TrainConfig
+
+    return [moved_key(TrainConfig, o.split("=", 1)[0]) + "=" + o.split("=", 1)[1] for o in overrides]
 
 
 def _command(recipe: str, overrides: Sequence[str]) -> str:

@@ -173,7 +173,8 @@ def _from_checkpoint(entry: ModelEntry, source: str | Path, overrides: dict[str,
 
 def checkpoint_fit(entry: ModelEntry, found: ModelConfig, overrides: dict[str, Any], source: str) -> ModelConfig:
     """The config of ``entry`` with ``overrides`` that holds a checkpoint of config ``found``:
-    the checkpoint's pooler, MLM head and task head unless overridden, and its pad id where no
+    the checkpoint's pooler, MLM head, task head and knowledge part (ERNIE's entity table and
+    fusion layers) unless overridden, and its pad id where no
     position depends on it (then the id only picks the default attention mask, and the
     checkpoint's goes with its tokenizer); every other field equal (dropout and init aside). A
     field that differs is an error naming both values."""
@@ -187,6 +188,8 @@ def checkpoint_fit(entry: ModelEntry, found: ModelConfig, overrides: dict[str, A
     config = entry.config().override(**heads).override(**overrides)
     if found.head is not None and config.head is None:
         config = dataclasses.replace(config, head=found.head)
+    if found.knowledge is not None and config.knowledge is None and "knowledge" not in overrides:
+        config = dataclasses.replace(config, knowledge=found.knowledge)
     ours, theirs = config.text, found.text
     differ = []
     for f in dataclasses.fields(ours):

@@ -211,3 +211,11 @@ def test_the_index_headline_names_the_best_arm_this_run_trained_not_a_carried_on
     assert _kg_completion(results) == ("inject_none: test MRR 0.172, Hits@10 0.272; inject_entity_mlm 0.073, "
                                        "inject_dea 0.157")
     assert _kg_completion({"arms": results["arms"]}).startswith("ensemble: test MRR 0.487, Hits@10 0.587")
+
+
+def test_an_arm_pre_trained_before_the_settings_were_grouped_is_the_same_run():
+    before = ["lr=3e-5", "schedule=constant", "checkpoint_every=1000000", "init={pretrained: true}", "model_dir=model"]
+    now = ["optim.lr=3e-5", "optim.schedule=constant", "checkpoints.every=1000000", "init={pretrained: true}",
+           "model_dir=model"]
+    assert K.spelt_now(before) == K.spelt_now(now) == now
+    assert K.spelt_now(["lr=3e-5"]) != K.spelt_now(["optim.lr=1e-3"])

@@ -187,6 +187,32 @@ def test_knowledge_survives_save_and_load(tmp_path):
     assert torch.allclose(loaded(ids, entities=entities).last_hidden, expected, atol=1e-6)
 
 
+
+def test_a_zoo_entry_started_from_an_ernie_checkpoint_keeps_its_fusion_weights(tmp_path):
+    """A run whose ``init`` names a folder an ERNIE run saved (a warm-up, say) starts from every
+    weight there, the fusion layers' and the entity table's too, and attaching the same knowledge
+    again changes nothing."""
+    import babelzoo
+
+    kb, sizes = _kb(), dict(vocab_size=50, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=64,
+                            max_positions=32, dropout=0.0)
+    torch.manual_seed(0)
+    model = attach_knowledge(babelzoo.create_model("xlmr_tiny", **sizes), kb, entity_embeddings=torch.randn(5, 12),
+                             fusion_layers=(1, 2)).eval()
+    with torch.no_grad():
+        model.encoder.layers[2].ffn.entity_up.weight.mul_(3.0)  # as training left them
+    ids, entities = torch.randint(5, 50, (1, 6)), torch.tensor([[0, 1, 0, 4, 0, 0]])
+    expected = model(ids, entities=entities).last_hidden
+    model.save_pretrained(tmp_path)
+    loaded = babelzoo.create_model("xlmr_tiny", pretrained=str(tmp_path), **sizes).eval()
+    assert loaded.config.knowledge == model.config.knowledge
+    assert attach_knowledge(loaded, kb) is loaded
+    assert torch.allclose(loaded(ids, entities=entities).last_hidden, expected, atol=1e-6)
+    from babelzoo.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match=r"knowledge: xlmr_tiny has None, the checkpoint KnowledgeConfig\("):
+        babelzoo.create_model("xlmr_tiny", pretrained=str(tmp_path), knowledge=None, **sizes)  # asked for without
+
 def test_model_builds_fusion_from_its_config():
     from babelzoo.zoo.model_config import KnowledgeConfig
 
