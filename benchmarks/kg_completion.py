@@ -50,6 +50,7 @@ import functools
 import json
 import os
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -212,6 +213,12 @@ def injection_arm(arm: str, runs: Path, data: Path, pretrain_minutes: float, sco
     kge = folder / "complex"
     overrides = [*E5_FOR_PRETRAINING, f"output_dir={encoder}",
                  *(o.replace("{data}", str(data)).replace("{kge}", str(kge)) for o in extra)]
+    stages = []  # (what, overrides) of each pre-training run before the arm's own
+    if arm in HEAD_WARMUP:
+        warm = folder / "warmup"
+        stages.append(("warmup", [*overrides, f"output_dir={warm}", *HEAD_WARMUP_SETTINGS,
+                                  f"max_seconds={HEAD_WARMUP_MINUTES * 60:g}"]))
+        overrides = [*overrides, f"init={{pretrained: {warm / 'model'}, freeze: [embeddings.word.*]}}"]
     budget = pretrain_minutes * 60
     record_file = encoder / "injection.json"
     record = json.loads(record_file.read_text(encoding="utf-8")) if record_file.is_file() else None
@@ -220,6 +227,8 @@ def injection_arm(arm: str, runs: Path, data: Path, pretrain_minutes: float, sco
             and (encoder / "model").is_dir():
         print(f"{arm}: reusing {encoder / 'model'}, pre-trained under the same settings", flush=True)
     else:
+        for stage in (encoder, *(folder / what for what, _ in stages)):  # not resumed: trained afresh
+            shutil.rmtree(stage, ignore_errors=True)
         start = time.process_time()
         kge_seconds = 0.0
         if "{kge}" in " ".join(extra):
@@ -227,12 +236,6 @@ def injection_arm(arm: str, runs: Path, data: Path, pretrain_minutes: float, sco
                  "--loss", "1vsall", "--regularizer", "n3", "--regularization-weight", "0.005",
                  "--max-minutes", f"{INJECTION_KGE_MINUTES:g}", "--out", str(kge)])
             kge_seconds = time.process_time() - start
-        stages = []  # (what, overrides) of each pre-training run
-        if arm in HEAD_WARMUP:
-            warm = folder / "warmup"
-            stages.append(("warmup", [*overrides, f"output_dir={warm}", *HEAD_WARMUP_SETTINGS,
-                                      f"max_seconds={HEAD_WARMUP_MINUTES * 60:g}"]))
-            overrides = [*overrides, f"init={{pretrained: {warm / 'model'}, freeze: [embeddings.word.*]}}"]
         record = {"overrides": overrides, "budget_cpu_seconds": budget, "kge_cpu_seconds": round(kge_seconds, 1)}
         for what, stage in stages:
             cli(["pretrain", "--config", recipe, *[a for o in stage for a in ("--set", o)]])

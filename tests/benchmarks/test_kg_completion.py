@@ -8,6 +8,7 @@ import dataclasses
 import importlib.util
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -219,3 +220,28 @@ def test_an_arm_pre_trained_before_the_settings_were_grouped_is_the_same_run():
            "model_dir=model"]
     assert K.spelt_now(before) == K.spelt_now(now) == now
     assert K.spelt_now(["lr=3e-5"]) != K.spelt_now(["optim.lr=1e-3"])
+
+
+@pytest.mark.parametrize("arm", ["inject_kbert", "inject_kbert_warm"])
+def test_an_injection_arm_pre_trained_under_the_same_settings_is_reused_and_a_stale_one_trained_afresh(
+        tmp_path, monkeypatch, arm):
+    calls = []
+
+    def pretrain(argv):  # what `babelzoo pretrain` leaves: the model and the summary
+        calls.append(argv)
+        out = Path(next(a.split("=", 1)[1] for a in reversed(argv) if a.startswith("output_dir=")))
+        (out / "model").mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").write_text(json.dumps({"steps": 3, "tokens": 30}), encoding="utf-8")
+
+    monkeypatch.setattr(K, "cli", pretrain)
+    monkeypatch.setattr(K, "train_recipe", lambda overrides, arm: {"model": "m"})
+    runs = tmp_path / "runs"
+    K.injection_arm(arm, runs, tmp_path / "kg", 15.0, 25.0)
+    stages = len(calls)
+    assert stages == (2 if arm.endswith("_warm") else 1)
+    K.injection_arm(arm, runs, tmp_path / "kg", 15.0, 25.0)
+    assert len(calls) == stages  # reused: nothing trained again
+    leftover = runs / arm / "encoder" / "checkpoints" / "step-00000009"
+    leftover.mkdir(parents=True)
+    K.injection_arm(arm, runs, tmp_path / "kg", 10.0, 25.0)  # another budget: trained again, from the start
+    assert len(calls) == 2 * stages and not leftover.exists()
