@@ -1,6 +1,7 @@
 """An installed package plugs into babelzoo through its entry points alone: a family with its zoo
-entry, an objective, a data source, a task and a knowledge base, each used through the public API
-and the command line in a fresh interpreter, as a user who only ran ``pip install`` would.
+entry, an objective, a data source, a task, a knowledge base and an experiment tracker, each used
+through the public API and the command line in a fresh interpreter, as a user who only ran
+``pip install`` would.
 (The registry's own discovery rules are tested in tests/test_registry.py.)"""
 
 import json
@@ -58,6 +59,7 @@ from babelzoo.datasets.text import MonolingualCorpus, ReadReport
 from babelzoo.evaluation.tasks import Result
 from babelzoo.knowledge.graph import GraphKB
 from babelzoo.objectives.base import Loss, Objective, register_objective
+from babelzoo.train.trackers import Tracker, register_tracker
 
 
 @register_objective
@@ -99,6 +101,23 @@ def vector_width(encoder, context):
     return [Result("vector_width", encoder.name, "width", float(encoder.encode(["Hallo!"]).shape[-1]))]
 
 
+@register_tracker("notebook")
+class Notebook(Tracker):
+    """Writes each logging window's loss to notebook.txt in the run's folder (a toy tracker)."""
+
+    def __init__(self, output_dir, config):
+        self.path = output_dir / "notebook.txt"
+        self.path.write_text(f"lr {config['optim']['lr']}\\n", encoding="utf-8")
+
+    def log_metrics(self, metrics, step):
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(f"{step} {metrics['loss']:.1f}\\n")
+
+    def finish(self, summary):
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write("finished\\n" if summary is not None else "failed\\n")
+
+
 def tiny_graph():
     """Berlin is the capital of Germany (a toy knowledge base)."""
     kb = GraphKB("tiny")
@@ -122,6 +141,9 @@ vector_width = my_package.parts:vector_width
 
 [babelzoo.knowledge_bases]
 tiny-graph = my_package.parts:tiny_graph
+
+[babelzoo.trackers]
+notebook = my_package.parts
 """
 
 
@@ -239,3 +261,19 @@ def test_the_command_lists_an_installed_part(site, kind, name, summary):
     lines = run(site, "-m", "babelzoo.cli", "list", kind).splitlines()
     assert [line.split(None, 1)[1] for line in lines if line.split()[0] == name] == [summary]
     assert len(lines) > 1  # babelzoo's own are listed beside it
+
+
+def test_an_installed_tracker_is_named_by_a_recipe_and_follows_the_run(site, tmp_path):
+    found = python(site, f"""
+        import json
+        from babelzoo.train.config import LoggingConfig, TrainConfig
+        from babelzoo.train.trackers import build_trackers
+
+        config = TrainConfig(logging=LoggingConfig(loggers=["notebook", "tensorboard"]))  # checked by name
+        (tracker, _) = build_trackers(config.logging.loggers, __import__("pathlib").Path({str(tmp_path)!r}),
+                                      config.to_dict())
+        tracker.log_metrics({{"loss": 2.5}}, 10)
+        tracker.finish({{"steps": 10}})
+        print(json.dumps(tracker.path.read_text().splitlines()))
+    """)
+    assert found == ["lr 0.001", "10 2.5", "finished"]

@@ -120,12 +120,9 @@ class LoggingConfig:
         check_fields(self, "TrainConfig.logging")
         _at_least_one(self, "TrainConfig.logging", "every")
         if self.loggers is not None:
-            from .trackers import TRACKERS
+            from .trackers import check_loggers
 
-            unknown = [name for name in self.loggers if name not in TRACKERS]
-            if unknown:
-                raise ConfigError(f"TrainConfig.logging.loggers: unknown logger(s) {unknown}; "
-                                  f"known: {', '.join(sorted(TRACKERS))}")
+            check_loggers(self.loggers)
         if self.peak_flops is not None and not self.peak_flops > 0:
             raise ConfigError(f"TrainConfig.logging.peak_flops={self.peak_flops!r} must be positive (FLOP/s) or null")
 

@@ -23,11 +23,13 @@ import abc
 import math
 import os
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import ConfigError
+from ..registry import Registry
 
-TRACKERS: dict[str, Callable[[Path, Mapping[str, Any]], "Tracker"]] = {}
+# the trackers of this module register as it is defined; an installed package's through the group
+TRACKERS: Registry[Callable[[Path, Mapping[str, Any]], "Tracker"]] = Registry("tracker", group="babelzoo.trackers")
 
 
 class Tracker(abc.ABC):
@@ -45,10 +47,17 @@ class Tracker(abc.ABC):
 
 
 def register_tracker(name: str):
-    def wrap(factory):
-        TRACKERS[name] = factory
-        return factory
-    return wrap
+    """Class decorator: register a :class:`Tracker` (or a factory of one, called with the run's
+    folder and config) under ``name``, the name a recipe's ``logging.loggers`` gives."""
+    return TRACKERS.register(name=name)
+
+
+def check_loggers(names: Sequence[str]) -> None:
+    """An error naming every tracker of ``names`` that is not registered, nor an installed plug-in."""
+    known = TRACKERS.list()
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ConfigError(f"TrainConfig.logging.loggers: unknown logger(s) {unknown}; known: {', '.join(known)}")
 
 
 def numbers(values: Mapping[str, Any]) -> dict[str, float]:
@@ -72,12 +81,8 @@ def flat(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 def build_trackers(names: list[str], output_dir: Path, config: Mapping[str, Any]) -> list[Tracker]:
     """The trackers ``names`` for a run in ``output_dir``; an unknown name or a tracker whose
     package is not installed is an error that says what to install."""
-    out = []
-    for name in names:
-        if name not in TRACKERS:
-            raise ConfigError(f"TrainConfig.logging.loggers: unknown logger {name!r}; known: {', '.join(sorted(TRACKERS))}")
-        out.append(TRACKERS[name](output_dir, config))
-    return out
+    check_loggers(names)
+    return [TRACKERS.get(name)(output_dir, config) for name in names]
 
 
 def _require(module: str, package: str):
