@@ -53,7 +53,8 @@ from babelzoo.evaluation.metrics import paired_recall_at_k  # noqa: E402
 from babelzoo.evaluation.tasks.multimodal import KS, embed_pairs  # noqa: E402
 from babelzoo.objectives.itc import ITC  # noqa: E402
 from babelzoo.train import Trainer  # noqa: E402
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig  # noqa: E402
+from babelzoo.train.config import TrainConfig  # noqa: E402
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig  # noqa: E402
 from benchmarks._results import write_results  # noqa: E402
 
 USE_LANGS = {"en", "de", "fr", "es", "it", "pt", "ru", "tr", "ar", "ja", "ko", "zh"}  # USE m-v3's 16 minus nl/pl/th

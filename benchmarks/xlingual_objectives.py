@@ -52,7 +52,8 @@ from babelzoo.evaluation.encoders import BabelEncoder  # noqa: E402
 from babelzoo.evaluation.tasks import TaskContext, load_tasks  # noqa: E402
 from babelzoo.objectives.mixture import Mixture  # noqa: E402
 from babelzoo.train.run import build_tokenizer  # noqa: E402
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig  # noqa: E402
+from babelzoo.train.config import TrainConfig  # noqa: E402
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig  # noqa: E402
 from babelzoo.train.trainer import Trainer  # noqa: E402
 from babelzoo.zoo.factory import create_model  # noqa: E402
 from benchmarks._results import logged_means, write_results  # noqa: E402

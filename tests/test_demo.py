@@ -16,7 +16,8 @@ from babelzoo.errors import UsageError
 from babelzoo.evaluation.leaderboard import Cell, write_outputs
 from babelzoo.evaluation.tasks import Result
 from babelzoo.objectives.mlm import MLM
-from babelzoo.train.config import LoggingConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import LoggingConfig
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.factory import create_model
 

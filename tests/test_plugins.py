@@ -266,7 +266,8 @@ def test_the_command_lists_an_installed_part(site, kind, name, summary):
 def test_an_installed_tracker_is_named_by_a_recipe_and_follows_the_run(site, tmp_path):
     found = python(site, f"""
         import json
-        from babelzoo.train.config import LoggingConfig, TrainConfig
+        from babelzoo.train.config import TrainConfig
+        from babelzoo.train.settings import LoggingConfig
         from babelzoo.train.trackers import build_trackers
 
         config = TrainConfig(logging=LoggingConfig(loggers=["notebook", "tensorboard"]))  # checked by name

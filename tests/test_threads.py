@@ -71,7 +71,8 @@ def test_the_trainer_and_the_encoder_run_with_the_chosen_count(two_threads, tmp_
     import babelzoo
     from babelzoo.datasets.specials import SpecialIds
     from babelzoo.objectives.mlm import MLM
-    from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
+    from babelzoo.train.config import TrainConfig
+    from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig
     from babelzoo.train.trainer import Trainer
 
     seen = []

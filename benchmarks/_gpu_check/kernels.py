@@ -14,7 +14,8 @@ from .common import Context, expect, relative_error
 
 def check_grad_scaler(ctx: Context) -> dict:
     """An fp16 overflow skips the fused AdamW step on the device and backs the scale off."""
-    from babelzoo.train.config import OptimConfig, TrainConfig
+    from babelzoo.train.config import TrainConfig
+    from babelzoo.train.settings import OptimConfig
     from babelzoo.train.optim import build_optimizer
     from babelzoo.train.precision import Precision, skips_on_device
 

@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 def trainer_section(texts: list[str], tok, args, log) -> dict:
     """Run :class:`babelzoo.train.trainer.Trainer` (MLM, small config, batch ``args.batch``
     sentences) and read ``data_time``/``step_time`` from its own per-step log."""
-    from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
+    from babelzoo.train.config import TrainConfig
+    from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig
     from babelzoo.train.trainer import Trainer
 
     examples = tok.batch_encode(texts, padding=False, return_tensors=None, add_special_tokens=False)["input_ids"]

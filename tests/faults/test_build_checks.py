@@ -7,7 +7,8 @@ import torch
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.evaluation.encoders import BabelEncoder
 from babelzoo.objectives.mixture import Mixture
-from babelzoo.train.config import LoggingConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import LoggingConfig
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.config import ConfigError
 from babelzoo.zoo.factory import create_model

@@ -12,7 +12,8 @@ from safetensors.torch import load_file
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.objectives.mlm import MLM
 from babelzoo.train.checkpoint import CheckpointCorrupted
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.factory import create_model
 

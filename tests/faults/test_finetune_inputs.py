@@ -13,7 +13,8 @@ from babelzoo.datasets.labelled import LabelError
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.finetune import TaskSpec, run_finetune
 from babelzoo.finetune.run import TestFileError
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig
 from babelzoo.train.identity import ResumeMismatch
 from babelzoo.zoo.config import ConfigError
 

@@ -9,7 +9,8 @@ from babelzoo.datasets.loader import TokenizedCorpus
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.datasets.text import MonolingualCorpus, ReadReport
 from babelzoo.objectives.mixture import Mixture
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig
 from babelzoo.train.identity import ResumeMismatch
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.factory import create_model
@@ -45,7 +46,7 @@ def run(tmp_path, data=None, num_layers=1, objectives=None, **changes):
                     progress=False, tensorboard=False, measure_mfu=False, device="cpu", objectives=spec)
     settings.update(changes)
     data = data if data is not None else corpus(tmp_path, SENTENCES)
-    return Trainer(model, mixture, {"mlm": data}, TrainConfig.from_dict({**settings})).fit()
+    return Trainer(model, mixture, {"mlm": data}, TrainConfig.from_dict(settings)).fit()
 
 
 @pytest.mark.parametrize("change, line", [

@@ -12,7 +12,8 @@ import torch
 
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.objectives.mlm import MLM
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.config import ConfigError
 from babelzoo.zoo.factory import create_model
@@ -49,7 +50,7 @@ def tiny():
 def config(tmp_path, **changes):
     settings = dict(output_dir=str(tmp_path / "run"), max_steps=8, batch_size=4, lr=1e-3, checkpoint_every=100,
                     progress=False, tensorboard=False, measure_mfu=False, device="cpu")
-    return TrainConfig.from_dict({**{**settings, **changes}})
+    return TrainConfig.from_dict({**settings, **changes})
 
 
 def checkpoints(tmp_path):

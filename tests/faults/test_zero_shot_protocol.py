@@ -14,7 +14,8 @@ from babelzoo.datasets.wordpiece import WordPieceTokenizer
 from babelzoo.finetune import TaskSpec, run_finetune
 from babelzoo.finetune.data import digest_of
 from babelzoo.finetune.protocol import certify
-from babelzoo.train.config import LoggingConfig, TrainConfig, load_recipe, recipe_path
+from babelzoo.train.config import TrainConfig, load_recipe, recipe_path
+from babelzoo.train.settings import LoggingConfig
 from babelzoo.zoo.config import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -6,7 +6,8 @@ from pathlib import Path
 import torch
 
 from babelzoo.datasets.wordpiece import WordPieceTokenizer
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig
 
 WORDS = ["sun", "rain", "goal", "match", "vote", "law", "the", "is", "a", "big", "today", "again"]
 TOPICS = {"weather": ["sun", "rain"], "sport": ["goal", "match"], "politics": ["vote", "law"]}

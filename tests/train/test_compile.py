@@ -8,7 +8,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig
 from babelzoo.train.trainer import Trainer
 from tiny_objectives import FIRST, FixedMaskMLM, one_thread, tiny_model  # noqa: F401
 

@@ -38,7 +38,7 @@ def fit_selecting(output_dir, **config):
                     patience=2)
     settings.update(config)
     model = tiny_model(torch.float64, dropout=0.0)
-    trainer = Trainer(model, FixedMaskMLM(contrastive=False).double(), corpus(64), TrainConfig.from_dict({**settings}),
+    trainer = Trainer(model, FixedMaskMLM(contrastive=False).double(), corpus(64), TrainConfig.from_dict(settings),
                       evaluator=DevScore())
     return trainer.fit()
 

@@ -14,7 +14,8 @@ from tiny_objectives import corpus, one_thread, tiny_model  # noqa: F401
 from babelzoo.datasets.specials import SpecialIds
 from babelzoo.objectives.classification import SequenceClassification
 from babelzoo.objectives.mlm import MLM
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig
 from babelzoo.train.data import DataStream
 from babelzoo.train.trainer import Trainer
 from babelzoo.zoo.model_config import HeadConfig
@@ -77,7 +78,7 @@ def run_counted(monkeypatch, tmp_path, model, objective, data, **changes):
                     optimizer="adamw", lr=1e-3, max_grad_norm=1.0, progress=False, tensorboard=False,
                     measure_mfu=False, num_workers=0)
     settings.update(changes)
-    summary = Trainer(model, objective, data, TrainConfig.from_dict({**settings})).fit()
+    summary = Trainer(model, objective, data, TrainConfig.from_dict(settings)).fit()
     return counter.by_module, reads, summary
 
 

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 import babelzoo
-from babelzoo.train.config import OptimConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import OptimConfig
 from babelzoo.train.optim import LAMB, Schedule, build_optimizer, param_groups
 
 

@@ -20,7 +20,7 @@ def config(tmp_path, **changes) -> TrainConfig:
     settings = dict(output_dir=str(tmp_path), batch_size=16, progress=False, tensorboard=False, measure_mfu=False,
                     checkpoint_every=1000, warmup_steps=3)
     settings.update(changes)
-    return TrainConfig.from_dict({**settings})
+    return TrainConfig.from_dict(settings)
 
 
 def losses(tmp_path) -> list[dict]:

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def fit(output_dir, **changes) -> dict:
     settings = dict(output_dir=str(output_dir), max_steps=2, batch_size=4, lr=1e-2, checkpoint_every=100,
                     progress=False, tensorboard=False, measure_mfu=False, device="cpu")
-    return Trainer(tiny_model(), FixedMaskMLM(), corpus(32), TrainConfig.from_dict({**{**settings, **changes}})).fit()
+    return Trainer(tiny_model(), FixedMaskMLM(), corpus(32), TrainConfig.from_dict({**settings, **changes})).fit()
 
 
 def snapshot(folder) -> dict:

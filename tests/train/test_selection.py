@@ -11,7 +11,8 @@ from tiny_objectives import FixedMaskMLM, corpus, one_thread, tiny_model  # noqa
 
 import babelzoo
 from babelzoo.errors import CheckpointError
-from babelzoo.train.config import OptimConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import OptimConfig
 from babelzoo.train.optim import build_optimizer, layer_depth
 from babelzoo.train.selection import Selection
 from babelzoo.train.train_module import TrainModule
@@ -40,7 +41,7 @@ class ScriptedEvaluator:
 def config(tmp_path, **changes):
     settings = dict(output_dir=str(tmp_path), max_steps=8, batch_size=4, lr=1e-2, checkpoint_every=100,
                     progress=False, tensorboard=False, measure_mfu=False)
-    return TrainConfig.from_dict({**{**settings, **changes}})
+    return TrainConfig.from_dict({**settings, **changes})
 
 
 def test_selection_keeps_the_strictly_best_and_counts_patience():

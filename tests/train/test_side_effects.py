@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import babelzoo.train.trainer as trainer_module
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig
 from babelzoo.train.trainer import Trainer
 from tiny_objectives import FixedMaskMLM, corpus, one_thread, tiny_model  # noqa: F401
 

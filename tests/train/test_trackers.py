@@ -16,7 +16,8 @@ from babelzoo.datasets.specials import SpecialIds
 from babelzoo.errors import ConfigError
 from babelzoo.objectives.mlm import MLM
 from babelzoo.train import trackers as T
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig
 from babelzoo.train.trainer import Trainer
 
 SPECIALS = SpecialIds(pad=1, cls=0, sep=2, unk=3, mask=4, vocab_size=60)

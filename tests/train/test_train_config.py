@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from babelzoo.train.config import (CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig, apply_overrides,
-                                   load_recipe, recipe_path)
+from babelzoo.train.config import TrainConfig, apply_overrides, load_recipe, recipe_path
+
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig
 from babelzoo.zoo.config import ConfigError
 
 SHIPPED = [path for path in sorted((Path(__file__).resolve().parents[2] / "babelzoo" / "recipes").glob("*.yaml"))
@@ -73,7 +74,8 @@ def test_unknown_key_names_file_line_close_match_and_valid_keys(tmp_path):
 
 
 def test_set_overrides_parse_yaml_and_reach_into_mappings(tmp_path):
-    path = write(tmp_path, "optim: {lr: 0.1}\nmodel_overrides: {hidden_size: 64}\nobjectives: {mlm: {max_length: 32}}\n")
+    path = write(tmp_path, "optim: {lr: 0.1}\nmodel_overrides: {hidden_size: 64}\n"
+                           "objectives: {mlm: {max_length: 32}}\n")
     cfg = load_recipe(path, ["optim.lr=5e-4", "logging.progress=false", "optim.betas=[0.8,0.9]",
                              "model_overrides.num_layers=3", "objectives.mlm.masking.probability=0.2",
                              "output_dir=runs/x"])

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from babelzoo.objectives.base import Loss, Objective
-from babelzoo.train.config import CheckpointConfig, LoggingConfig, OptimConfig, TrainConfig
+from babelzoo.train.config import TrainConfig
+from babelzoo.train.settings import CheckpointConfig, LoggingConfig, OptimConfig
 from babelzoo.train.run_checkpoints import finished_checkpoint
 from babelzoo.train.trainer import Trainer
 from tiny_objectives import FixedMaskMLM, RandomMaskMLM, corpus, one_thread, tiny_model  # noqa: F401
@@ -133,7 +134,7 @@ def test_a_finished_run_resumed_reports_its_own_figures_and_says_so(tmp_path, ca
     config = TrainConfig.from_dict({**settings, "peak_flops": 8e10, "progress": True})
     checkpoint = tmp_path / "checkpoints" / "step-00000004"
     assert finished_checkpoint(config) == checkpoint  # what `babelzoo demo` asks before it trains
-    assert finished_checkpoint(TrainConfig.from_dict({**{**settings, "max_steps": 5}})) is None
+    assert finished_checkpoint(TrainConfig.from_dict({**settings, "max_steps": 5})) is None
     again = Trainer(tiny_model(), sampled_mixture(), data, config).fit()
     err = capsys.readouterr().err
     assert "train:" not in err

@@ -158,7 +158,7 @@ def fit_fixed(output_dir, contrastive: bool = True, n: int = 64, model_seed: int
     settings = dict(output_dir=str(output_dir), max_steps=4, batch_size=8, lr=1e-2, progress=False,
                     tensorboard=False, measure_mfu=False, checkpoint_every=100, warmup_steps=0, schedule="constant")
     settings.update(config)
-    return Trainer(model, objective, corpus(n), TrainConfig.from_dict({**settings})).fit()
+    return Trainer(model, objective, corpus(n), TrainConfig.from_dict(settings)).fit()
 
 
 def fit_random(output_dir, max_steps: int = 40, checkpoint_every: int = 5, **config) -> dict:
@@ -170,7 +170,7 @@ def fit_random(output_dir, max_steps: int = 40, checkpoint_every: int = 5, **con
                     checkpoint_every=checkpoint_every, keep_checkpoints=2, progress=False, tensorboard=False,
                     measure_mfu=False)
     settings.update(config)
-    return Trainer(tiny_model(), RandomMaskMLM(), corpus(96), TrainConfig.from_dict({**settings})).fit()
+    return Trainer(tiny_model(), RandomMaskMLM(), corpus(96), TrainConfig.from_dict(settings)).fit()
 
 
 if __name__ == "__main__":  # python tiny_objectives.py OUTPUT_DIR MAX_STEPS CHECKPOINT_EVERY
