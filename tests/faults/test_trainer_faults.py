@@ -77,7 +77,8 @@ def test_no_emergency_checkpoint_of_a_non_finite_state(tmp_path):
 
 def test_resume_off_on_a_used_directory_is_a_config_error(tmp_path):
     Trainer(tiny(), FailingMLM(fail_at=0), ROWS, config(tmp_path, max_steps=2)).fit()
-    with pytest.raises(ConfigError, match="already holds checkpoints .* resume is off"):
+    with pytest.raises(ConfigError, match=r"already holds checkpoints .* checkpoints\.resume is off: resume them "
+                                          r"\(checkpoints\.resume: true\) or choose a new output_dir"):
         Trainer(tiny(), FailingMLM(fail_at=0), ROWS, config(tmp_path, max_steps=2, resume=False)).fit()
 
 
