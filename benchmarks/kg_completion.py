@@ -11,7 +11,11 @@ the combinations are fitted on the valid split only:
 - ``text_structure``: the recipe as shipped (e = P·x + s);
 - ``ensemble``: ``text_structure`` + ``structure``, a score ensemble weighted on valid MRR;
 - ``rerank``: the best of the above with SimKGC's graph-neighbourhood re-ranking (2 hops, the
-  bonus chosen on valid MRR).
+  bonus chosen on valid MRR);
+- ``names``: the best of the above re-ranked by the words of the entities' texts: a candidate whose
+  name the question entity's description holds, or whose description holds the question
+  entity's name, gains a weight per relation and side chosen on valid MRR
+  (:mod:`babelzoo.knowledge.name_match`).
 
 Knowledge injection: does pre-training the encoder on the graph's training facts first pay?
 Each ``inject_*`` arm pre-trains multilingual-e5-small with a shipped knowledge objective on the
@@ -59,6 +63,7 @@ from typing import Any, Mapping, Optional, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from babelzoo._provenance import portable_text  # noqa: E402
+from benchmarks._kg_completion.report import LABELS, markdown, markdown_table, plot  # noqa: E402,F401 (render reads them here)
 from benchmarks._results import write_results  # noqa: E402
 
 # Published WN18RR test numbers (filtered MRR, Hits@1/3/10); None: not reported
@@ -104,7 +109,8 @@ HEAD_WARMUP_MINUTES = 5.0
 E5_WEIGHTS = ["embeddings.*", "encoder.layers.*.attention.*", "encoder.layers.*.attention_norm.*",
               "encoder.layers.*.ffn.up.*", "encoder.layers.*.ffn.down.*", "encoder.layers.*.ffn_norm.*"]
 HEAD_WARMUP_SETTINGS = ["init={pretrained: true, freeze: [%s]}" % ", ".join(f"'{p}'" for p in E5_WEIGHTS), "optim.lr=1e-3"]
-ARMS = ("e5_zero_shot", *TRAINED, "ensemble", "rerank", "inject_none", *INJECTION, *HEAD_WARMUP)
+ARMS = ("e5_zero_shot", *TRAINED, "ensemble", "rerank", "names", "inject_none", *INJECTION, *HEAD_WARMUP)
+COMBINED = ("ensemble", "rerank", "names")  # fitted on valid over the structure and text_structure arms
 
 
 def cli(argv: Sequence[str]) -> None:
@@ -299,6 +305,39 @@ def combinations(rows: dict, runs: Path, data: Path, arms: Sequence[str]) -> Non
                           "valid": {"mrr": round(dict(tried)[bonus], 6)},
                           "test": {k: round(v, 6) for k, v in evaluate(reranker, graph, "test", filters=filters).items()},
                           "eval_cpu_seconds": round(time.process_time() - start, 1)}
+        rankers["rerank"] = reranker
+        if rows["rerank"]["valid"]["mrr"] > rows[best_single]["valid"]["mrr"]:
+            best_single = "rerank"
+    if "names" in arms and best_single is not None:
+        rows["names"] = name_matches(rankers[best_single], best_single, kb, graph, filters)
+
+
+def name_matches(ranker, of: str, kb, graph, filters) -> dict:
+    """The ``names`` arm: ``ranker`` re-ranked by the words of the entity texts, its weights per
+    relation and side fitted on valid; test MRR per relation before and after, for the ablation."""
+    import torch
+
+    from babelzoo.knowledge.link_prediction import split_metrics, split_ranks
+    from babelzoo.knowledge.name_match import NameMatches, fit_name_matches
+
+    start = time.process_time()
+    matches = NameMatches.from_kb(kb, graph)
+    reranker, weights, valid = fit_name_matches(ranker, graph, matches)
+    ranks = {name: split_ranks(model, graph, "test", filters=filters) for name, model in (("before", ranker),
+                                                                                           ("after", reranker))}
+    relations = graph.test[:, 1]
+    by_relation = {}
+    for index, relation in enumerate(graph.relations):
+        rows = relations == index
+        if rows.any():
+            by_relation[relation] = {"questions": 2 * int(rows.sum()), **{
+                name: round(float(torch.cat([1.0 / tails[rows], 1.0 / heads[rows]]).mean()), 4)
+                for name, (tails, heads) in ranks.items()}}
+    return {"of": of, "matches": matches.num_matches, "valid": {"mrr": round(valid, 6)},
+            "weights": {f"{side} {'(others)' if r is None else graph.relations[r]}": list(w)
+                        for (side, r), w in weights.items()},
+            "test": {k: round(v, 6) for k, v in split_metrics(*ranks["after"]).items()},
+            "test_mrr_by_relation": by_relation, "eval_cpu_seconds": round(time.process_time() - start, 1)}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -332,7 +371,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         rows["e5_zero_shot"] = {"model": "multilingual_e5_small", "train_cpu_seconds": 0.0,
                                 **eval_arm("multilingual_e5_small", args.runs, data, "e5_zero_shot")}
     for arm in TRAINED:
-        if arm in arms or (arm in ("structure", "text_structure") and {"ensemble", "rerank"} & set(arms)):
+        if arm in arms or (arm in ("structure", "text_structure") and set(COMBINED) & set(arms)):
             minutes = args.max_minutes if arm == "text_structure" else args.ablation_minutes
             rows[arm] = train_arm(arm, args.runs, data, minutes)
             rows[arm].update(eval_arm(rows[arm]["model"], args.runs, data, arm))
@@ -383,109 +422,6 @@ def where_ran(results_file: Mapping[str, Any]) -> dict[str, dict]:
     carried = results.get("carried") or {}
     before = carried.get("ran") or {arm: {k: carried.get(k) for k in own} for arm in carried.get("arms", ())}
     return {arm: before.get(arm, own) for arm in results["arms"]}
-
-
-LABELS = {"e5_zero_shot": "e5-small zero-shot (text, no training)", "structure": "structure only: ComplEx",
-          "text_only": "text only: frozen e5 + trained projection", "text_structure": "text + structure (kgc_e5_small)",
-          "ensemble": "text + structure + ComplEx, score ensemble", "rerank": "… + neighbourhood re-ranking",
-          "inject_none": "text only, short scorer budget (no injection)",
-          "inject_entity_mlm": "… after entity-level MLM on the facts (ERNIE 1.0)",
-          "inject_dea": "… after ERNIE fusion + dEA on the facts",
-          "inject_kbert": "… after K-BERT sentence trees over the entity texts",
-          "inject_kbert_warm": "… the same, its prediction head trained alone first (5 of the 15 CPU min)",
-          "inject_entity_mlm_warm": "… entity-level MLM, its prediction head trained alone first",
-          "inject_dea_warm": "… fusion + dEA, its prediction heads trained alone first"}
-
-
-def _cell(value: Optional[float]) -> str:
-    return "–" if value is None else f"{value:.3f}"
-
-
-def markdown_table(report: Mapping[str, Any]) -> str:
-    lines = ["| arm | MRR | Hits@1 | Hits@3 | Hits@10 | train CPU | eval CPU |", "|---|---|---|---|---|---|---|"]
-    carried = set((report.get("carried") or {}).get("arms", ()))
-    for arm, row in report["arms"].items():
-        t = row["test"]
-        train = row.get("train_cpu_seconds")
-        if "pretraining" in row:  # the encoder's pre-training counts in the arm's training time
-            train += row["pretraining"]["pretrain_cpu_seconds"]
-        label = LABELS.get(arm, arm) + (" †" if arm in carried else "")
-        lines.append(f"| {label} | {_cell(t['mrr'])} | {_cell(t['hits@1'])} | {_cell(t['hits@3'])} | "
-                     f"{_cell(t['hits@10'])} | {'–' if train is None else f'{train / 60:.1f} min'} | "
-                     f"{row['eval_cpu_seconds'] / 60:.1f} min |")
-    for name, entry in report["published"].items():
-        t = entry["test"]
-        lines.append(f"| *{name}* (published: {entry['source']}) | {_cell(t['mrr'])} | {_cell(t['hits@1'])} | "
-                     f"{_cell(t['hits@3'])} | {_cell(t['hits@10'])} | – | – |")
-    return "\n".join(lines)
-
-
-def markdown(report: Mapping[str, Any]) -> str:
-    arms = report["arms"]
-    notes = []
-    for arm, row in arms.items():
-        if "pretraining" in row:
-            pre = row["pretraining"]
-            warmup = f"the head alone `{pre['warmup_command']}`, then " if pre.get("warmup_command") else ""
-            notes.append(f"- {arm}: pre-training {warmup}`{pre['command']}` ({pre['steps']} steps, {pre['tokens']:,} "
-                         f"tokens, {pre['pretrain_cpu_seconds'] / 60:.1f} CPU min"
-                         + (f", of which ComplEx {pre['kge_cpu_seconds'] / 60:.1f}" if pre["kge_cpu_seconds"] else "")
-                         + (f", of which the head alone {pre['warmup_cpu_seconds'] / 60:.1f}"
-                            if pre.get("warmup_cpu_seconds") else "")
-                         + f"); then `{row['command']}`; best epoch {row['best_epoch']} of {row['epochs']}, valid MRR "
-                         f"{row['valid']['mrr']:.4f}")
-        elif "command" in row:
-            notes.append(f"- {arm}: `{row['command']}`; best epoch {row['best_epoch']} of {row['epochs']}, valid MRR "
-                         f"{row['valid']['mrr']:.4f}")
-        elif arm == "ensemble":
-            notes.append(f"- ensemble: text weight {row['text_weight']:g} (valid MRR by weight: "
-                         f"{json.dumps(row['valid_mrr_by_weight'])})")
-        elif arm == "rerank":
-            notes.append(f"- rerank of {row['of']}: bonus {row['bonus']:g} on standardised scores, {row['hops']} hops "
-                         f"(valid MRR by bonus: {json.dumps(row['valid_mrr_by_bonus'])})")
-        else:
-            notes.append(f"- {arm}: `{row['eval_command']}`")
-    budgets = ", ".join(f"{k} {v:g}" for k, v in report["budgets_cpu_minutes"].items())
-    c = report.get("carried")
-    carried = ""
-    if c and c["arms"]:
-        ran = c.get("ran") or {arm: {k: c.get(k) for k in ("machine", "commit", "date")} for arm in c["arms"]}
-        groups: dict[tuple, list[str]] = {}
-        for arm in c["arms"]:
-            groups.setdefault((ran[arm]["machine"] or "unrecorded", ran[arm]["commit"], ran[arm]["date"]), []).append(arm)
-        carried = (f"\n† Carried over from `{c['file']}`, not run again: " + "; ".join(
-            f"{', '.join(arms)} (machine {machine}, commit {commit}, {date})"
-            for (machine, commit, date), arms in groups.items()) + ".\n")
-    return ("# WN18RR link prediction\n\n"
-            f"Test split (3,134 triples), {report['protocol']}. CPU time is process time over every thread of a "
-            f"{report['machine']['cpus']}-core CPU; training budgets in CPU minutes: {budgets}. Entity vectors "
-            "(40,943 texts through the frozen e5-small encoder) are encoded once and shared by the text arms; an "
-            "injection arm encodes them again through its pre-trained encoder (not counted, like the shared ones). "
-            "Published numbers are from the papers named, on GPUs.\n\n"
-            + markdown_table(report) + "\n\nArms:\n\n" + "\n".join(notes) + "\n" + carried)
-
-
-def plot(report: Mapping[str, Any], path: Path) -> None:
-    """Test MRR and Hits@10 of every arm beside the published numbers."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = [LABELS.get(a, a) for a in report["arms"]] + [f"{n} (published)" for n in report["published"]]
-    tests = [row["test"] for row in report["arms"].values()] + [e["test"] for e in report["published"].values()]
-    fig, ax = plt.subplots(figsize=(9.0, 0.45 * len(names) + 1.2))
-    y = range(len(names))
-    ax.barh([i + 0.2 for i in y], [t["mrr"] or 0.0 for t in tests], 0.4, label="MRR")
-    ax.barh([i - 0.2 for i in y], [t["hits@10"] or 0.0 for t in tests], 0.4, label="Hits@10")
-    ax.set_yticks(list(y), names, fontsize="small")
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("WN18RR test, filtered")
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

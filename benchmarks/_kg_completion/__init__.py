@@ -1,0 +1,1 @@
+"""The parts of benchmarks/kg_completion.py."""
