@@ -64,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from babelzoo._provenance import portable_text  # noqa: E402
 from benchmarks._kg_completion.report import LABELS, markdown, markdown_table, plot  # noqa: E402,F401 (render reads them here)
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import shown_path, write_results  # noqa: E402
 
 # Published WN18RR test numbers (filtered MRR, Hits@1/3/10); None: not reported
 PUBLISHED = {
@@ -410,7 +410,7 @@ def carry_over(report: dict, earlier: Path) -> None:
     for arm in carried:  # a carried arm keeps the budget it was trained under
         if arm in results["budgets_cpu_minutes"]:
             report["budgets_cpu_minutes"][arm] = results["budgets_cpu_minutes"][arm]
-    report["carried"] = {"arms": carried, "file": str(earlier), "ran": {arm: ran[arm] for arm in carried}}
+    report["carried"] = {"arms": carried, "file": shown_path(earlier), "ran": {arm: ran[arm] for arm in carried}}
 
 
 def where_ran(results_file: Mapping[str, Any]) -> dict[str, dict]:

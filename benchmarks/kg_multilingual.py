@@ -49,7 +49,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from babelzoo._provenance import portable_text  # noqa: E402
-from benchmarks._results import write_results  # noqa: E402
+from benchmarks._results import shown_path, write_results  # noqa: E402
 from benchmarks.kg_completion import cli, train_recipe  # noqa: E402
 
 LANGS = ("el", "en", "es", "fr", "ja")
@@ -261,7 +261,7 @@ def carry_over(report: dict, earlier: Path, arms: Sequence[str]) -> None:
     """The arms of the results file ``earlier`` that this run did not run, copied into ``report``
     with that file's commit and date (``carried``); its alignment table too when none ran now."""
     old = json.loads(earlier.read_text(encoding="utf-8"))
-    source = {"file": str(earlier), "commit": old.get("commit"), "date": old.get("date")}
+    source = {"file": shown_path(earlier), "commit": old.get("commit"), "date": old.get("date")}
     results = old["results"]
     carried = sorted({arm for lang in LANGS for arm in results["link_prediction"].get(lang, {}) if arm not in arms})
     for lang in LANGS:

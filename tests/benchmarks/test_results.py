@@ -185,3 +185,13 @@ def test_an_interrupted_comparison_keeps_the_arms_written_under_the_same_setting
     assert R.finished_arms(out, {**again, "settings": {"steps": 200, "out": "a.json"}}, ignored=("out",)) == {}
     assert "written under other settings; every arm runs again" in capsys.readouterr().out
     assert R.finished_arms(tmp_path / "none.json", again, ignored=()) == {}
+
+
+def test_a_results_file_is_named_from_benchmarks_results_wherever_the_checkout_lies(tmp_path, monkeypatch):
+    from benchmarks._results import shown_path
+
+    worktree_file = tmp_path / "wt" / "benchmarks" / "results" / "kg_completion" / "epyc-avx512.json"
+    assert shown_path(worktree_file) == "benchmarks/results/kg_completion/epyc-avx512.json"
+    monkeypatch.setenv("BABELZOO_DATA_DIR", str(tmp_path / "data"))
+    assert shown_path(tmp_path / "data" / "old.json") == "$BABELZOO_DATA_DIR/old.json"
+    assert shown_path(tmp_path / "elsewhere.json") == str((tmp_path / "elsewhere.json").resolve())
