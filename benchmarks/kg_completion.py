@@ -318,11 +318,11 @@ def name_matches(ranker, of: str, kb, graph, filters) -> dict:
     import torch
 
     from babelzoo.knowledge.link_prediction import split_metrics, split_ranks
-    from babelzoo.knowledge.name_match import NameMatches, fit_name_matches
+    from babelzoo.knowledge.name_match import FEATURES, TextFeatures, fit_name_matches
 
     start = time.process_time()
-    matches = NameMatches.from_kb(kb, graph)
-    reranker, weights, valid = fit_name_matches(ranker, graph, matches)
+    features = TextFeatures.from_kb(kb, graph)
+    reranker, weights, valid = fit_name_matches(ranker, graph, features)
     ranks = {name: split_ranks(model, graph, "test", filters=filters) for name, model in (("before", ranker),
                                                                                            ("after", reranker))}
     relations = graph.test[:, 1]
@@ -333,7 +333,8 @@ def name_matches(ranker, of: str, kb, graph, filters) -> dict:
             by_relation[relation] = {"questions": 2 * int(rows.sum()), **{
                 name: round(float(torch.cat([1.0 / tails[rows], 1.0 / heads[rows]]).mean()), 4)
                 for name, (tails, heads) in ranks.items()}}
-    return {"of": of, "matches": matches.num_matches, "valid": {"mrr": round(valid, 6)},
+    return {"of": of, "matches": features.matches.num_matches, "features": list(FEATURES),
+            "valid": {"mrr": round(valid, 6)},
             "weights": {f"{side} {'(others)' if r is None else graph.relations[r]}": list(w)
                         for (side, r), w in weights.items()},
             "test": {k: round(v, 6) for k, v in split_metrics(*ranks["after"]).items()},

@@ -6,32 +6,36 @@ Canis ..." names the genus, a part's gloss names its whole. A sentence vector bl
 mention and a structure model never reads it. :class:`NameMatches` finds, for every entity, the
 entities whose name its description holds as whole words, each match weighted by how rare the
 name is among the descriptions (its idf, scaled to [0, 1]). :class:`MatchRanker` adds two
-features to another ranker's standardised scores, each with a weight per relation and side:
+features of the question's entity and each candidate to another ranker's standardised scores,
+each with a weight per relation and side (tail or head prediction):
 
 - ``forward``: the candidate's name is in the question entity's description;
-- ``backward``: the question entity's name is in the candidate's description.
+- ``backward``: the question entity's name is in the candidate's description;
+- ``forward_early``, ``backward_early``: the same, the sooner the name comes the more it weighs;
+- ``shared``: the cosine of the two texts' idf-weighted word sets (:class:`SharedWords`).
 
 :func:`fit_name_matches` chooses the weights on the valid split, relation by relation (a relation
 with too few valid questions shares the weights fitted on all of them), as StAR's self-adaptive
-ensemble (Wang et al., WWW 2021) is fitted on the dev split.
+ensemble (Wang et al., WWW 2021) is fitted on the dev split: coordinate ascent over a grid, one
+feature at a time, from all weights 0.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from itertools import product
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 
 from .base import KBError
 from .kge import LinkPredictionData
-from .link_prediction import KnownTriples, filtered_ranks
+from .link_prediction import KnownTriples
 
 WORD = re.compile(r"\w+(?:['-]\w+)*")
 SIDES = ("tail", "head")
-WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+FEATURES = ("forward", "backward", "forward_early", "backward_early", "shared")
 
 
 def words(text: str) -> tuple[str, ...]:
@@ -53,11 +57,14 @@ def names_and_descriptions(kb, data: LinkPredictionData, lang: str = "en") -> tu
 
 
 class _Rows:
-    """A sparse [N, N] matrix kept as CSR arrays, whose rows are read out dense a batch at a time."""
+    """A sparse [n, width] matrix (width n unless given) kept as CSR arrays, whose rows are read
+    out dense a batch at a time."""
 
-    def __init__(self, rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n: int):
-        order = torch.argsort(rows * n + cols)
-        self.cols, self.values, self.n = cols[order], values[order], n
+    def __init__(self, rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n: int,
+                 width: Optional[int] = None):
+        self.n = n if width is None else width
+        order = torch.argsort(rows * self.n + cols)
+        self.cols, self.values = cols[order], values[order]
         self.starts = torch.zeros(n + 1, dtype=torch.long)
         self.starts[1:] = torch.cumsum(torch.bincount(rows, minlength=n), 0)
 
@@ -75,7 +82,9 @@ class _Rows:
 class NameMatches:
     """``forward(q)`` [B, N]: for each entity of ``q``, the idf weight of every entity whose name
     its description holds as whole words (0 elsewhere, and at itself); ``backward(q)``: the same
-    seen from the candidate (``q``'s name in the candidate's description)."""
+    seen from the candidate (``q``'s name in the candidate's description). ``forward(q, early=True)``
+    and ``backward(q, early=True)`` divide each weight by 1 + the word the name starts at: a
+    definition names its entity's kind first ("a member of the genus ...")."""
 
     def __init__(self, names: Sequence[str], descriptions: Sequence[str], max_words: int = 6):
         if len(names) != len(descriptions):
@@ -86,63 +95,121 @@ class NameMatches:
             key = words(name)
             if 0 < len(key) <= max_words:
                 by_name.setdefault(key, []).append(index)
-        found: dict[tuple[str, ...], set[int]] = {}  # name -> the entities whose description holds it
+        found: dict[tuple[str, ...], dict[int, int]] = {}  # name -> {holder: the word its first mention starts at}
         for index, description in enumerate(descriptions):
             tokens = words(description)
             for size in range(1, max_words + 1):
                 for start in range(len(tokens) - size + 1):
                     gram = tokens[start:start + size]
                     if gram in by_name:
-                        found.setdefault(gram, set()).add(index)
-        rows, cols, values = [], [], []
+                        first = found.setdefault(gram, {})
+                        first[index] = min(first.get(index, start), start)
+        rows, cols, values, starts = [], [], [], []
         scale = math.log(max(n, 2))
         for name, holders in found.items():
             idf = math.log(n / len(holders)) / scale
-            for holder in holders:
+            for holder, start in holders.items():
                 for entity in by_name[name]:
                     if entity != holder:
                         rows.append(holder)
                         cols.append(entity)
                         values.append(idf)
+                        starts.append(start)
         rows_t, cols_t = torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)
         values_t = torch.tensor(values, dtype=torch.float32)
+        early_t = values_t / (1.0 + torch.tensor(starts, dtype=torch.float32))
         self.num_entities, self.num_matches = n, len(values)
-        self._forward = _Rows(rows_t, cols_t, values_t, n)
-        self._backward = _Rows(cols_t, rows_t, values_t, n)
+        self._rows = {(False, False): _Rows(rows_t, cols_t, values_t, n), (False, True): _Rows(rows_t, cols_t, early_t, n),
+                      (True, False): _Rows(cols_t, rows_t, values_t, n), (True, True): _Rows(cols_t, rows_t, early_t, n)}
 
     @classmethod
     def from_kb(cls, kb, data: LinkPredictionData, lang: str = "en") -> "NameMatches":
         return cls(*names_and_descriptions(kb, data, lang))
 
-    def forward(self, entities: torch.Tensor) -> torch.Tensor:
-        return self._forward.dense(entities)
+    def forward(self, entities: torch.Tensor, early: bool = False) -> torch.Tensor:
+        return self._rows[(False, early)].dense(entities)
 
-    def backward(self, entities: torch.Tensor) -> torch.Tensor:
-        return self._backward.dense(entities)
+    def backward(self, entities: torch.Tensor, early: bool = False) -> torch.Tensor:
+        return self._rows[(True, early)].dense(entities)
+
+
+class SharedWords:
+    """``similarity(q)`` [B, N]: the cosine between each entity of ``q``'s text and every entity's,
+    each text its set of words weighted by idf (log N / the texts holding the word); itself 0."""
+
+    def __init__(self, texts: Sequence[str]):
+        n = len(texts)
+        vocabulary: dict[str, int] = {}
+        rows, cols = [], []
+        for index, text in enumerate(texts):
+            for word in set(words(text)):
+                rows.append(index)
+                cols.append(vocabulary.setdefault(word, len(vocabulary)))
+        rows_t, cols_t = torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)
+        idf = torch.log(n / torch.bincount(cols_t, minlength=len(vocabulary)).clamp(min=1).float())
+        values = idf[cols_t]
+        norms = torch.zeros(n).index_add_(0, rows_t, values * values).sqrt().clamp(min=1e-12)
+        values = values / norms[rows_t]
+        self.num_entities, self.num_words = n, len(vocabulary)
+        self._texts = _Rows(rows_t, cols_t, values, n, width=len(vocabulary))
+        self._matrix = torch.sparse_coo_tensor(torch.stack([rows_t, cols_t]), values, (n, len(vocabulary)),
+                                               check_invariants=True).coalesce()
+
+    def similarity(self, entities: torch.Tensor) -> torch.Tensor:
+        out = torch.sparse.mm(self._matrix, self._texts.dense(entities).T).T.contiguous()
+        out[torch.arange(len(entities)), entities] = 0.0
+        return out
+
+
+class TextFeatures:
+    """The features :class:`MatchRanker` weighs, of a graph's entities: :class:`NameMatches` both
+    ways and :class:`SharedWords`; ``of(entities)`` [F, B, N] in the order of :data:`FEATURES`."""
+
+    def __init__(self, names: Sequence[str], descriptions: Sequence[str], texts: Sequence[str]):
+        self.matches, self.shared = NameMatches(names, descriptions), SharedWords(texts)
+        self.num_entities = len(names)
+        m = self.matches
+        self.compute: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+            "forward": m.forward, "backward": m.backward, "forward_early": lambda q: m.forward(q, early=True),
+            "backward_early": lambda q: m.backward(q, early=True), "shared": self.shared.similarity}
+
+    @classmethod
+    def from_kb(cls, kb, data: LinkPredictionData, lang: str = "en") -> "TextFeatures":
+        names, descriptions = names_and_descriptions(kb, data, lang)
+        texts = [f"{n} {d}" for n, d in zip(names, descriptions)]
+        return cls(names, descriptions, texts)
+
+    def of(self, entities: torch.Tensor) -> torch.Tensor:
+        return torch.stack([self.compute[name](entities) for name in FEATURES])
 
 
 def _standardised(scores: torch.Tensor) -> torch.Tensor:
     return (scores - scores.mean(1, keepdim=True)) / scores.std(1, keepdim=True).clamp(min=1e-12)
 
 
-class MatchRanker:
-    """``ranker``'s standardised scores plus ``a · forward + b · backward`` (:class:`NameMatches`),
-    with (a, b) from ``weights[(side, relation)]``, else ``weights[(side, None)]``."""
+Weights = dict[tuple[str, Optional[int]], tuple[float, ...]]
 
-    def __init__(self, ranker, matches: NameMatches, weights: dict[tuple[str, Optional[int]], tuple[float, float]]):
+
+class MatchRanker:
+    """``ranker``'s standardised scores plus Σ_f w_f · feature_f(question entity, candidate)
+    (:class:`TextFeatures`), with the weights w from ``weights[(side, relation)]``, else
+    ``weights[(side, None)]``, one per feature of :data:`FEATURES`."""
+
+    def __init__(self, ranker, features: TextFeatures, weights: Weights):
         missing = [side for side in SIDES if (side, None) not in weights]
         if missing:
             raise KBError(f"weights need a default for each side, (side, None): missing {missing}")
-        self.ranker, self.matches, self.weights = ranker, matches, dict(weights)
+        wrong = [key for key, w in weights.items() if len(w) != len(FEATURES)]
+        if wrong:
+            raise KBError(f"weights {wrong}: give one per feature, {', '.join(FEATURES)}")
+        self.ranker, self.features, self.weights = ranker, features, dict(weights)
 
     def _add(self, scores: torch.Tensor, side: str, entities: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
-        pairs = [self.weights.get((side, r), self.weights[(side, None)]) for r in relations.tolist()]
-        a, b = (torch.tensor(column, dtype=torch.float32)[:, None] for column in zip(*pairs))
+        w = torch.tensor([self.weights.get((side, r), self.weights[(side, None)]) for r in relations.tolist()])
         out = _standardised(scores.float())
-        if a.any():
-            out = out + a * self.matches.forward(entities)
-        if b.any():
-            out = out + b * self.matches.backward(entities)
+        for f, name in enumerate(FEATURES):
+            if w[:, f].any():
+                out = out + w[:, f, None] * self.features.compute[name](entities)
         return out
 
     def score_tails(self, h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
@@ -152,59 +219,89 @@ class MatchRanker:
         return self._add(self.ranker.score_heads(r, t), "head", t, r)
 
 
-def _best(z: torch.Tensor, forward: torch.Tensor, backward: torch.Tensor, targets: torch.Tensor,
-          known: torch.Tensor, grid: Sequence[float]) -> tuple[tuple[float, float], float]:
-    """The (a, b) of ``grid``² whose scores give the highest summed reciprocal rank, and that sum."""
-    best, best_sum = (0.0, 0.0), -1.0
-    for a, b in product(grid, grid):
-        ranks = filtered_ranks(z + a * forward + b * backward, targets, known)
-        total = float((1.0 / ranks).sum())
-        if total > best_sum + 1e-9:
-            best, best_sum = (float(a), float(b)), total
-    return best, best_sum
+def _reciprocal_sums(z: torch.Tensor, features: torch.Tensor, weights: torch.Tensor, targets: torch.Tensor,
+                     keep: torch.Tensor, groups: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """For the questions' scores z [Q, N] plus weights [Q, F] · features [F, Q, N], the summed
+    reciprocal filtered rank of each group of questions [num_groups] (``keep``: the candidates a
+    rank counts, every other known answer left out; ties count half, as :func:`filtered_ranks`)."""
+    scores = z.clone()
+    for f in range(features.shape[0]):
+        if weights[:, f].any():
+            scores.addcmul_(weights[:, f, None], features[f])
+    target = scores.gather(1, targets[:, None])
+    higher = ((scores > target) & keep).sum(1)
+    ties = ((scores == target) & keep).sum(1) - 1
+    reciprocal = 1.0 / (1.0 + higher.double() + ties.double() / 2)
+    return torch.zeros(num_groups, dtype=torch.float64).index_add_(0, groups, reciprocal)
+
+
+def _questions(ranker, data: LinkPredictionData, features: "TextFeatures", filters: KnownTriples, side: str,
+               batch_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The valid split's questions of one side: standardised scores [Q, N], features [F, Q, N], the
+    candidates each rank counts [Q, N] and the answers [Q]."""
+    triples = data.split("valid")
+    z, feats, keep = [], [], []
+    for i in range(0, len(triples), batch_size):
+        h, r, t = triples[i:i + batch_size].unbind(1)
+        if side == "tail":
+            asked, answer, keys, scores = h, t, list(zip(h.tolist(), r.tolist())), ranker.score_tails(h, r)
+        else:
+            asked, answer, keys, scores = t, h, list(zip(r.tolist(), t.tolist())), ranker.score_heads(r, t)
+        z.append(_standardised(scores.float()))
+        feats.append(features.of(asked))
+        known = filters.mask(keys, side, data.num_entities)
+        known[torch.arange(len(answer)), answer] = False
+        keep.append(~known)
+    return torch.cat(z), torch.cat(feats, 1), torch.cat(keep), triples[:, 2] if side == "tail" else triples[:, 0]
 
 
 @torch.no_grad()
-def fit_name_matches(ranker, data: LinkPredictionData, matches: NameMatches, grid: Sequence[float] = WEIGHTS,
-                     min_questions: int = 20, batch_size: int = 256
-                     ) -> tuple[MatchRanker, dict[tuple[str, Optional[int]], tuple[float, float]], float]:
+def fit_name_matches(ranker, data: LinkPredictionData, features: TextFeatures, grid: Sequence[float] = WEIGHTS,
+                     min_questions: int = 20, rounds: int = 2, batch_size: int = 256
+                     ) -> tuple[MatchRanker, Weights, float]:
     """The weights of :class:`MatchRanker` with the best valid MRR: for each side and relation
-    with at least ``min_questions`` valid questions its own (a, b) of ``grid``², for the rest
-    those fitted on all the side's questions. Returns (the ranker, the weights, valid MRR)."""
-    if matches.num_entities != data.num_entities:
-        raise KBError(f"the name matches cover {matches.num_entities} entities, the graph {data.num_entities}")
+    with at least ``min_questions`` valid questions its own, for the rest those fitted on all the
+    side's questions; each set found by ``rounds`` of coordinate ascent over ``grid`` from all 0
+    (one feature's weight at a time, the others held; of equal sums the first of the grid wins).
+    Returns (the ranker, the weights, valid MRR)."""
+    if features.num_entities != data.num_entities:
+        raise KBError(f"the text features cover {features.num_entities} entities, the graph {data.num_entities}")
     filters = KnownTriples(data)
     triples = data.split("valid")
     if len(triples) == 0:
         raise KBError("the 'valid' split is empty: the weights are chosen on it")
-    weights: dict[tuple[str, Optional[int]], tuple[float, float]] = {}
+    relations = triples[:, 1]
+    ids = relations.unique()
+    groups = torch.searchsorted(ids, relations.contiguous())  # each question's relation, as an index into ids
+    own = torch.bincount(groups, minlength=len(ids)) >= min_questions
+    values = torch.tensor(grid, dtype=torch.float32)
+    weights: Weights = {}
     reciprocal_sum = 0.0
     for side in SIDES:
-        parts: dict[str, list[torch.Tensor]] = {"z": [], "forward": [], "backward": [], "known": []}
-        for i in range(0, len(triples), batch_size):
-            h, r, t = triples[i:i + batch_size].unbind(1)
-            asked, keys = (h, list(zip(h.tolist(), r.tolist()))) if side == "tail" else (t, list(zip(r.tolist(), t.tolist())))
-            scores = ranker.score_tails(h, r) if side == "tail" else ranker.score_heads(r, t)
-            parts["z"].append(_standardised(scores.float()))
-            parts["forward"].append(matches.forward(asked))
-            parts["backward"].append(matches.backward(asked))
-            parts["known"].append(filters.mask(keys, side, data.num_entities))
-        z, forward, backward, known = (torch.cat(parts[k]) for k in ("z", "forward", "backward", "known"))
-        targets = triples[:, 2] if side == "tail" else triples[:, 0]
-        relations = triples[:, 1]
-        weights[(side, None)], _ = _best(z, forward, backward, targets, known, grid)
-        shared = set()
-        for relation in relations.unique().tolist():
-            rows = (relations == relation).nonzero().squeeze(1)
-            if len(rows) < min_questions:
-                shared.add(relation)
-                continue
-            weights[(side, relation)], total = _best(z[rows], forward[rows], backward[rows], targets[rows],
-                                                     known[rows], grid)
-            reciprocal_sum += total
-        if shared:
-            rows = torch.isin(relations, torch.tensor(sorted(shared))).nonzero().squeeze(1)
-            a, b = weights[(side, None)]
-            ranks = filtered_ranks(z[rows] + a * forward[rows] + b * backward[rows], targets[rows], known[rows])
-            reciprocal_sum += float((1.0 / ranks).sum())
-    return MatchRanker(ranker, matches, weights), weights, reciprocal_sum / (2 * len(triples))
+        z, feats, keep, targets = _questions(ranker, data, features, filters, side, batch_size)
+
+        def sums(w: torch.Tensor) -> torch.Tensor:  # w [groups, F] -> each group's summed reciprocal rank
+            return _reciprocal_sums(z, feats, w[groups], targets, keep, groups, len(ids))
+
+        # coordinate ascent, each relation on its own (relations are disjoint: one pass scores all)
+        # and the pool of every question with one set of weights
+        each, pooled = torch.zeros(len(ids), len(FEATURES)), torch.zeros(1, len(FEATURES))
+        for _ in range(rounds):
+            for f in range(len(FEATURES)):
+                by_value, pooled_by_value = [], []
+                for value in grid:
+                    trial = each.clone()
+                    trial[:, f] = value
+                    by_value.append(sums(trial))
+                    trial = pooled.clone()
+                    trial[:, f] = value
+                    pooled_by_value.append(sums(trial.expand(len(ids), -1)).sum())
+                each[:, f] = values[torch.stack(by_value).argmax(0)]  # argmax: the first of equal maxima
+                pooled[:, f] = values[torch.stack(pooled_by_value).argmax()]
+        final = torch.where(own[:, None], each, pooled)
+        reciprocal_sum += float(sums(final).sum())
+        weights[(side, None)] = tuple(float(w) for w in pooled[0])
+        for g, relation in enumerate(ids.tolist()):
+            if own[g]:
+                weights[(side, relation)] = tuple(float(w) for w in each[g])
+    return MatchRanker(ranker, features, weights), weights, reciprocal_sum / (2 * len(triples))

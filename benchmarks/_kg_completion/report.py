@@ -67,11 +67,11 @@ def markdown(report: Mapping[str, Any]) -> str:
             notes.append(f"- rerank of {row['of']}: bonus {row['bonus']:g} on standardised scores, {row['hops']} hops "
                          f"(valid MRR by bonus: {json.dumps(row['valid_mrr_by_bonus'])})")
         elif arm == "names":
-            weights = ", ".join(f"{key} {a:g}/{b:g}" for key, (a, b) in row["weights"].items())
+            weights = ", ".join(f"{key} {'/'.join(f'{w:g}' for w in ws)}" for key, ws in row["weights"].items())
             by_relation = ", ".join(f"{relation} ({r['questions']}) {r['before']:.3f} → {r['after']:.3f}"
                                     for relation, r in row["test_mrr_by_relation"].items())
-            notes.append(f"- names of {row['of']}: {row['matches']:,} (entity, named entity) pairs; weights forward/"
-                         f"backward by side and relation, on valid: {weights}; test MRR by relation (questions), "
+            notes.append(f"- names of {row['of']}: {row['matches']:,} (entity, named entity) pairs; weights "
+                         f"{'/'.join(row['features'])} by side and relation, on valid: {weights}; test MRR by relation (questions), "
                          f"before → after: {by_relation}")
         else:
             notes.append(f"- {arm}: `{row['eval_command']}`")
