@@ -220,39 +220,38 @@ class MatchRanker:
 
 
 def _reciprocal_sums(z: torch.Tensor, features: torch.Tensor, weights: torch.Tensor, targets: torch.Tensor,
-                     keep: torch.Tensor, groups: torch.Tensor, num_groups: int) -> torch.Tensor:
-    """For the questions' scores z [Q, N] plus weights [Q, F] · features [F, Q, N], the summed
-    reciprocal filtered rank of each group of questions [num_groups] (``keep``: the candidates a
-    rank counts, every other known answer left out; ties count half, as :func:`filtered_ranks`)."""
-    scores = z.clone()
+                     groups: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """For the questions' scores z [Q, N] (-inf at every other known answer, which no rank counts)
+    plus weights [Q, F] · features [F, Q, N], the summed reciprocal filtered rank of each group of
+    questions [num_groups]; ties count half, as :func:`~.link_prediction.filtered_ranks`."""
+    scores = z
     for f in range(features.shape[0]):
         if weights[:, f].any():
-            scores.addcmul_(weights[:, f, None], features[f])
+            scores = torch.addcmul(scores, weights[:, f, None], features[f])
     target = scores.gather(1, targets[:, None])
-    higher = ((scores > target) & keep).sum(1)
-    ties = ((scores == target) & keep).sum(1) - 1
+    higher = (scores > target).sum(1)
+    ties = (scores == target).sum(1) - 1
     reciprocal = 1.0 / (1.0 + higher.double() + ties.double() / 2)
     return torch.zeros(num_groups, dtype=torch.float64).index_add_(0, groups, reciprocal)
 
 
 def _questions(ranker, data: LinkPredictionData, features: "TextFeatures", filters: KnownTriples, side: str,
-               batch_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The valid split's questions of one side: standardised scores [Q, N], features [F, Q, N], the
-    candidates each rank counts [Q, N] and the answers [Q]."""
+               batch_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The valid split's questions of one side: standardised scores [Q, N] with -inf at every other
+    known answer, features [F, Q, N] and the answers [Q]."""
     triples = data.split("valid")
-    z, feats, keep = [], [], []
+    z, feats = [], []
     for i in range(0, len(triples), batch_size):
         h, r, t = triples[i:i + batch_size].unbind(1)
         if side == "tail":
             asked, answer, keys, scores = h, t, list(zip(h.tolist(), r.tolist())), ranker.score_tails(h, r)
         else:
             asked, answer, keys, scores = t, h, list(zip(r.tolist(), t.tolist())), ranker.score_heads(r, t)
-        z.append(_standardised(scores.float()))
-        feats.append(features.of(asked))
         known = filters.mask(keys, side, data.num_entities)
         known[torch.arange(len(answer)), answer] = False
-        keep.append(~known)
-    return torch.cat(z), torch.cat(feats, 1), torch.cat(keep), triples[:, 2] if side == "tail" else triples[:, 0]
+        z.append(_standardised(scores.float()).masked_fill_(known, float("-inf")))
+        feats.append(features.of(asked))
+    return torch.cat(z), torch.cat(feats, 1), triples[:, 2] if side == "tail" else triples[:, 0]
 
 
 @torch.no_grad()
@@ -278,10 +277,10 @@ def fit_name_matches(ranker, data: LinkPredictionData, features: TextFeatures, g
     weights: Weights = {}
     reciprocal_sum = 0.0
     for side in SIDES:
-        z, feats, keep, targets = _questions(ranker, data, features, filters, side, batch_size)
+        z, feats, targets = _questions(ranker, data, features, filters, side, batch_size)
 
         def sums(w: torch.Tensor) -> torch.Tensor:  # w [groups, F] -> each group's summed reciprocal rank
-            return _reciprocal_sums(z, feats, w[groups], targets, keep, groups, len(ids))
+            return _reciprocal_sums(z, feats, w[groups], targets, groups, len(ids))
 
         # coordinate ascent, each relation on its own (relations are disjoint: one pass scores all)
         # and the pool of every question with one set of weights
