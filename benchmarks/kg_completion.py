@@ -74,11 +74,10 @@ PUBLISHED = {
     "StAR": ({"mrr": 0.401, "hits@1": 0.243, "hits@3": 0.491, "hits@10": 0.709}, "Wang et al., WWW 2021, Table 2"),
     "KG-BERT": ({"mrr": None, "hits@1": None, "hits@3": None, "hits@10": 0.524}, "Yao et al., 2019, Table 3"),
 }
-TRAINED = {  # arm: (output folder under --runs, recipe overrides)
-    "structure": ("structure", ["scorer.model=complex", "scorer.dim=128", "scorer.options={reciprocal: true}",
-                                "train.regularizer=n3", "train.regularization_weight=0.005"]),
-    "text_only": ("text_only", ["scorer.options={dropout: 0.1, structure: false}"]),
-    "text_structure": ("kgc_e5_small", []),
+TRAINED = {  # arm: (output folder under --runs, recipe, its overrides)
+    "structure": ("structure", "kgc_complex", []),
+    "text_only": ("text_only", "kgc_e5_small", ["scorer.options={dropout: 0.1, structure: false}"]),
+    "text_structure": ("kgc_e5_small", "kgc_e5_small", []),
 }
 E5_FOR_PRETRAINING = [  # multilingual-e5-small as the start of a pre-training recipe
     "model=multilingual_e5_small", "init={pretrained: true, freeze: [embeddings.word.*]}",
@@ -123,7 +122,7 @@ def cli(argv: Sequence[str]) -> None:
 
 
 def overrides_for(arm: str, runs: Path, data: Path, minutes: float) -> list[str]:
-    folder, extra = TRAINED[arm]
+    folder, _, extra = TRAINED[arm]
     return [f"kg.path={data}", f"output_dir={runs / folder}", f"cache_dir={runs / 'cache'}",
             f"train.max_seconds={minutes * 60:g}", *extra]
 
@@ -165,7 +164,7 @@ def graph_sha256(path: str, lang: str) -> str:
 
 
 def train_arm(arm: str, runs: Path, data: Path, minutes: float) -> dict:
-    return train_recipe(overrides_for(arm, runs, data, minutes), arm)
+    return train_recipe(overrides_for(arm, runs, data, minutes), arm, TRAINED[arm][1])
 
 
 def train_recipe(overrides: list[str], label: str, name: str = "kgc_e5_small") -> dict:

@@ -27,7 +27,8 @@ PRINTS = {
     "errors.py": {"run_command"},  # a user error: one line on stderr
     "evaluation/cli.py": {"run_eval"},
     "finetune/cli.py": {"finetune_main"},
-    "knowledge/cli.py": {"info", "link", "log", "train_kge_main", "eval_main", "predict_main", "align_main"},
+    "knowledge/cli.py": {"info", "link", "log", "train_kge_main", "align_main"},
+    "knowledge/link_cli.py": {"eval_main", "predict_main"},
     "knowledge/pretrain_cli.py": {"pretrain_link_prediction"},
     "train/cli.py": {"pretrain_main", "attempt"},
     "train/logging.py": {"_show_window", "close"},  # the progress line and the run summary

@@ -6,6 +6,7 @@
     babelzoo kb link --kb cldr --lang ja --tokens 日本 の 通貨 は 円
     babelzoo kb train-kge --data ../shared/data/codex-s --model complex --dim 256 --out kge/
     babelzoo kb eval --model multilingual_e5_small --kg ../shared/data/wn18rr --split test --out runs/kg/e5.json
+    babelzoo kb eval --model runs/kgc/model --ensemble runs/complex/model --names --kg ../shared/data/wn18rr
     babelzoo kb predict --model runs/kgc/model --kg ../shared/data/wn18rr 06845599 _hypernym
     babelzoo kb align --kb ../shared/data/dbp5l/el --kb ../shared/data/dbp5l/en --seeds seeds.tsv --out pairs.tsv
 
@@ -25,7 +26,6 @@ from typing import Annotated, Optional, Sequence
 
 from ..errors import ArgumentParser, UsageError, command
 from ..options import option
-from ..registry import choices_hint, close_matches
 from ..typed import Range, Seed
 
 # the numbers the options take, refused by the parser otherwise (before a knowledge base is read)
@@ -185,131 +185,6 @@ def train_kge_main(args: argparse.Namespace, out=None) -> dict:
     return {"summary": summary, "test": test}
 
 
-def text_ranker(model_source: str, kg: str, batch_size: int = 128, kb=None):
-    """A ranker of the graph ``kg``'s entities: the scorer a link-prediction recipe or
-    ``train-kge --out`` saved in the folder ``model_source`` (it holds ``kge.json``:
-    :class:`~babelzoo.knowledge.text_kge.GraphRanker`), else a
-    :class:`~babelzoo.knowledge.text_link.TextLinkPredictor` of the text model ``model_source`` (a
-    model folder, or a zoo name loaded with its pretrained weights). A model trained for link
-    prediction reads the graph in the text format it learnt, and only the graph it learnt."""
-    from pathlib import Path
-
-    from .._files import read_json_object
-    from .kge import LinkPredictionData
-    from .text_link import TextFormat, TextLinkPredictor
-
-    kb = kb if kb is not None else _load(kg)
-    data = LinkPredictionData.from_kb(kb)
-    if (Path(model_source) / "kge.json").is_file():  # a scorer over the graph's entities (text_kge)
-        from .base import KBError
-        from .text_kge import GraphRanker
-
-        try:
-            return GraphRanker.from_folder(model_source, kb, data), kb, Path(model_source)
-        except KBError as err:
-            raise UsageError(f"--model {model_source}: {err}") from None
-    record_file = Path(model_source) / "link_prediction.json"
-    record = read_json_object(record_file, UsageError) if record_file.is_file() else None
-    text = TextFormat(**record["text"]) if record else TextFormat()
-    from .text_kge import text_model
-
-    ranker = TextLinkPredictor(text_model(model_source), kb, data, text, batch_size=batch_size)
-    if record and record.get("graph_sha256") != ranker.digest:
-        raise UsageError(f"--model {model_source} was trained on the graph {record.get('kg')!r} "
-                         f"({record.get('entities')} entities), and --kg {kg} is another ({data.num_entities} "
-                         "entities, other texts or relations): rank a graph with a model trained on it")
-    return ranker, kb, Path(model_source)
-
-
-def resolve(kb, value: str, kind: str) -> str:
-    """An entity or relation of ``kb`` named by its id or, failing that, by its exact text."""
-    ids = kb.entities() if kind == "entity" else kb.relations()
-    value = value.strip()  # a name copied from a file with CRLF line ends carries a '\r'
-    if value in set(ids):
-        return value
-    label = kb.label if kind == "entity" else kb.relation_label
-    found = [i for i in ids if label(i) == value]
-    if len(found) == 1:
-        return found[0]
-    if found:
-        raise UsageError(f"{kind} {value!r} names {len(found)} {kind}s ({', '.join(found[:5])}); give the id")
-    names = list(dict.fromkeys([*ids, *(text for text in map(label, ids) if text)]))  # an id may be its own text
-    if kind == "relation":
-        hint = choices_hint(value, names, what="relation", listing="its relations", limit=20)
-    else:  # too many to list: the close ones only
-        close = close_matches(value, names)
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-    raise UsageError(f"unknown {kind} {value!r}: no id or text of the graph matches it{hint}")
-
-
-def eval_main(args: argparse.Namespace, out=None) -> dict:
-    """Filtered link prediction of a text model on ``--kg``'s ``--split``: print the metrics and
-    write them with the protocol to ``--out``."""
-    import time
-
-    from .._files import owned_file, write_owned_file
-    from .link_prediction import split_metrics, split_ranks
-
-    out = out or sys.stdout
-    ranks_file = args.ranks
-    for flag, path, what in (("--out", args.out, "link prediction metrics"), ("--ranks", ranks_file, RANKS)):
-        if path and os.path.exists(path) and not owned_file(path, what):
-            raise UsageError(f"{flag} {path}: a file babelzoo did not write; nothing was changed: choose another name")
-    start = time.process_time()
-    ranker, kb, _ = text_ranker(args.model, args.kg, args.batch_size)
-    if not len(ranker.data.split(args.split)):
-        raise UsageError(f"--kg {args.kg} has no {args.split!r} triples")
-    tails, heads = split_ranks(ranker, ranker.data, args.split)
-    metrics = split_metrics(tails, heads)
-    seconds = time.process_time() - start
-    print(f"{args.model} on {args.kg} ({args.split}, {len(ranker.data.split(args.split)):,} triples, "
-          f"{ranker.data.num_entities:,} candidates): filtered MRR {metrics['mrr']:.4f}, Hits@1 "
-          f"{metrics['hits@1']:.4f}, Hits@3 {metrics['hits@3']:.4f}, Hits@10 {metrics['hits@10']:.4f}; "
-          f"{seconds:.0f} CPU s", file=out)
-    result = {"model": str(args.model), "kg": str(args.kg), "split": args.split,
-              "protocol": "filtered ranking over every entity, head and tail prediction averaged, ties at the "
-                          "mean rank; entities and questions read as text (see text)",
-              **ranker.settings(), "metrics": {k: round(v, 6) for k, v in metrics.items()}, "cpu_seconds": seconds}
-    if args.out:
-        text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
-
-        def write(tmp: str) -> None:
-            with open(tmp, "w", encoding="utf-8") as handle:
-                handle.write(text)
-
-        write_owned_file(args.out, write, "link prediction metrics")
-        print(f"wrote {args.out}", file=out)
-    if ranks_file:
-        data = ranker.data
-        rows = "".join(f"{data.entities[h]}\t{data.relations[r]}\t{data.entities[t]}\t{tail:g}\t{head:g}\n"
-                       for (h, r, t), tail, head in zip(data.split(args.split).tolist(), tails.tolist(), heads.tolist()))
-
-        def write_ranks(tmp: str) -> None:
-            with open(tmp, "w", encoding="utf-8") as handle:
-                handle.write("head\trelation\ttail\ttail_rank\thead_rank\n" + rows)
-
-        write_owned_file(ranks_file, write_ranks, RANKS)
-        print(f"wrote {ranks_file}", file=out)
-    return result
-
-
-RANKS = "link prediction ranks"
-
-
-def predict_main(args: argparse.Namespace, out=None) -> list:
-    """The ``--k`` best answers to (head, relation, ?), or (?, relation, tail) with ``--inverse``."""
-    out = out or sys.stdout
-    kb = _load(args.kg)
-    entity, relation = resolve(kb, args.entity, "entity"), resolve(kb, args.relation, "relation")
-    ranker, _, _ = text_ranker(args.model, args.kg, args.batch_size, kb)
-    best = ranker.predict(entity, relation, args.k, inverse=args.inverse)
-    question = f"(?, {relation}, {entity})" if args.inverse else f"({entity}, {relation}, ?)"
-    print(f"{question}  {ranker.entity_texts[ranker.data.entities.index(entity)]}", file=out)
-    for rank, (ident, text, score) in enumerate(best, 1):
-        print(f"{rank:3d}  {score:.4f}  {ident}  {text}", file=out)
-    return best
-
-
 # the names the registries hold (checked against them by tests/test_cli.py), listed here so that
 # --help does not import torch
 KGE_NAMES = ("transe", "distmult", "complex", "text_complex", "aligned_text_complex", "rotate")
@@ -365,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--ranks", default=None, metavar="TSV",
                            help="TSV file of every triple's filtered ranks: head, relation, tail, the tail's rank "
                                 "among the answers to (head, relation, ?), the head's among those to (?, relation, tail)")
+            p.add_argument("--ensemble", default=None, metavar="DIR",
+                           help="add the ranker saved in DIR (train-kge --out, a recipe's model) to --model's, "
+                                "the weight of each chosen on the valid split")
+            p.add_argument("--names", action="store_true",
+                           help="re-rank by the entity names each entity's text holds, and the words two texts "
+                                "share, weights per relation chosen on the valid split")
         else:
             p.add_argument("entity", help="the known entity: an id or its exact text")
             p.add_argument("relation", help="the relation: an id or its words")
@@ -477,11 +358,10 @@ def kb_main(argv: Sequence[str] | None = None) -> int:
     if args.action == "link":
         link(_load(args.kb), args.text, args.lang, args.tokens, args.json)
         return 0
-    if args.action == "eval":
-        eval_main(args)
-        return 0
-    if args.action == "predict":
-        predict_main(args)
+    if args.action in ("eval", "predict"):
+        from .link_cli import eval_main, predict_main
+
+        (eval_main if args.action == "eval" else predict_main)(args)
         return 0
     if args.action == "align":
         align_main(args)

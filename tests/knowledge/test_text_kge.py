@@ -314,6 +314,32 @@ def test_a_model_trained_on_one_graph_refuses_another_and_bad_questions_are_name
     assert main(["kb", "predict", "--model", folder, "--kg", str(tmp_path / "graph"), "00", "_hypernym\r"]) == 0
 
 
+def test_kb_eval_fits_the_ensemble_and_the_name_re_ranking_on_valid_as_the_api_does(tmp_path, encoder, capsys):
+    from babelzoo.knowledge import load_kb
+    from babelzoo.knowledge.name_match import TextFeatures, fit_name_matches
+
+    graph, text, structure = write_graph(tmp_path / "graph"), tmp_path / "run" / "model", tmp_path / "complex"
+    assert main(["pretrain", "--config", recipe(tmp_path, encoder)]) == 0
+    assert main(["kb", "train-kge", "--data", str(graph), "--model", "complex", "--dim", "8", "--epochs", "20",
+                 "--eval-every", "10", "--lr", "0.05", "--out", str(structure)]) == 0
+    capsys.readouterr()
+    command = ["kb", "eval", "--model", str(text), "--ensemble", str(structure), "--names", "--kg", str(graph)]
+    assert main([*command, "--out", str(tmp_path / "both.json")]) == 0
+    assert "re-ranked by names on" in capsys.readouterr().out
+    record = json.loads((tmp_path / "both.json").read_text(encoding="utf-8"))
+    kb = load_kb(str(graph))
+    data = LinkPredictionData.from_kb(kb)
+    ensemble, weight, _ = fit_ensemble(GraphRanker.from_folder(text, kb, data),
+                                       GraphRanker.from_folder(structure, kb, data), data)
+    reranker, weights, valid = fit_name_matches(ensemble, data, TextFeatures.from_kb(kb, data))
+    assert record["combined"]["ensemble"]["model_weight"] == weight
+    assert record["combined"]["names"]["valid_mrr"] == pytest.approx(valid, abs=1e-6)
+    assert len(record["combined"]["names"]["weights"]) == len(weights)
+    assert record["metrics"] == pytest.approx(evaluate(reranker, data, "test"), abs=1e-6)
+    assert main([*command, "--split", "valid"]) == 2  # chosen on valid: judged there, they would flatter
+    assert "--ensemble and --names choose their weights on the valid split" in capsys.readouterr().err
+
+
 def test_recipe_mistakes_name_the_file_line_and_key_and_a_foreign_folder_is_refused_before_training(
         tmp_path, encoder, capsys):
     write_graph(tmp_path / "graph")
@@ -339,6 +365,8 @@ def test_the_shipped_recipe_reads_and_another_graph_is_one_override_away():
     assert (shipped.kg.path, shipped.encoder.model, shipped.scorer.model) == ("/data/fb15k", "multilingual_e5_small",
                                                                                "text_complex")
     assert shipped.train.loss == "1vsall" and shipped.output_dir == "runs/fb"
+    structure = read_link_recipe(recipe_path("kgc_complex"), ["kg.path=/data/fb15k"])  # kb eval --ensemble's
+    assert (structure.kg.path, structure.uses_text, structure.scorer.model) == ("/data/fb15k", False, "complex")
 
 
 def write_two_graph_dbp5l(root: Path) -> Path:
