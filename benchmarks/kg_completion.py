@@ -1,21 +1,22 @@
 """WN18RR link prediction: what text and structure each bring, beside the published numbers.
 
-Every trained arm is the shipped recipe run as users run it (``babelzoo pretrain --config
-kgc_e5_small`` with ``--set`` overrides) and scored by ``babelzoo kb eval`` on the test split;
+Every trained arm is a shipped recipe run as users run it (``babelzoo pretrain --config
+kgc_e5_small`` or ``kgc_complex`` with ``--set`` overrides) and scored by ``babelzoo kb eval`` on the test split;
 the combinations are fitted on the valid split only:
 
 - ``e5_zero_shot``: multilingual-e5-small as it ships, ranking "query: {h}, {r}" against
   "passage: {t}" by cosine (no training);
-- ``structure``: ComplEx (reciprocal, N3) on the graph alone: the recipe with ``scorer.model=complex``;
+- ``structure``: ComplEx (reciprocal, N3) on the graph alone: the shipped ``kgc_complex``;
 - ``text_only``: the recipe's scorer over the frozen e5 vectors without structure vectors (e = P·x);
 - ``text_structure``: the recipe as shipped (e = P·x + s);
 - ``ensemble``: ``text_structure`` + ``structure``, a score ensemble weighted on valid MRR;
 - ``rerank``: the best of the above with SimKGC's graph-neighbourhood re-ranking (2 hops, the
   bonus chosen on valid MRR);
-- ``names``: the best of the above re-ranked by the words of the entities' texts: a candidate whose
-  name the question entity's description holds, or whose description holds the question
-  entity's name, gains a weight per relation and side chosen on valid MRR
-  (:mod:`babelzoo.knowledge.name_match`).
+- ``names``: the best by valid MRR of ``structure``, ``text_structure`` and ``ensemble`` re-ranked by
+  the words of the entities' texts, as users run it: ``babelzoo kb eval --model DIR [--ensemble
+  DIR] --names`` (a candidate whose name the question entity's description holds, or whose
+  description holds the question entity's name, gains a weight per relation and side chosen on
+  valid MRR: :mod:`babelzoo.knowledge.name_match`).
 
 Knowledge injection: does pre-training the encoder on the graph's training facts first pay?
 Each ``inject_*`` arm pre-trains multilingual-e5-small with a shipped knowledge objective on the
@@ -273,9 +274,9 @@ def _command(recipe: str, overrides: Sequence[str]) -> str:
 
 
 def combinations(rows: dict, runs: Path, data: Path, arms: Sequence[str]) -> None:
-    """The ensemble and the re-ranking, fitted on valid, scored on test by the one evaluator."""
-    from babelzoo.knowledge import LinkPredictionData, evaluate, load_kb
-    from babelzoo.knowledge.link_prediction import KnownTriples
+    """The ensemble and the re-rankings, fitted on valid, scored on test by the one evaluator."""
+    from babelzoo.knowledge import LinkPredictionData, load_kb
+    from babelzoo.knowledge.link_prediction import KnownTriples, split_metrics, split_ranks
     from babelzoo.knowledge.text_kge import GraphRanker, fit_ensemble, fit_neighbourhood
 
     kb = load_kb(str(data))
@@ -283,61 +284,67 @@ def combinations(rows: dict, runs: Path, data: Path, arms: Sequence[str]) -> Non
     filters = KnownTriples(graph)
     rankers = {arm: GraphRanker.from_folder(rows[arm]["model"], kb, graph) for arm in ("structure", "text_structure")
                if arm in rows}
-    best_single = max((a for a in rankers), key=lambda a: rows[a]["valid"]["mrr"]) if rankers else None
+    best = max((a for a in rankers), key=lambda a: rows[a]["valid"]["mrr"]) if rankers else None
+    ranks = {}  # test ranks of the combinations, for the names arm's before and after
     if "ensemble" in arms and len(rankers) == 2:
         start = time.process_time()
         ensemble, weight, tried = fit_ensemble(rankers["text_structure"], rankers["structure"], graph)
         valid = dict(tried)[weight]
+        ranks["ensemble"] = split_ranks(ensemble, graph, "test", filters=filters)
         rows["ensemble"] = {"of": ["text_structure", "structure"], "text_weight": weight,
                             "valid_mrr_by_weight": {f"{w:g}": round(m, 4) for w, m in tried},
                             "valid": {"mrr": round(valid, 6)},
-                            "test": {k: round(v, 6) for k, v in evaluate(ensemble, graph, "test", filters=filters).items()},
+                            "test": {k: round(v, 6) for k, v in split_metrics(*ranks["ensemble"]).items()},
                             "eval_cpu_seconds": round(time.process_time() - start, 1)}
         rankers["ensemble"] = ensemble
-        if valid > rows[best_single]["valid"]["mrr"]:
-            best_single = "ensemble"
-    if "rerank" in arms and best_single is not None:
+        if valid > rows[best]["valid"]["mrr"]:
+            best = "ensemble"
+    if "rerank" in arms and best is not None:
         start = time.process_time()
-        reranker, bonus, tried = fit_neighbourhood(rankers[best_single], graph)
-        rows["rerank"] = {"of": best_single, "hops": 2, "bonus": bonus,
+        reranker, bonus, tried = fit_neighbourhood(rankers[best], graph)
+        rows["rerank"] = {"of": best, "hops": 2, "bonus": bonus,
                           "valid_mrr_by_bonus": {f"{b:g}": round(m, 4) for b, m in tried},
                           "valid": {"mrr": round(dict(tried)[bonus], 6)},
-                          "test": {k: round(v, 6) for k, v in evaluate(reranker, graph, "test", filters=filters).items()},
+                          "test": {k: round(v, 6) for k, v in split_metrics(*split_ranks(
+                              reranker, graph, "test", filters=filters)).items()},
                           "eval_cpu_seconds": round(time.process_time() - start, 1)}
-        rankers["rerank"] = reranker
-        if rows["rerank"]["valid"]["mrr"] > rows[best_single]["valid"]["mrr"]:
-            best_single = "rerank"
-    if "names" in arms and best_single is not None:
-        rows["names"] = name_matches(rankers[best_single], best_single, kb, graph, filters)
+    if "names" in arms and best is not None:  # kb eval builds the models and their ensemble, not a re-ranking
+        if best not in ranks:
+            ranks[best] = split_ranks(rankers[best], graph, "test", filters=filters)
+        rows["names"] = name_matches(rows, best, runs, data, graph, ranks[best])
 
 
-def name_matches(ranker, of: str, kb, graph, filters) -> dict:
-    """The ``names`` arm: ``ranker`` re-ranked by the words of the entity texts, its weights per
-    relation and side fitted on valid; test MRR per relation before and after, for the ablation."""
+def name_matches(rows: dict, of: str, runs: Path, data: Path, graph, before) -> dict:
+    """The ``names`` arm: ``babelzoo kb eval --model DIR [--ensemble DIR] --names`` on ``of`` (a
+    model arm or the ensemble of the two), its weights per relation and side fitted on valid; test
+    MRR per relation before (``before``: ``of``'s test ranks) and after, for the ablation."""
     import torch
 
-    from babelzoo.knowledge.link_prediction import split_metrics, split_ranks
-    from babelzoo.knowledge.name_match import FEATURES, TextFeatures, fit_name_matches
-
-    start = time.process_time()
-    features = TextFeatures.from_kb(kb, graph)
-    reranker, weights, valid = fit_name_matches(ranker, graph, features)
-    ranks = {name: split_ranks(model, graph, "test", filters=filters) for name, model in (("before", ranker),
-                                                                                           ("after", reranker))}
+    models = [rows[arm]["model"] for arm in (rows[of]["of"] if of == "ensemble" else [of])]
+    argv = ["kb", "eval", "--model", models[0], *(["--ensemble", models[1]] if len(models) > 1 else []), "--names",
+            "--kg", str(data), "--split", "test"]
+    out, ranks_file = runs / "names.eval.json", runs / "names.ranks.tsv"
+    cli([*argv, "--out", str(out), "--ranks", str(ranks_file)])
+    result = json.loads(out.read_text(encoding="utf-8"))
+    index = {entity: i for i, entity in enumerate(graph.entities)}
+    lines = ranks_file.read_text(encoding="utf-8").splitlines()[1:]
+    fields = [line.split("\t") for line in lines]
+    if [[index[h], graph.relations.index(r), index[t]] for h, r, t, *_ in fields] != graph.test.tolist():
+        raise SystemExit(f"{ranks_file}: its triples are not the test split's, in order")
+    after = (torch.tensor([float(f[3]) for f in fields]), torch.tensor([float(f[4]) for f in fields]))
     relations = graph.test[:, 1]
     by_relation = {}
-    for index, relation in enumerate(graph.relations):
-        rows = relations == index
-        if rows.any():
-            by_relation[relation] = {"questions": 2 * int(rows.sum()), **{
-                name: round(float(torch.cat([1.0 / tails[rows], 1.0 / heads[rows]]).mean()), 4)
-                for name, (tails, heads) in ranks.items()}}
-    return {"of": of, "matches": features.matches.num_matches, "features": list(FEATURES),
-            "valid": {"mrr": round(valid, 6)},
-            "weights": {f"{side} {'(others)' if r is None else graph.relations[r]}": list(w)
-                        for (side, r), w in weights.items()},
-            "test": {k: round(v, 6) for k, v in split_metrics(*ranks["after"]).items()},
-            "test_mrr_by_relation": by_relation, "eval_cpu_seconds": round(time.process_time() - start, 1)}
+    for i, relation in enumerate(graph.relations):
+        chosen = relations == i
+        if chosen.any():
+            by_relation[relation] = {"questions": 2 * int(chosen.sum()), **{
+                name: round(float(torch.cat([1.0 / tails[chosen], 1.0 / heads[chosen]]).mean()), 4)
+                for name, (tails, heads) in (("before", before), ("after", after))}}
+    names = result["combined"]["names"]
+    return {"of": of, "command": portable_text("babelzoo " + " ".join(argv)), "matches": names["matches"],
+            "features": names["features"], "valid": {"mrr": names["valid_mrr"]}, "weights": names["weights"],
+            "test": result["metrics"], "test_mrr_by_relation": by_relation,
+            "eval_cpu_seconds": round(result["cpu_seconds"], 1)}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -349,8 +356,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--max-minutes", type=float, default=100.0,
                         help="the shipped recipe's scorer budget in CPU minutes, summed over threads (default 100, "
                              "the recipe's: 50 minutes of both cores)")
+    parser.add_argument("--structure-minutes", type=float, default=18.0,
+                        help="the structure arm's budget in CPU minutes (default 18, kgc_complex's: with the shipped "
+                             "recipe's 100, the ensemble trains within 60 minutes of both cores)")
     parser.add_argument("--ablation-minutes", type=float, default=25.0,
-                        help="the budget of the structure and text_only arms in CPU minutes (default 25)")
+                        help="the budget of the text_only arm in CPU minutes (default 25)")
     parser.add_argument("--injection-minutes", type=float, default=15.0,
                         help="each knowledge-injection arm's pre-training budget in CPU minutes (default 15)")
     parser.add_argument("--injection-scorer-minutes", type=float, default=25.0,
@@ -372,7 +382,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                                 **eval_arm("multilingual_e5_small", args.runs, data, "e5_zero_shot")}
     for arm in TRAINED:
         if arm in arms or (arm in ("structure", "text_structure") and set(COMBINED) & set(arms)):
-            minutes = args.max_minutes if arm == "text_structure" else args.ablation_minutes
+            minutes = {"text_structure": args.max_minutes, "structure": args.structure_minutes}.get(
+                arm, args.ablation_minutes)
             rows[arm] = train_arm(arm, args.runs, data, minutes)
             rows[arm].update(eval_arm(rows[arm]["model"], args.runs, data, arm))
     combinations(rows, args.runs, data, arms)
@@ -384,7 +395,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
               "protocol": "filtered ranking over all 40,943 entities, head and tail prediction averaged, ties at the "
                           "mean rank; model selection and combination weights on the valid split only",
               "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
-              "budgets_cpu_minutes": {"text_structure": args.max_minutes, "structure": args.ablation_minutes,
+              "budgets_cpu_minutes": {"text_structure": args.max_minutes, "structure": args.structure_minutes,
                                       "text_only": args.ablation_minutes,
                                       "injection pre-training": args.injection_minutes,
                                       "scorer after injection": args.injection_scorer_minutes},

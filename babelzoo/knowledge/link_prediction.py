@@ -264,8 +264,9 @@ def filtered_ranks(scores: torch.Tensor, targets: torch.Tensor, known: torch.Ten
     others = known.clone()
     others[torch.arange(len(targets)), targets] = False
     keep = ~others
-    higher = ((scores > target_scores) & keep).sum(1)
-    ties = ((scores == target_scores) & keep).sum(1) - 1  # minus the target itself
+    # counted as int32 (exact below 2³¹ candidates): summing bools to int64 is several times slower
+    higher = ((scores > target_scores) & keep).sum(1, dtype=torch.int32)
+    ties = ((scores == target_scores) & keep).sum(1, dtype=torch.int32) - 1  # minus the target itself
     return 1.0 + higher.float() + ties.float() / 2
 
 
