@@ -27,6 +27,7 @@ from typing import Annotated, Optional, Sequence
 from ..errors import ArgumentParser, UsageError, command
 from ..options import option
 from ..typed import Range, Seed
+from .link_cli import _load
 
 # the numbers the options take, refused by the parser otherwise (before a knowledge base is read)
 COUNT = option(Annotated[int, Range(1)])
@@ -34,12 +35,6 @@ NON_NEGATIVE_INT = option(Annotated[int, Range(0)])
 POSITIVE = option(Annotated[float, Range(0, low_open=True)])
 NON_NEGATIVE = option(Annotated[float, Range(0)])
 FRACTION = option(Annotated[float, Range(0, 1, high_open=True)])
-
-
-def _load(name: str):
-    from .base import load_kb
-
-    return load_kb(name)
 
 
 def language_counts(kb) -> Optional[dict[str, tuple[int, int]]]:
