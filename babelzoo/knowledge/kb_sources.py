@@ -302,9 +302,7 @@ def words(sentence: str) -> list[str]:
     word's start or end a word of its own (a run of it one word), so that "bowels;" links "bowels"."""
     out = []
     for chunk in sentence.split():
-        match = _WORD.fullmatch(chunk)
-        lead, word, trail = match.groups() if match else ("", chunk, "")
-        out += [part for part in (lead, word, trail) if part]
+        out += [part for part in _WORD.fullmatch(chunk).groups() if part]  # the pattern matches every chunk
     return out
 
 
