@@ -23,7 +23,7 @@ to all of them):
 - ``distill``: that distillation alone, no ranking.
 - ``steps400``: the recipe with its first version's schedule (400 steps, 40 warm-up).
 - ``margin0``: the recipe's ranking without LaBSE's additive margin (0.3): the plain in-batch
-  softmax at the same scale (sentence-transformers' ``MultipleNegativesRankingLoss``).
+  softmax at the same scale, both ways (sentence-transformers' ``MultipleNegativesSymmetricRankingLoss``).
 - ``+tlm``: the recipe plus ``tlm`` on the same pairs (e5 gains a fresh tied MLM head).
 - ``+vocab``: the recipe from e5 grown by the pieces learned from the pairs (see NOTES).
 - ``+bare``: the recipe with its pairs read a second time without e5's ``"query: "`` prefix (a

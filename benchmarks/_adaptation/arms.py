@@ -20,7 +20,7 @@ TLM = ("tlm", {"max_length": 128, "use_language_ids": False})
 # steps400: the recipe with the schedule of its first version (400 steps, 40 warm-up)
 SHORT = {"max_steps": 400, "optim.warmup_steps": 40}
 # margin0: the recipe's ranking without LaBSE's additive margin (0.3 by default): the plain in-batch
-# softmax at the same scale, sentence-transformers' MultipleNegativesRankingLoss
+# softmax at the same scale both ways, sentence-transformers' MultipleNegativesSymmetricRankingLoss
 NO_MARGIN = {f"objectives.{OBJECTIVE}.margin": 0.0}
 # +own: the recipe with a user's own pairs (pairs_dir), made from the SIB-200 train split of the
 # --own-pairs languages (Flores-200 sentences, English and X aligned by index_id), in --work/OWN_PAIRS;
