@@ -40,9 +40,10 @@ recorded with each arm. Every arm is evaluated by the leaderboard's own tasks wi
 protocol (``"query: "`` prefix, mean of the last layer over real tokens, cosine, accuracy@1):
 Tatoeba on the adapted languages (full test files) and on every other Tatoeba language
 (``--other-limit`` sentences each); and under MTEB's protocol (``tatoeba_mteb``: X → English,
-F1 and accuracy, no prefix, as MTEB runs e5 on bitext mining), the same sentences; with ``--sib200``, SIB-200 zero-shot topic accuracy (the
-``sib200_e5_small`` fine-tuning recipe from the arm's model: English train, English dev) and
-``flores_retrieval`` for the adapted languages SIB-200 holds.
+F1 and accuracy, no prefix, as MTEB runs e5 on bitext mining), the same sentences; with
+``--sib200``, SIB-200 zero-shot topic accuracy (the ``sib200_e5_small`` fine-tuning recipe from
+the arm's model: English train, English dev) and ``flores_retrieval`` for the adapted languages
+SIB-200 holds.
 
 With ``--int8``, the recipe arm's model is exported with ``babelzoo convert --to-onnx`` in fp32
 and with ``--quantize int8``, and the two exports are compared on Tatoeba per adapted language
@@ -174,17 +175,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "suite": "adaptation",
         "command": shlex.join(["python", "benchmarks/adaptation.py", *(sys.argv[1:] if argv is None else argv)]),
         "commit": checkout_commit(), "machine": machine(args.threads),
-        "settings": {"recipe": RECIPE, "max_steps": args.max_steps or cfg.max_steps, "train_only": args.train_only, "batch_size": cfg.batch_size,
-                     "lr": cfg.optim.lr,
-                     "warmup_steps": cfg.optim.warmup_steps, "max_length": cfg.objectives[OBJECTIVE].get("max_length"),
+        "settings": {"recipe": RECIPE, "max_steps": args.max_steps or cfg.max_steps, "train_only": args.train_only,
+                     "batch_size": cfg.batch_size, "lr": cfg.optim.lr, "warmup_steps": cfg.optim.warmup_steps,
+                     "max_length": cfg.objectives[OBJECTIVE].get("max_length"),
                      "init": cfg.init, "langs": args.langs, "other_limit": args.other_limit, "sib200": args.sib200,
                      "sib200_arms": list(args.sib200_arms), "sib200_set": args.sib200_set,
                      "data_dir": str(run.data_dir)},
         "languages": adapted, "other_languages": others, "sib200_languages": sib,
         "reference": {lang: reference[lang] for lang in adapted if lang in reference}, "arms": {},
-        "notes": [*NOTES, f"Every recipe arm but +vocab starts from `init: {json.dumps(cfg.init)}`; st trains every weight, as "
-                          "sentence-transformers' example does, so the throughput ratio compares the two methods as "
-                          "run, not the same computation."]}
+        "notes": [*NOTES, f"Every recipe arm but +vocab starts from `init: {json.dumps(cfg.init)}`; st trains every "
+                          "weight, as sentence-transformers' example does, so the throughput ratio compares the two "
+                          "methods as run, not the same computation."]}
     if args.sib200 and not sib:
         report["notes"].append(f"--sib200: none of the adapted languages is in {run.data_dir / 'sib200'}.")
 
