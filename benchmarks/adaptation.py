@@ -22,8 +22,9 @@ to all of them):
   frozen teacher) on the same pairs, summed every step: the recipe's first version, at its steps.
 - ``distill``: that distillation alone, no ranking.
 - ``steps400``: the recipe with its first version's schedule (400 steps, 40 warm-up).
-- ``margin0``: the recipe's ranking without LaBSE's additive margin (0.3): the plain in-batch
-  softmax at the same scale, both ways (sentence-transformers' ``MultipleNegativesSymmetricRankingLoss``).
+- ``margin0.3``: the recipe's ranking with LaBSE's additive margin (0.3) taken from each
+  positive's similarity; the recipe ranks with the plain in-batch softmax at the same scale, both
+  ways (sentence-transformers' ``MultipleNegativesSymmetricRankingLoss``).
 - ``+tlm``: the recipe plus ``tlm`` on the same pairs (e5 gains a fresh tied MLM head).
 - ``+vocab``: the recipe from e5 grown by the pieces learned from the pairs (see NOTES).
 - ``+bare``: the recipe with its pairs read a second time without e5's ``"query: "`` prefix (a

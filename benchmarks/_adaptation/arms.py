@@ -10,8 +10,8 @@ from typing import Any, Mapping, Optional, Sequence
 RECIPE = "adapt_e5_small"
 OBJECTIVE = "translation_ranking"  # the recipe's objective, whose data entry holds the pairs source
 E5 = "multilingual_e5_small"
-ARMS = ("e5", "recipe", "+bare", "+own", "st", "+distill", "distill", "steps400", "margin0", "+tlm", "+vocab")
-RECIPE_ARMS = ("recipe", "+bare", "+own", "+distill", "distill", "steps400", "margin0", "+tlm", "+vocab")
+ARMS = ("e5", "recipe", "+bare", "+own", "st", "+distill", "distill", "steps400", "margin0.3", "+tlm", "+vocab")
+RECIPE_ARMS = ("recipe", "+bare", "+own", "+distill", "distill", "steps400", "margin0.3", "+tlm", "+vocab")
 # multilingual distillation (the student gives both sides the frozen teacher's vector of the English
 # side), which +distill adds to the recipe and distill trains alone, on the recipe's pairs
 DISTILL = ("distill_sentence", {"teacher": E5, "max_length": 64, "use_language_ids": False})
@@ -19,9 +19,11 @@ DISTILL = ("distill_sentence", {"teacher": E5, "max_length": 64, "use_language_i
 TLM = ("tlm", {"max_length": 128, "use_language_ids": False})
 # steps400: the recipe with the schedule of its first version (400 steps, 40 warm-up)
 SHORT = {"max_steps": 400, "optim.warmup_steps": 40}
-# margin0: the recipe's ranking without LaBSE's additive margin (0.3 by default): the plain in-batch
-# softmax at the same scale both ways, sentence-transformers' MultipleNegativesSymmetricRankingLoss
-NO_MARGIN = {f"objectives.{OBJECTIVE}.margin": 0.0}
+# margin0.3: the recipe's ranking with LaBSE's additive margin (0.3) taken from each positive's
+# similarity, where the recipe ranks with the plain in-batch softmax
+LABSE_MARGIN = {f"objectives.{OBJECTIVE}.margin": 0.3}
+# the arms that are a few scalar overrides of the recipe
+SCALAR_ARMS = {"steps400": SHORT, "margin0.3": LABSE_MARGIN}
 # +own: the recipe with a user's own pairs (pairs_dir), made from the SIB-200 train split of the
 # --own-pairs languages (Flores-200 sentences, English and X aligned by index_id), in --work/OWN_PAIRS;
 # judged on the same languages' SIB-200 dev and test sentences, which no arm trains on
@@ -62,8 +64,8 @@ def arm_overrides(arm: str, recipe: Mapping[str, Any], grown: Optional[Path] = N
         first = json.loads((grown / VOCAB_MARK).read_text(encoding="utf-8"))["first_new_id"]
         return [f"init={json.dumps({'pretrained': str(grown), 'train_rows_from': first})}",
                 f"tokenizer={json.dumps({'path': str(grown)})}", f"model_overrides.vocab_size={rows}"]
-    if arm in ("steps400", "margin0"):
-        return [f"{key}={value}" for key, value in (SHORT if arm == "steps400" else NO_MARGIN).items()]
+    if arm in SCALAR_ARMS:
+        return [f"{key}={value}" for key, value in SCALAR_ARMS[arm].items()]
     if arm == "+bare":  # the same pairs a second time without the prefix, sampled as often
         (source,) = recipe["data"][OBJECTIVE]["sources"]
         return [f"data.{OBJECTIVE}.sources={json.dumps([source, {**source, 'prefix': ''}])}"]

@@ -275,8 +275,9 @@ MTEB_PUBLISHED = {"multilingual-e5-small": 56.8, "bge-m3": 62.9, "LaBSE": 77.4, 
 NOTES = [
     "The ablations are `--set` overrides of the shipped recipe (each arm's `train.overrides`): `+distill` adds "
     "multilingual distillation (e5 as its own frozen teacher) on the same pairs, summed every step, `distill` trains "
-    "it alone; `steps400` keeps the recipe at 400 steps with 40 warm-up; `margin0` ranks without the additive "
-    "margin (0.3 in the recipe), the plain in-batch softmax at the same scale; `+tlm` adds `tlm` on the same pairs; "
+    "it alone; `steps400` keeps the recipe at 400 steps with 40 warm-up; `margin0.3` ranks with LaBSE's "
+    "additive margin of 0.3, where the recipe ranks with the plain in-batch softmax at the same scale; `+tlm` adds "
+    "`tlm` on the same pairs; "
     "`+vocab` starts from e5 grown by the pieces `benchmarks/adaptation_vocabulary.py` learns from the X side of the "
     "training pairs (up to 500 per language, each new word-embedding row the mean of the rows of the pieces it "
     "replaces) and trains the new rows (`init.train_rows_from`) where the recipe keeps every word embedding fixed.",
