@@ -8,6 +8,7 @@
     babelzoo kb eval --model multilingual_e5_small --kg ../shared/data/wn18rr --split test --out runs/kg/e5.json
     babelzoo kb eval --model runs/kgc/model --ensemble runs/complex/model --names --kg ../shared/data/wn18rr
     babelzoo kb predict --model runs/kgc/model --kg ../shared/data/wn18rr 06845599 _hypernym
+    babelzoo kb predict --model runs/kgc/model --ensemble runs/complex/model --names --kg wn18rr/ 06845599 _hypernym
     babelzoo kb align --kb ../shared/data/dbp5l/el --kb ../shared/data/dbp5l/en --seeds seeds.tsv --out pairs.tsv
 
 A knowledge base is a registered name (``cldr``, ``codex-s``, an installed plug-in: see
@@ -235,17 +236,17 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--ranks", default=None, metavar="TSV",
                            help="TSV file of every triple's filtered ranks: head, relation, tail, the tail's rank "
                                 "among the answers to (head, relation, ?), the head's among those to (?, relation, tail)")
-            p.add_argument("--ensemble", default=None, metavar="DIR",
-                           help="add the ranker saved in DIR (train-kge --out, a recipe's model) to --model's, "
-                                "the weight of each chosen on the valid split")
-            p.add_argument("--names", action="store_true",
-                           help="re-rank by the entity names each entity's text holds, and the words two texts "
-                                "share, weights per relation chosen on the valid split")
         else:
             p.add_argument("entity", help="the known entity: an id or its exact text")
             p.add_argument("relation", help="the relation: an id or its words")
             p.add_argument("--k", type=COUNT, default=10, help="answers to print (default 10)")
             p.add_argument("--inverse", action="store_true", help="ask (?, relation, entity) instead")
+        p.add_argument("--ensemble", default=None, metavar="DIR",
+                       help="add the ranker saved in DIR (train-kge --out, a recipe's model) to --model's, "
+                            "the weight of each chosen on the valid split")
+        p.add_argument("--names", action="store_true",
+                       help="re-rank by the entity names each entity's text holds, and the words two texts "
+                            "share, weights per relation chosen on the valid split")
     p = sub.add_parser("align", help="align the entities of two graphs in two languages; write the pairs")
     p.add_argument("--kb", required=True, action="append", metavar="PATH_OR_NAME",
                    help="a graph; given twice: the graph aligned (A) and the graph aligned to (B)")

@@ -9,7 +9,8 @@ ranking a graph's entities, and the combinations ``kb eval`` fits on the valid s
 with the best valid MRR (:func:`~babelzoo.knowledge.text_kge.fit_ensemble`); ``--names``
 re-ranks by the words of the entity texts, its weights per relation fitted on valid
 (:func:`~babelzoo.knowledge.name_match.fit_name_matches`). Both are chosen on the valid split and
-never see the split they are judged on.
+never see the split they are judged on. ``kb predict`` takes both options too, and answers with
+the combination fitted the same way.
 """
 
 from __future__ import annotations
@@ -89,6 +90,18 @@ def resolve(kb, value: str, kind: str) -> str:
     raise UsageError(f"unknown {kind} {value!r}: no id or text of the graph matches it{hint}")
 
 
+def fitted_flags(args: argparse.Namespace) -> list[str]:
+    """The options given whose weights are fitted on the valid split."""
+    return [flag for flag, given in (("--ensemble", args.ensemble), ("--names", args.names)) if given]
+
+
+def require_valid(model, args: argparse.Namespace) -> None:
+    """Refuse ``--ensemble``/``--names`` on a graph with no valid split to fit them on."""
+    fitted = fitted_flags(args)
+    if fitted and not len(model.data.split("valid")):
+        raise UsageError(f"--kg {args.kg} has no 'valid' triples, on which {' and '.join(fitted)} choose their weights")
+
+
 def combined(ranker, kb, args: argparse.Namespace, say=None):
     """``ranker`` with ``--ensemble``'s ranker added and re-ranked by ``--names``, each weight
     chosen on the valid split: (the ranker, what was chosen, for the record)."""
@@ -127,7 +140,7 @@ def eval_main(args: argparse.Namespace, out=None) -> dict:
 
     out = out or sys.stdout
     ranks_file = args.ranks
-    fitted = [flag for flag, given in (("--ensemble", args.ensemble), ("--names", args.names)) if given]
+    fitted = fitted_flags(args)
     if fitted and args.split != "test":
         raise UsageError(f"{' and '.join(fitted)} choose their weights on the valid split: judge them on "
                          f"--split test, not {args.split}")
@@ -138,8 +151,7 @@ def eval_main(args: argparse.Namespace, out=None) -> dict:
     model, kb, _ = text_ranker(args.model, args.kg, args.batch_size)
     if not len(model.data.split(args.split)):
         raise UsageError(f"--kg {args.kg} has no {args.split!r} triples")
-    if fitted and not len(model.data.split("valid")):
-        raise UsageError(f"--kg {args.kg} has no 'valid' triples, on which {' and '.join(fitted)} choose their weights")
+    require_valid(model, args)
     ranker, chosen = combined(model, kb, args, say=lambda line: print(line, file=out))
     tails, heads = split_ranks(ranker, model.data, args.split)
     metrics = split_metrics(tails, heads)
@@ -179,15 +191,35 @@ def eval_main(args: argparse.Namespace, out=None) -> dict:
     return result
 
 
+def best_answers(ranker, data, entity_texts, entity: str, relation: str, k: int,
+                 inverse: bool = False) -> list[tuple[str, str, float]]:
+    """The ``k`` best answers of any ranker of ``data``'s entities (a combination of
+    :func:`combined` included) to (entity, relation, ?), or (?, relation, entity) with ``inverse``,
+    as (entity id, its text, score)."""
+    from .text_link import question_indices
+
+    e, r = question_indices(data, entity, relation)
+    scores = ranker.score_heads(r, e) if inverse else ranker.score_tails(e, r)
+    best, ids = scores[0].topk(min(k, data.num_entities))
+    return [(data.entities[i], entity_texts[i], float(s)) for s, i in zip(best.tolist(), ids.tolist())]
+
+
 def predict_main(args: argparse.Namespace, out=None) -> list:
-    """The ``--k`` best answers to (head, relation, ?), or (?, relation, tail) with ``--inverse``."""
+    """The ``--k`` best answers to (head, relation, ?), or (?, relation, tail) with ``--inverse``;
+    with ``--ensemble`` or ``--names``, of the combination fitted on the valid split, as ``kb eval``
+    fits it."""
     out = out or sys.stdout
     kb = _load(args.kg)
     entity, relation = resolve(kb, args.entity, "entity"), resolve(kb, args.relation, "relation")
-    ranker, _, _ = text_ranker(args.model, args.kg, args.batch_size, kb)
-    best = ranker.predict(entity, relation, args.k, inverse=args.inverse)
+    model, _, _ = text_ranker(args.model, args.kg, args.batch_size, kb)
+    if fitted_flags(args):
+        require_valid(model, args)
+        ranker, _ = combined(model, kb, args, say=lambda line: print(line, file=out))
+        best = best_answers(ranker, model.data, model.entity_texts, entity, relation, args.k, inverse=args.inverse)
+    else:
+        best = model.predict(entity, relation, args.k, inverse=args.inverse)
     question = f"(?, {relation}, {entity})" if args.inverse else f"({entity}, {relation}, ?)"
-    print(f"{question}  {ranker.entity_texts[ranker.data.entities.index(entity)]}", file=out)
+    print(f"{question}  {model.entity_texts[model.data.entities.index(entity)]}", file=out)
     for rank, (ident, text, score) in enumerate(best, 1):
         print(f"{rank:3d}  {score:.4f}  {ident}  {text}", file=out)
     return best

@@ -338,6 +338,13 @@ def test_kb_eval_fits_the_ensemble_and_the_name_re_ranking_on_valid_as_the_api_d
     assert record["metrics"] == pytest.approx(evaluate(reranker, data, "test"), abs=1e-6)
     assert main([*command, "--split", "valid"]) == 2  # chosen on valid: judged there, they would flatter
     assert "--ensemble and --names choose their weights on the valid split" in capsys.readouterr().err
+    # kb predict answers with the same combination: the top tails of its scores
+    assert main(["kb", "predict", *command[2:], "07", "_hypernym", "--k", "4"]) == 0
+    printed = [line.split() for line in capsys.readouterr().out.splitlines()[-4:]]
+    e, r = torch.tensor([data.entities.index("07")]), torch.tensor([data.relations.index("_hypernym")])
+    best, ids = (x.tolist() for x in reranker.score_tails(e, r)[0].topk(4))
+    expected = [(i + 1, pytest.approx(s, abs=1e-4), data.entities[j]) for i, (s, j) in enumerate(zip(best, ids))]
+    assert [(int(rank), float(score), ident) for rank, score, ident, *_ in printed] == expected
 
 
 def test_recipe_mistakes_name_the_file_line_and_key_and_a_foreign_folder_is_refused_before_training(
