@@ -191,19 +191,6 @@ def eval_main(args: argparse.Namespace, out=None) -> dict:
     return result
 
 
-def best_answers(ranker, data, entity_texts, entity: str, relation: str, k: int,
-                 inverse: bool = False) -> list[tuple[str, str, float]]:
-    """The ``k`` best answers of any ranker of ``data``'s entities (a combination of
-    :func:`combined` included) to (entity, relation, ?), or (?, relation, entity) with ``inverse``,
-    as (entity id, its text, score)."""
-    from .text_link import question_indices
-
-    e, r = question_indices(data, entity, relation)
-    scores = ranker.score_heads(r, e) if inverse else ranker.score_tails(e, r)
-    best, ids = scores[0].topk(min(k, data.num_entities))
-    return [(data.entities[i], entity_texts[i], float(s)) for s, i in zip(best.tolist(), ids.tolist())]
-
-
 def predict_main(args: argparse.Namespace, out=None) -> list:
     """The ``--k`` best answers to (head, relation, ?), or (?, relation, tail) with ``--inverse``;
     with ``--ensemble`` or ``--names``, of the combination fitted on the valid split, as ``kb eval``
@@ -215,7 +202,9 @@ def predict_main(args: argparse.Namespace, out=None) -> list:
     if fitted_flags(args):
         require_valid(model, args)
         ranker, _ = combined(model, kb, args, say=lambda line: print(line, file=out))
-        best = best_answers(ranker, model.data, model.entity_texts, entity, relation, args.k, inverse=args.inverse)
+        from .text_link import top_answers
+
+        best = top_answers(ranker, model.data, model.entity_texts, entity, relation, args.k, inverse=args.inverse)
     else:
         best = model.predict(entity, relation, args.k, inverse=args.inverse)
     question = f"(?, {relation}, {entity})" if args.inverse else f"({entity}, {relation}, ?)"

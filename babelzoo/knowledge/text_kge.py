@@ -44,7 +44,7 @@ from .base import KBError
 from .kge import KGE_MODELS, KGEModel, LinkPredictionData, create_kge, load_kge, write_kge
 from .link_prediction import KGETrainConfig, KnownTriples, evaluate, train_kge
 from .memory import RetrievalMemory
-from .text_link import graph_digest, graph_texts, question_indices
+from .text_link import graph_digest, graph_texts, top_answers
 
 RECORD_FILE, MEMORY_DIR = "link_prediction.json", "entity_memory"
 logger = logging.getLogger(__name__)
@@ -267,10 +267,7 @@ class GraphRanker:
     def predict(self, entity: str, relation: str, k: int = 10, inverse: bool = False) -> list[tuple[str, str, float]]:
         """The ``k`` best answers to (entity, relation, ?) (``inverse``: to (?, relation, entity)),
         as (entity id, its text, score)."""
-        e, r = question_indices(self.data, entity, relation)
-        scores = self.score_heads(r, e) if inverse else self.score_tails(e, r)
-        best, ids = scores[0].topk(min(k, self.data.num_entities))
-        return [(self.data.entities[i], self.entity_texts[i], float(s)) for s, i in zip(best.tolist(), ids.tolist())]
+        return top_answers(self, self.data, self.entity_texts, entity, relation, k, inverse)
 
     def settings(self) -> dict:
         """What ``babelzoo kb eval`` records beside the metrics."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -70,6 +70,18 @@ def question_indices(data: LinkPredictionData, entity: str, relation: str) -> tu
     if relation not in data.relations:
         raise KBError(f"unknown relation {relation!r}; the graph's relations: {', '.join(data.relations)}")
     return torch.tensor([e]), torch.tensor([data.relations.index(relation)])
+
+
+
+def top_answers(ranker, data: LinkPredictionData, entity_texts: Sequence[str], entity: str, relation: str, k: int,
+                inverse: bool = False) -> list[tuple[str, str, float]]:
+    """The ``k`` best answers of any ranker of ``data``'s entities (one with ``score_tails`` and
+    ``score_heads``: a model, an ensemble, a re-ranker) to (entity, relation, ?), or
+    (?, relation, entity) with ``inverse``, as (entity id, its text, score)."""
+    e, r = question_indices(data, entity, relation)
+    scores = ranker.score_heads(r, e) if inverse else ranker.score_tails(e, r)
+    best, ids = scores[0].topk(min(k, data.num_entities))
+    return [(data.entities[i], entity_texts[i], float(s)) for s, i in zip(best.tolist(), ids.tolist())]
 
 
 class TextLinkPredictor:
